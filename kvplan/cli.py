@@ -1,0 +1,284 @@
+"""kvplan's command line (typer). Thin: parse flags -> typed inputs -> core -> render.
+
+Flags are spelled as `vllm serve` spells them. Errors the user can fix print one line
+("error: ...") and exit 2; "does not fit" exits 1; a missing environment exits 3. No tracebacks.
+Other commands register themselves from their own modules (see _COMMAND_MODULES).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from kvplan import __version__
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, KvplanError
+
+app = typer.Typer(
+    name="kvplan",
+    help="Predict vLLM's KV-cache blocks, concurrency and memory before you rent the GPU.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# Modules that add commands with a `register(app)` function (absent ones are skipped).
+_COMMAND_MODULES = ("kvplan.cli_verify", "kvplan.cli_check", "kvplan.cli_plan")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kvplan {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """kvplan: vLLM KV-cache planning."""
+
+
+def fail(message: str, hint: str | None = None, code: int = EXIT_BAD_INPUT) -> None:
+    """Print one error line (plus an optional hint line) to stderr and exit."""
+    line = f"error: {message}"
+    if hint:
+        line += f"\n  hint: {hint}"
+    print(line, file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def parse_max_model_len(value: Optional[str]) -> Optional[int]:
+    """--max-model-len: tokens, '32k'/'128K' (x1024, as vLLM accepts), or 'auto' (-1)."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v in ("auto", "-1"):
+        return -1
+    mult = 1
+    if v.endswith("k"):
+        mult, v = 1024, v[:-1]
+    elif v.endswith("m"):
+        mult, v = 1024 * 1024, v[:-1]
+    try:
+        n = int(float(v) * mult) if "." in v else int(v) * mult
+    except ValueError:
+        raise KvplanError(f"--max-model-len: expected a number of tokens or 'auto', got {value!r}") from None
+    if n <= 0:
+        raise KvplanError(f"--max-model-len: must be positive, got {value!r}")
+    return n
+
+
+def positive(name: str, value: Optional[int]) -> Optional[int]:
+    if value is not None and value < 1:
+        raise KvplanError(f"{name}: must be >= 1, got {value}")
+    return value
+
+
+def build_engine_args(**kw):
+    """EngineArgs from CLI values; pydantic errors become one line naming the flag."""
+    from pydantic import ValidationError
+
+    from kvplan.planner import EngineArgs
+
+    try:
+        return EngineArgs(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "argument"
+        flag = "--" + field.replace("_", "-")
+        if field == "kv_cache_memory_bytes":
+            flag = "--kv-cache-memory"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise KvplanError(f"{flag}: {msg} (got {err.get('input')!r})") from None
+
+
+@app.command()
+def estimate(
+    model: str = typer.Argument(..., help="Hub repo id, local directory with config.json, or bundled spec id."),
+    gpu: str = typer.Option("H200", "--gpu", help="GPU profile id or alias (see `kvplan gpus`)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
+    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
+    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", help="Tokens, or 'auto' for the largest that fits."),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2"),
+    block_size: Optional[int] = typer.Option(None, "--block-size"),
+    dtype: str = typer.Option("auto", "--dtype"),
+    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager"),
+    kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."),
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
+    usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
+    fmt: str = typer.Option("table", "--format", help="table, json, yaml or serve."),
+) -> None:
+    """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
+    try:
+        code = run_estimate(**locals())
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    raise typer.Exit(code)
+
+
+def plan_from_options(
+    *,
+    model: str,
+    gpu: str,
+    gpu_memory: Optional[str],
+    gpu_profiles: Optional[list[str]],
+    revision: Optional[str],
+    **engine_kw,
+):
+    """Resolve model + GPU + flags into (Plan, ModelSource). Shared by estimate/verify/check."""
+    from kvplan.engines.vllm.defaults import check_version
+    from kvplan.gpus import find_gpu, load_profiles
+    from kvplan.planner import plan
+    from kvplan.sources import resolve_model
+    from kvplan.specs.parse import parse_config
+    from kvplan.units import parse_bytes
+
+    check_version(engine_kw.get("vllm_version") or "0.26.0")
+    args = build_engine_args(**engine_kw)
+    profile = find_gpu(gpu, load_profiles(gpu_profiles))
+    if gpu_memory is not None:
+        profile = profile.model_copy(update={"memory_bytes": parse_bytes(gpu_memory, what="--gpu-memory")})
+    source = resolve_model(model, revision=revision)
+    spec = parse_config(source.config, source.name)
+    if source.checkpoint_params or source.checkpoint_bytes:
+        spec = spec.model_copy(
+            update={"checkpoint_params": source.checkpoint_params, "checkpoint_bytes": {"total": source.checkpoint_bytes} if source.checkpoint_bytes else None}
+        )
+    return plan(spec, profile, args), source
+
+
+def run_estimate(**kw) -> int:
+    from kvplan.units import parse_bytes
+
+    fmt = kw.pop("fmt")
+    if fmt not in ("table", "json", "yaml", "serve"):
+        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table, json, yaml or serve")
+    positive("--tensor-parallel-size", kw["tensor_parallel_size"])
+    positive("--pipeline-parallel-size", kw["pipeline_parallel_size"])
+    positive("--max-num-seqs", kw["max_num_seqs"])
+    positive("--max-num-batched-tokens", kw["max_num_batched_tokens"])
+    positive("--block-size", kw["block_size"])
+    if kw["gpu_memory_utilization"] is not None and not (0 < kw["gpu_memory_utilization"] <= 1):
+        raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {kw['gpu_memory_utilization']}")
+    kv_mem = kw.pop("kv_cache_memory")
+    kw["kv_cache_memory_bytes"] = parse_bytes(kv_mem, what="--kv-cache-memory") if kv_mem is not None else None
+    kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
+    revision = kw.get("revision")
+    plan, source = plan_from_options(**kw)
+
+    from kvplan import render
+
+    if fmt == "json":
+        print(json.dumps(render.to_dict(plan, source.provenance | {"origin": source.origin}, revision), indent=2))
+    elif fmt == "yaml":
+        sys.stdout.write(render.config_yaml(plan, revision))
+    elif fmt == "serve":
+        print(render.serve_command(plan, revision))
+    else:
+        from rich.console import Console
+
+        render.print_table(plan, Console(), revision)
+    return EXIT_OK if plan.fits else EXIT_FAIL
+
+
+@app.command()
+def gpus(
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """List GPU profiles (CUDA-visible memory, fp8 support, price)."""
+    try:
+        from kvplan.gpus import load_profiles
+
+        profiles = load_profiles(gpu_profiles)
+        if fmt == "json":
+            print(json.dumps([p.model_dump() for p in profiles.values()], indent=2))
+            return
+        if fmt != "table":
+            raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table("id", "name", "CUDA bytes", "GiB", "fp8", "bf16", "$/h", "aliases")
+        for p in profiles.values():
+            t.add_row(
+                p.id,
+                p.display_name,
+                f"{p.memory_bytes:,}",
+                f"{p.memory_bytes / 2**30:.2f}",
+                "yes" if p.fp8_supported else "no",
+                "yes" if p.bf16_supported else "no",
+                "" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}",
+                ", ".join(p.aliases),
+            )
+        Console().print(t)
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+
+
+def _register_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        mod.register(app)
+
+
+_register_commands()
+
+
+def _usage_error_types() -> tuple[tuple, tuple, tuple]:
+    """(exit, abort, usage-error) exception classes of typer's click (vendored or not)."""
+    exits, aborts, usage = [typer.Exit], [typer.Abort], [typer.BadParameter.__mro__[2]]
+    try:  # typer < 0.29 raises plain click exceptions
+        import click
+
+        exits.append(click.exceptions.Exit)
+        aborts.append(click.exceptions.Abort)
+        usage.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(exits), tuple(aborts), tuple(usage)
+
+
+def main() -> None:
+    """Entry point: run the app, turning usage errors into one line + exit 2."""
+    exits, aborts, usage = _usage_error_types()
+    try:
+        rv = app(standalone_mode=False)
+    except exits as e:
+        sys.exit(getattr(e, "exit_code", 0))
+    except aborts:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except usage as e:
+        msg = e.format_message().replace("\n", " ")
+        param = getattr(e, "param", None)
+        if param is not None and getattr(param, "opts", None):
+            name = max(param.opts, key=len)
+            if name not in msg:
+                msg = f"{name}: {msg}"
+        print(f"error: {msg}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except KvplanError as e:
+        print(f"error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,472 @@
+"""Compose a Plan = f(ModelSpec, GPUProfile, EngineArgs) with vLLM 0.26.0's rules.
+
+The planner resolves the effective engine arguments the way vLLM would (defaults that depend on
+the GPU, dtype, quantization, block size), then for every pipeline stage computes the memory
+budget, the KV-cache layout and the block count, and takes the minimum over stages as vLLM does
+(v1/core/kv_cache_utils.py get_kv_cache_configs). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kvplan.engines.vllm import activation as act_mod
+from kvplan.engines.vllm import defaults, memory, runner
+from kvplan.engines.vllm.allocator import KVCacheGroup, KVCacheLayout, build_layout
+from kvplan.engines.vllm.kv_spec import DTYPE_BYTES, KV_CACHE_DTYPES, kv_dtype_bytes, layer_cache_specs
+from kvplan.engines.vllm.weights import pp_layer_ranges, weight_bytes_per_rank
+from kvplan.errors import KvplanError
+from kvplan.gpus import GPUProfile
+from kvplan.specs.model_spec import LayerKind, ModelSpec, QuantSpec
+
+QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "mxfp4", "bitsandbytes")
+
+
+class EngineArgs(BaseModel):
+    """The `vllm serve` flags kvplan models; None = vLLM's default for this model and GPU.
+
+    Names are vLLM's. ``max_model_len=-1`` means ``--max-model-len auto`` (largest that fits).
+    ``usage`` is "serve" (`vllm serve`, the default) or "llm" (the offline ``LLM`` class), which
+    changes vLLM's batch defaults.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=1024)
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = Field(default=defaults.DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    dtype: str = "auto"
+    quantization: str | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    enable_prefix_caching: bool | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    usage: str = "serve"
+    vllm_version: str = defaults.DEFAULT_VLLM_VERSION
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv(cls, v: str) -> str:
+        if v not in KV_CACHE_DTYPES:
+            raise ValueError(f"must be one of {', '.join(KV_CACHE_DTYPES)}")
+        return v
+
+    @field_validator("block_size")
+    @classmethod
+    def _bs(cls, v: int | None) -> int | None:
+        if v is not None and (v <= 0 or v % 16):
+            raise ValueError("must be a positive multiple of 16 (FlashAttention kernel blocks)")
+        return v
+
+    @field_validator("max_model_len")
+    @classmethod
+    def _mml(cls, v: int | None) -> int | None:
+        if v is not None and v != -1 and v <= 0:
+            raise ValueError("must be a positive number of tokens, or 'auto'")
+        return v
+
+    @field_validator("usage")
+    @classmethod
+    def _usage(cls, v: str) -> str:
+        if v not in defaults.USAGE_CONTEXTS:
+            raise ValueError("must be 'serve' or 'llm'")
+        return v
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One pipeline stage (the figures are per GPU of that stage)."""
+
+    pipeline_rank: int
+    layers: range
+    budget: memory.MemoryBudget
+    weights_breakdown: dict[str, int]
+    activation: act_mod.ActivationEstimate
+    layout: KVCacheLayout
+    num_blocks: int
+    bytes_for_max_len: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What vLLM would do with this model, GPU and flags.
+
+    Attributes:
+        effective: the resolved engine arguments (every default filled in).
+        stages: one StagePlan per pipeline stage.
+        num_gpu_blocks: min over stages (vLLM's num_gpu_blocks).
+        block_size: tokens per block of the first group (hybrid models may raise it).
+        page_size_bytes: bytes of one page of one layer (uniform across groups).
+        bytes_per_token: KV bytes one token costs across all layers on one GPU (full-attention
+            equivalent: every layer that stores per-token KV).
+        gpu_kv_cache_tokens / max_concurrency: as vLLM logs them at max_model_len.
+        fits: vLLM would start.
+        failure: why it would not start (None when it fits).
+        largest_max_model_len: the largest --max-model-len that fits (vLLM's own estimate).
+        binding_limit: what caps concurrency: "kv_cache" or "max_num_seqs".
+    """
+
+    spec: ModelSpec
+    gpu: GPUProfile
+    args: EngineArgs
+    effective: dict
+    stages: list[StagePlan]
+    num_gpu_blocks: int
+    block_size: int
+    page_size_bytes: int
+    bytes_per_token: int
+    gpu_kv_cache_tokens: int
+    max_concurrency: float
+    max_in_flight_tokens: int
+    fits: bool
+    failure: str | None
+    largest_max_model_len: int | None
+    binding_limit: str
+    warnings: list[str] = field(default_factory=list)
+    runner: str = "v2"
+
+    @property
+    def worst_stage(self) -> StagePlan:
+        return min(self.stages, key=lambda s: s.num_blocks)
+
+    @property
+    def layout(self) -> KVCacheLayout:
+        return self.stages[0].layout
+
+
+def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile) -> QuantSpec | None:
+    q = spec.quantization
+    if args.quantization:
+        want = args.quantization.lower()
+        if want not in QUANTIZATIONS:
+            raise KvplanError(
+                f"--quantization: unsupported value {args.quantization!r}", hint="use one of: " + ", ".join(QUANTIZATIONS)
+            )
+        base = want.replace("_marlin", "")
+        if q is not None:
+            if q.method != base:
+                raise KvplanError(
+                    f"--quantization {want}: the checkpoint is quantized with {q.method}; "
+                    "vLLM refuses a different method",
+                    hint=f"drop --quantization or use {q.method}",
+                )
+            return q
+        if base != "fp8":
+            raise KvplanError(
+                f"--quantization {want}: needs a checkpoint quantized with {base}; this config has no quantization_config",
+                hint="only fp8 can be applied at load time to a bf16/fp16 checkpoint",
+            )
+        q = QuantSpec(method="fp8", bits=8, source="runtime")
+    if q is not None and q.method == "fp8" and not gpu.fp8_supported and q.source == "runtime":
+        # vLLM falls back to weight-only FP8 (Marlin) on GPUs without fp8 tensor cores; same bytes.
+        pass
+    return q
+
+
+def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
+    heads = spec.attention.num_attention_heads
+    if heads % tp:
+        raise KvplanError(
+            f"--tensor-parallel-size {tp}: must divide the model's num_attention_heads ({heads})",
+            hint="valid sizes: " + ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0 and d <= 64),
+        )
+    kv = spec.attention.num_key_value_heads
+    if not spec.uses_mla and tp > kv and tp % kv:
+        raise KvplanError(
+            f"--tensor-parallel-size {tp}: larger than num_key_value_heads ({kv}) and not a multiple of it"
+        )
+    if not spec.uses_mla and tp <= kv and kv % tp:
+        raise KvplanError(f"--tensor-parallel-size {tp}: must divide num_key_value_heads ({kv})")
+    if pp > spec.num_hidden_layers:
+        raise KvplanError(
+            f"--pipeline-parallel-size {pp}: more stages than the model's {spec.num_hidden_layers} layers"
+        )
+    if spec.moe is not None and spec.moe.moe_intermediate_size % tp:
+        raise KvplanError(
+            f"--tensor-parallel-size {tp}: must divide the expert intermediate size ({spec.moe.moe_intermediate_size})"
+        )
+
+
+def _project(layout: KVCacheLayout, layers: range) -> KVCacheLayout:
+    """The global grouping restricted to one pipeline stage's layers (vLLM
+    _project_kv_cache_groups_to_worker + get_kv_cache_config_from_groups)."""
+    keep = set(layers)
+    if layout.mixed_single_group:
+        return layout  # handled by recomputing on the stage's layers
+    groups = []
+    for g in layout.groups:
+        members = tuple(i for i in g.layer_indices if i in keep)
+        groups.append(
+            KVCacheGroup(
+                kind=g.kind,
+                num_layers=len(members),
+                padding_layers=0,
+                block_size=g.block_size,
+                page_size_bytes=g.page_size_bytes,
+                sliding_window=g.sliding_window,
+                chunk_size=g.chunk_size,
+                layer_indices=members,
+            )
+        )
+    size = max((g.num_layers for g in groups), default=0)
+    groups = [
+        KVCacheGroup(**{**g.__dict__, "padding_layers": size - g.num_layers}) for g in groups if g.num_layers or size
+    ]
+    page = layout.groups[0].page_size_bytes if layout.groups else 1
+    return KVCacheLayout(groups=tuple(groups), group_size=size, bytes_per_block=max(1, page * size))
+
+
+def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
+    """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
+
+    Returns:
+        a Plan (per-GPU figures; block counts are what every GPU allocates).
+    Raises:
+        KvplanError: an argument vLLM would reject before profiling (exit 2).
+    Rule source: vLLM 0.26.0 (see kvplan.engines.vllm.*).
+    """
+    defaults.check_version(args.vllm_version)
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    _validate_parallel(spec, tp, pp)
+    warnings: list[str] = []
+
+    dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
+    if dtype == "bfloat16" and not gpu.bf16_supported:
+        raise KvplanError(f"--dtype bfloat16: {gpu.display_name} does not support bfloat16", hint="use --dtype float16")
+    dtype_bytes = DTYPE_BYTES[dtype]
+    quant = _effective_quant(spec, args, gpu)
+
+    kv_dtype = args.kv_cache_dtype
+    if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
+        kv_dtype = "fp8"
+    if kv_dtype.startswith("fp8") and not gpu.fp8_supported:
+        warnings.append(
+            f"--kv-cache-dtype {kv_dtype} on {gpu.display_name} (no fp8 tensor cores): vLLM stores fp8 but "
+            "attention backends may refuse or run slowly"
+        )
+    kv_b = kv_dtype_bytes(kv_dtype, dtype)
+
+    # max_model_len
+    derived = spec.derived_max_model_len
+    auto_fit = args.max_model_len == -1
+    if args.max_model_len is None or auto_fit:
+        max_model_len = derived
+    else:
+        max_model_len = args.max_model_len
+        if max_model_len > derived:
+            raise KvplanError(
+                f"--max-model-len {max_model_len}: larger than the model's limit ({derived} tokens, "
+                "from max_position_embeddings and rope scaling); vLLM refuses it",
+                hint=f"use --max-model-len {derived} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
+            )
+
+    # batch defaults
+    mbt_default, seqs_default = defaults.batch_defaults(gpu.memory_bytes, gpu.vllm_device_name, args.usage)
+    max_num_seqs = args.max_num_seqs or seqs_default
+    mbt = defaults.resolve_max_num_batched_tokens(
+        user_value=args.max_num_batched_tokens,
+        default=mbt_default,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+    )
+    if mbt < max_num_seqs:
+        raise KvplanError(
+            f"--max-num-batched-tokens {mbt}: smaller than --max-num-seqs {max_num_seqs}; vLLM refuses it"
+        )
+
+    block_size = args.block_size or defaults.DEFAULT_BLOCK_SIZE
+    v2 = runner.uses_v2_runner(spec)
+    async_sched = True
+    max_concurrent_batches = (pp + 1) if (async_sched and v2) else (2 if (async_sched and pp == 1) else pp)
+    max_in_flight = max_concurrent_batches * mbt
+
+    layer_specs, eff_block = layer_cache_specs(
+        spec,
+        tensor_parallel_size=tp,
+        block_size=block_size,
+        kv_dtype_bytes_=kv_b,
+        model_dtype_bytes=dtype_bytes,
+    )
+    if eff_block != block_size:
+        warnings.append(
+            f"block_size raised from {block_size} to {eff_block} tokens so one attention page holds a "
+            "recurrent state (vLLM aligns hybrid models this way)"
+        )
+    global_layout = build_layout(layer_specs, disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager)
+    # Map per-layer specs back to layer indices (layers without KV keep no entry).
+    kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
+
+    stages: list[StagePlan] = []
+    for rank, layers in enumerate(pp_layer_ranges(spec.num_hidden_layers, pp)):
+        first, last = rank == 0, rank == pp - 1
+        w = weight_bytes_per_rank(
+            spec,
+            tensor_parallel_size=tp,
+            pipeline_rank=rank,
+            pipeline_parallel_size=pp,
+            dtype_bytes=dtype_bytes,
+            quant=quant,
+        )
+        a = act_mod.activation_peak(
+            spec,
+            tensor_parallel_size=tp,
+            act_dtype_bytes=dtype_bytes,
+            max_num_batched_tokens=mbt,
+            max_num_seqs=max_num_seqs,
+            enforce_eager=args.enforce_eager,
+            is_last_pp_rank=last,
+            layers=layers,
+        )
+        cg, cg_applied = runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
+        b = memory.budget(
+            total_bytes=gpu.memory_bytes,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            weights=w.total,
+            activation_peak=a.peak_bytes,
+            non_torch=memory.non_torch_bytes(tp * pp),
+            cudagraph=cg,
+            cudagraph_applied=cg_applied,
+            kv_cache_memory=args.kv_cache_memory_bytes,
+        )
+        if pp == 1:
+            stage_layout = global_layout
+        elif global_layout.mixed_single_group:
+            stage_layout = build_layout([layer_specs[kv_layer_idx.index(i)] for i in layers if i in kv_layer_idx])
+        else:
+            stage_layout = _project(global_layout, layers)
+        nb = stage_layout.num_blocks(max(b.kv_cache_bytes, 0))
+        stages.append(
+            StagePlan(
+                pipeline_rank=rank,
+                layers=layers,
+                budget=b,
+                weights_breakdown=dict(w.parts),
+                activation=a,
+                layout=stage_layout,
+                num_blocks=nb,
+                bytes_for_max_len=stage_layout.bytes_for_max_len(max_model_len, max_in_flight),
+            )
+        )
+
+    # auto-fit max_model_len (vLLM _auto_fit_max_model_len): smallest over stages.
+    if auto_fit:
+        fit = min(
+            s.layout.largest_max_model_len(max(s.budget.kv_cache_bytes, 0), derived, max_in_flight) for s in stages
+        )
+        if fit <= 0:
+            max_model_len = 0
+        else:
+            max_model_len = min(fit, derived)
+            if max_model_len < derived:
+                warnings.append(f"--max-model-len auto: reduced from {derived} to {max_model_len} tokens to fit")
+        stages = [
+            StagePlan(**{**s.__dict__, "bytes_for_max_len": s.layout.bytes_for_max_len(max(max_model_len, 1), max_in_flight)})
+            for s in stages
+        ]
+
+    num_blocks = min(s.num_blocks for s in stages)
+    first_layout = stages[0].layout
+    page = first_layout.groups[0].page_size_bytes if first_layout.groups else 0
+    group0_block = first_layout.groups[0].block_size if first_layout.groups else block_size
+
+    # failure modes, in vLLM's order
+    failure = None
+    largest = None
+    for s in stages:
+        if s.budget.kv_cache_bytes <= 0:
+            failure = (
+                f"no memory left for the KV cache on pipeline stage {s.pipeline_rank}: weights "
+                f"{s.budget.weights_bytes / 2**30:.2f} GiB + activation {s.budget.activation_peak_bytes / 2**30:.2f} GiB "
+                f"+ non-torch {s.budget.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
+                f"{s.budget.requested_bytes / 2**30:.2f} GiB"
+            )
+            largest = 0
+            break
+    if failure is None and max_model_len > 0:
+        for s in stages:
+            if s.bytes_for_max_len > s.budget.kv_cache_bytes:
+                lim = s.layout.largest_max_model_len(s.budget.kv_cache_bytes, max_model_len, max_in_flight)
+                largest = lim if largest is None else min(largest, lim)
+                failure = (
+                    f"one {max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache but only "
+                    f"{s.budget.kv_cache_bytes / 2**30:.2f} GiB is available"
+                    + (f"; the largest max-model-len that fits is {lim}" if lim > 0 else "")
+                )
+    if failure is None and max_model_len <= 0:
+        failure = "not even one token of KV cache fits"
+        largest = 0
+    if failure is None:
+        largest = min(
+            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, derived, max_in_flight) for s in stages
+        )
+
+    mml_for_conc = max(max_model_len, 1)
+    conc = first_layout.max_concurrency(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0.0
+    tokens = first_layout.kv_cache_tokens(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0
+    binding = "kv_cache" if conc < max_num_seqs else "max_num_seqs"
+
+    per_token = sum(
+        s.per_token_bytes for s in layer_specs if s.kind in ("full", "sliding", "chunked", "mla")
+    )
+    if tp * pp > 1:
+        warnings.append(
+            f"tensor/pipeline parallel ({tp}x{pp}): the NCCL/all-reduce part of non-torch memory "
+            f"({memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
+        )
+    if not args.enforce_eager and not v2:
+        warnings.append(
+            "CUDA graphs on the V1 model runner (MoE/hybrid): vLLM subtracts its graph-memory estimate; "
+            "kvplan's estimate for it is unverified"
+        )
+    if tp > spec.attention.num_key_value_heads and not spec.uses_mla:
+        warnings.append(
+            f"tensor-parallel-size {tp} > num_key_value_heads {spec.attention.num_key_value_heads}: "
+            "each GPU holds a replicated copy of its KV head"
+        )
+
+    effective = {
+        "model": spec.name,
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "kv_cache_dtype": kv_dtype,
+        "block_size": group0_block,
+        "dtype": dtype,
+        "quantization": quant.method if quant else None,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": mbt,
+        "enforce_eager": args.enforce_eager,
+        "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
+        "vllm_version": args.vllm_version,
+        "usage": args.usage,
+        "model_runner": "v2" if v2 else "v1",
+        "async_scheduling": async_sched,
+    }
+    return Plan(
+        spec=spec,
+        gpu=gpu,
+        args=args,
+        effective=effective,
+        stages=stages,
+        num_gpu_blocks=num_blocks,
+        block_size=group0_block,
+        page_size_bytes=page,
+        bytes_per_token=per_token,
+        gpu_kv_cache_tokens=tokens,
+        max_concurrency=conc,
+        max_in_flight_tokens=max_in_flight,
+        fits=failure is None,
+        failure=failure,
+        largest_max_model_len=largest,
+        binding_limit=binding,
+        warnings=warnings,
+        runner="v2" if v2 else "v1",
+    )

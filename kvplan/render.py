@@ -1,0 +1,249 @@
+"""Plan -> JSON contract, vLLM --config YAML, `vllm serve` line, and the rich terminal view.
+
+The JSON shape is a stable contract (bytes as ints, per GPU of the stage with the fewest blocks):
+{"kvplan_version", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
+ "recommendations", "serve_command", "warnings", "fits", "failure", "largest_max_model_len",
+ "stages"}.
+GiB appear only here and in messages.
+"""
+
+from __future__ import annotations
+
+from kvplan import __version__
+from kvplan.engines.vllm import flags
+from kvplan.planner import Plan
+from kvplan.recommend import recommendations
+
+GiB = 1 << 30
+
+
+def _gib(n: int | float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def explicit_args(plan: Plan) -> dict:
+    """The engine arguments the user set (kvplan's EngineArgs minus None/defaults)."""
+    a = plan.args
+    out = {}
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "block_size",
+        "dtype",
+        "quantization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enforce_eager",
+        "kv_cache_memory_bytes",
+    ):
+        v = getattr(a, key)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+def serve_command(plan: Plan, revision: str | None = None) -> str:
+    args = explicit_args(plan)
+    if revision:
+        args["revision"] = revision
+    mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
+    return flags.serve_command(plan.spec.name, args, mml)
+
+
+def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
+    """The --format json document (see module docstring)."""
+    worst = plan.worst_stage
+    b = worst.budget
+    spec = plan.spec
+    groups = []
+    for g in worst.layout.groups:
+        groups.append(
+            {
+                "kind": g.kind,
+                "num_layers": g.num_layers,
+                "padding_layers": g.padding_layers,
+                "block_size": g.block_size,
+                "page_size_bytes": g.page_size_bytes,
+                "sliding_window": g.sliding_window,
+                "attention_chunk_size": g.chunk_size,
+                "blocks_per_max_len_request": g.blocks_per_request(
+                    max(plan.effective["max_model_len"], 1), plan.max_in_flight_tokens
+                ),
+            }
+        )
+    recs = {
+        r.flag: {"value": r.value, "reason": r.reason} for r in recommendations(plan)
+    }
+    return {
+        "kvplan_version": __version__,
+        "model": {
+            "name": spec.name,
+            "architecture": spec.architecture,
+            "model_type": spec.model_type,
+            "num_hidden_layers": spec.num_hidden_layers,
+            "num_attention_heads": spec.attention.num_attention_heads,
+            "num_key_value_heads": spec.attention.num_key_value_heads,
+            "head_dim": spec.attention.head_dim,
+            "layer_kinds": {k.value: spec.count(k) for k in dict.fromkeys(spec.layer_kinds)},
+            "sliding_window": spec.sliding_window,
+            "mla": spec.mla.model_dump() if spec.mla else None,
+            "moe": spec.moe.model_dump() if spec.moe else None,
+            "checkpoint_dtype": spec.dtype,
+            "quantization": spec.quantization.model_dump() if spec.quantization else None,
+            "derived_max_model_len": spec.derived_max_model_len,
+            "source": source_provenance or {},
+        },
+        "gpu": {
+            "name": plan.gpu.id,
+            "display_name": plan.gpu.display_name,
+            "memory_bytes": plan.gpu.memory_bytes,
+            "count": plan.effective["tensor_parallel_size"] * plan.effective["pipeline_parallel_size"],
+        },
+        "engine": dict(plan.effective),
+        "memory": {
+            "total_bytes": b.total_bytes,
+            "requested_bytes": b.requested_bytes,
+            "weights_bytes": b.weights_bytes,
+            "activation_peak_bytes": b.activation_peak_bytes,
+            "non_torch_bytes": b.non_torch_bytes,
+            "cudagraph_bytes": b.cudagraph_bytes,
+            "cudagraph_subtracted_bytes": b.cudagraph_applied_bytes,
+            "kv_cache_bytes": b.kv_cache_bytes,
+            "kv_cache_memory_override": b.kv_cache_memory_override,
+            "suggested_kv_cache_memory_bytes": b.suggested_kv_cache_memory_bytes,
+            "weights_breakdown": dict(worst.weights_breakdown),
+        },
+        "kv_cache": {
+            "num_gpu_blocks": plan.num_gpu_blocks,
+            "block_size": plan.block_size,
+            "page_size_bytes": plan.page_size_bytes,
+            "bytes_per_token": plan.bytes_per_token,
+            "bytes_per_block": worst.layout.bytes_per_block,
+            "gpu_kv_cache_tokens": plan.gpu_kv_cache_tokens,
+            "max_concurrency": round(plan.max_concurrency, 2),
+            "max_model_len": plan.effective["max_model_len"],
+            "padding_layers": worst.layout.padding_layers,
+            "groups": groups,
+        },
+        "binding_limit": plan.binding_limit,
+        "fits": plan.fits,
+        "failure": plan.failure,
+        "largest_max_model_len": plan.largest_max_model_len,
+        "recommendations": recs,
+        "serve_command": serve_command(plan, revision),
+        "warnings": list(plan.warnings),
+        "stages": [
+            {
+                "pipeline_rank": s.pipeline_rank,
+                "layers": [s.layers.start, s.layers.stop],
+                "num_gpu_blocks": s.num_blocks,
+                "weights_bytes": s.budget.weights_bytes,
+                "activation_peak_bytes": s.budget.activation_peak_bytes,
+                "kv_cache_bytes": s.budget.kv_cache_bytes,
+            }
+            for s in plan.stages
+        ],
+    }
+
+
+def config_yaml(plan: Plan, revision: str | None = None) -> str:
+    """A vLLM ``--config`` file for this plan."""
+    import yaml
+
+    args = explicit_args(plan)
+    if revision:
+        args["revision"] = revision
+    mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
+    return yaml.safe_dump(flags.config_yaml_dict(plan.spec.name, args, mml), sort_keys=False)
+
+
+def print_table(plan: Plan, console, revision: str | None = None) -> None:
+    """The human view: memory bar, KV figures, binding limit, recommendations, serve line."""
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    doc = to_dict(plan, revision=revision)
+    b = plan.worst_stage.budget
+    eff = plan.effective
+    n_gpus = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
+    title = (
+        f"{plan.spec.name} on {n_gpus}x {plan.gpu.display_name} "
+        f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
+    )
+    console.print(Text(title, style="bold"))
+
+    # Memory bar, per GPU.
+    width = 60
+    total = b.total_bytes
+    parts = [
+        ("weights", b.weights_bytes, "blue"),
+        ("activation", b.activation_peak_bytes, "magenta"),
+        ("non-torch", b.non_torch_bytes, "yellow"),
+        ("cuda graphs", b.cudagraph_applied_bytes, "cyan"),
+        ("KV cache", max(b.kv_cache_bytes, 0), "green"),
+    ]
+    bar = Text()
+    used = 0
+    for _, n, style in parts:
+        cells = int(round(width * max(n, 0) / total)) if total else 0
+        used += cells
+        bar.append("█" * cells, style=style)
+    bar.append("░" * max(0, width - used), style="dim")
+    console.print(bar)
+
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("per GPU")
+    t.add_column("bytes", justify="right")
+    t.add_column("GiB", justify="right")
+    rows = [
+        ("total (CUDA-visible)", b.total_bytes),
+        (f"requested = total x {eff['gpu_memory_utilization']}", b.requested_bytes),
+        ("- weights", b.weights_bytes),
+        ("- peak activation", b.activation_peak_bytes),
+        ("- non-torch", b.non_torch_bytes),
+        ("- CUDA graphs (subtracted)", b.cudagraph_applied_bytes),
+        ("= KV cache", b.kv_cache_bytes),
+    ]
+    if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
+        rows.append(("CUDA graphs (outside the budget)", b.cudagraph_bytes))
+    for name, n in rows:
+        t.add_row(name, f"{n:,}", f"{n / GiB:.2f}")
+    console.print(t)
+
+    kv = doc["kv_cache"]
+    k = Table(show_header=False, box=None, pad_edge=False)
+    k.add_column()
+    k.add_column(justify="right")
+    k.add_row("KV bytes per token (all layers)", f"{kv['bytes_per_token']:,}")
+    k.add_row("KV bytes per block (all layers)", f"{kv['bytes_per_block']:,}")
+    k.add_row("block_size (tokens)", str(kv["block_size"]))
+    k.add_row("num_gpu_blocks", f"{kv['num_gpu_blocks']:,}")
+    k.add_row("GPU KV cache size (tokens)", f"{kv['gpu_kv_cache_tokens']:,}")
+    k.add_row(f"Maximum concurrency for {eff['max_model_len']:,} tokens per request", f"{plan.max_concurrency:.2f}x")
+    groups = ", ".join(
+        f"{g['kind']}x{g['num_layers']}" + (f"(+{g['padding_layers']} pad)" if g["padding_layers"] else "")
+        for g in kv["groups"]
+    )
+    k.add_row("KV-cache groups", groups)
+    console.print(k)
+
+    if plan.fits:
+        limit = (
+            f"KV cache: {plan.max_concurrency:.2f} max-length requests fit, below max_num_seqs={eff['max_num_seqs']}"
+            if plan.binding_limit == "kv_cache"
+            else f"max_num_seqs={eff['max_num_seqs']}: the KV cache would hold {plan.max_concurrency:.0f} max-length requests"
+        )
+        console.print(Text("binding limit: ", style="bold") + Text(limit))
+    else:
+        console.print(Text("will not start: ", style="bold red") + Text(plan.failure or ""))
+
+    if doc["recommendations"]:
+        console.print(Text("recommended flags", style="bold"))
+        for flag, r in doc["recommendations"].items():
+            console.print(f"  {flag} {r['value']}  - {r['reason']}")
+    for w in plan.warnings:
+        console.print(Text("warning: ", style="yellow") + Text(w))
+    console.print(Panel(doc["serve_command"], title="vllm serve", expand=False))
