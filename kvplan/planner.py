@@ -170,6 +170,42 @@ def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile) -> Quan
     return q
 
 
+# Above this relative gap between the architecture formula and the checkpoint's own tensor
+# bytes, the checkpoint wins (the formula does not know some module of this model).
+CHECKPOINT_GAP = 0.01
+_CKPT_DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I32": 4, "U8": 1, "I8": 1}
+
+
+def _checkpoint_correction(
+    spec: ModelSpec, tp: int, dtype_bytes: int, quant: QuantSpec | None, warnings: list[str]
+) -> int:
+    """Extra weight bytes per GPU when the checkpoint's tensors (safetensors headers) disagree
+    with the architecture formula by more than 1%: the gap, converted to the run dtype for
+    unquantized checkpoints, split over TP. 0 when no checkpoint facts are known."""
+    params = spec.checkpoint_params
+    total = (spec.checkpoint_bytes or {}).get("total") if spec.checkpoint_bytes else None
+    if not params and not total:
+        return 0
+    ckpt_dtype_bytes = DTYPE_BYTES.get(spec.dtype, 2)
+    formula = weight_bytes_per_rank(spec, tensor_parallel_size=1, dtype_bytes=ckpt_dtype_bytes, quant=spec.quantization)
+    formula_bytes = formula.total - formula.parts.get("rotary_cache", 0) - formula.parts.get("mla_absorbed", 0)
+    if params and quant is None:
+        ckpt = sum(n * _CKPT_DTYPE_BYTES.get(dt, 2) for dt, n in params.items())
+    elif total:
+        ckpt = int(total)
+    else:
+        ckpt = sum(n * _CKPT_DTYPE_BYTES.get(dt, 2) for dt, n in params.items())
+    gap = ckpt - formula_bytes
+    if formula_bytes <= 0 or abs(gap) / formula_bytes <= CHECKPOINT_GAP:
+        return 0
+    warnings.append(
+        f"weights: the checkpoint holds {ckpt / 2**30:.2f} GiB of tensors but kvplan's formula for "
+        f"{spec.architecture} gives {formula_bytes / 2**30:.2f} GiB; using the checkpoint's figure"
+    )
+    scale = dtype_bytes / ckpt_dtype_bytes if quant is None else 1.0
+    return int(gap * scale / tp)
+
+
 def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
     heads = spec.attention.num_attention_heads
     if heads % tp:
@@ -303,6 +339,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     # Map per-layer specs back to layer indices (layers without KV keep no entry).
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
 
+    correction = _checkpoint_correction(spec, tp, dtype_bytes, quant, warnings)
+
     stages: list[StagePlan] = []
     for rank, layers in enumerate(pp_layer_ranges(spec.num_hidden_layers, pp)):
         first, last = rank == 0, rank == pp - 1
@@ -314,6 +352,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             dtype_bytes=dtype_bytes,
             quant=quant,
         )
+        if correction:
+            w.add("checkpoint_correction", correction * len(layers) // spec.num_hidden_layers)
         a = act_mod.activation_peak(
             spec,
             tensor_parallel_size=tp,

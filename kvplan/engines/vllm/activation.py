@@ -34,18 +34,33 @@ MiB = 1 << 20
 # intercept ~0.04 GiB.
 FIXED_BYTES = 40 * MiB
 
-# Sampler: logits rows x vocab in fp32 plus the sampler's temporaries. Bytes per logit element.
-# Bound from calibration: Llama-3-8B at 1024 rows x 128256 vocab never exceeded the 16384-token
-# forward peak (llama3-8b_eager vs llama3-8b_eager_mbt16k), i.e. < 13.7 B per element.
-SAMPLER_BYTES_PER_LOGIT = 12
+# Sampler stage: logits rows x vocab, fp32 copies and the sampler's temporaries, in bytes per
+# logit element, while the forward's [tokens, hidden] output is still alive.
+# Fitted on calibration gemma2-9b_eager (1024 rows x 256000 vocab, 1.89 GiB peak, the only start
+# where the sampler exceeds the forward pass); consistent with Llama-3-8B, where 1024 x 128256
+# logits stay below the 16384-token forward peak (llama3-8b_eager vs llama3-8b_eager_mbt16k).
+SAMPLER_BYTES_PER_LOGIT = 7.2
 
-# Gated DeltaNet (Qwen3-Next) layers: extra live bytes per token in the chunked delta-rule
-# kernels beyond the projections, fitted on calibration qwen3-next-80b_fp8_eager (3.46 GiB peak).
-GDN_EXTRA_ELEMENTS_PER_VALUE_DIM = 0.0
+# Gated DeltaNet (Qwen3-Next) layers: the chunked delta-rule kernels keep fp32 per-chunk states
+# and copies of q/k/v; live bytes per token = 3 hidden-size bf16 tensors + GDN_FP32_VALUE_COPIES
+# fp32 tensors of value_dim (= num_v_heads * head_v_dim / tp) elements. Fitted on calibration
+# qwen3-next-80b_fp8_eager (3.46 GiB peak at 16384 tokens: (3.46 GiB - 40 MiB)/16384 - 3*2048*2 B
+# = 211.6 kB = 12.9 x 4096 x 4 B).
+GDN_FP32_VALUE_COPIES = 12.9
 
 # torch.compile (no --enforce-eager) raises the profiled peak slightly: 1.78 vs 1.72 GiB on
 # Llama-3-8B (calibration llama3-8b_default vs llama3-8b_eager) -> +3.5 %.
 COMPILE_FACTOR = 1.035
+
+# vLLM 0.26.0 dense MLPs written as `gate_up = ...; x = act(gate_up); x = down(x)` keep gate_up
+# alive through down_proj (qwen2.py Qwen2MLP, gemma2.py, gemma3.py, deepseek_v2.py,
+# qwen2_moe.py Qwen2MoeMLP); llama.py LlamaMLP rebinds x and frees it first. Peak per token:
+# kept: 4H + 3I (layer input, residual, MLP input, gate_up, act, down out);
+# freed: 3H + 3I. Calibration: qwen2.5-7b_eager 2.20 GiB vs llama-style 2.10 predicted.
+MLP_KEEPS_GATE_UP = frozenset(
+    {"qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next", "gemma2", "gemma3", "gemma3_text",
+     "deepseek_v2", "deepseek_v3"}
+)
 
 
 @dataclass(frozen=True)
@@ -60,40 +75,52 @@ class ActivationEstimate:
     bound_by: str  # "forward" or "sampler"
 
 
-def _layer_elements_per_token(spec: ModelSpec, i: int, tp: int) -> float:
+def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int) -> float:
+    """Live bytes per token at the peak inside decoder layer ``i`` (see module docstring)."""
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
-    base = 3.0 * h
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
     if is_moe:
         m = spec.moe
         ie = m.moe_intermediate_size / tp
-        ffn = m.top_k * (3.0 * ie + h) + m.num_experts * 2.0  # + router logits (fp32 ~ 2 elements)
+        # Modular fused-MoE workspaces (fused_moe/experts/triton_moe.py workspace_shapes):
+        # ws13 = top_k * max(I, H), ws2 = top_k * max(2I, H), plus the router logits.
+        ffn = m.top_k * (max(ie, h) + max(2 * ie, h)) + m.num_experts
         if m.shared_intermediate_size:
-            ffn = max(ffn, 3.0 * m.shared_intermediate_size / tp) + h
+            ffn += h
+        ffn_elems = 3.0 * h + ffn
     elif spec.intermediate_size:
-        ffn = 3.0 * spec.intermediate_size / tp if spec.gated_mlp else 2.0 * spec.intermediate_size / tp
+        inter = spec.intermediate_size / tp
+        if not spec.gated_mlp:
+            ffn_elems = 3.0 * h + 2.0 * inter
+        elif spec.model_type in MLP_KEEPS_GATE_UP:
+            ffn_elems = 4.0 * h + 3.0 * inter
+        else:
+            ffn_elems = 3.0 * h + 3.0 * inter
     else:
-        ffn = 0.0
-    mixer = 0.0
+        ffn_elems = 3.0 * h
+    ffn_bytes = ffn_elems * act_bytes
+
+    mixer_bytes = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
         g = spec.gdn
-        key_dim = g.num_k_heads * g.head_k_dim / tp
         value_dim = g.num_v_heads * g.head_v_dim / tp
-        mixer = 2 * key_dim + 2 * value_dim + (2 * key_dim + value_dim) + value_dim * (1 + GDN_EXTRA_ELEMENTS_PER_VALUE_DIM)
+        mixer_bytes = 3.0 * h * act_bytes + GDN_FP32_VALUE_COPIES * value_dim * 4
     elif kind == LayerKind.MAMBA and spec.mamba is not None:
         d_in = spec.mamba.intermediate_size / tp
-        mixer = 4.0 * d_in
+        mixer_bytes = (3.0 * h + 4.0 * d_in) * act_bytes
     elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
         a = spec.attention
         q = a.num_attention_heads // tp * a.head_dim
         kv = max(1, a.num_key_value_heads // tp) * a.head_dim
-        mixer = q + 2 * kv + a.num_attention_heads // tp * a.head_dim_v
+        mixer_bytes = (3.0 * h + q + 2 * kv + a.num_attention_heads // tp * a.head_dim_v) * act_bytes
     elif kind == LayerKind.MLA and spec.mla is not None:
         m = spec.mla
         heads = spec.attention.num_attention_heads // tp
-        mixer = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2 + m.kv_lora_rank + heads * m.v_head_dim
-    return base + max(ffn, mixer)
+        mixer_bytes = (
+            3.0 * h + heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2 + m.kv_lora_rank + heads * m.v_head_dim
+        ) * act_bytes
+    return max(ffn_bytes, mixer_bytes)
 
 
 def activation_peak(
@@ -118,15 +145,16 @@ def activation_peak(
     """
     tp = tensor_parallel_size
     idx = layers if layers is not None else range(spec.num_hidden_layers)
-    per_token_elems = max((_layer_elements_per_token(spec, i, tp) for i in idx), default=3.0 * spec.hidden_size)
-    per_token = int(per_token_elems * act_dtype_bytes)
+    per_token = int(
+        max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes) for i in idx), default=3.0 * spec.hidden_size)
+    )
     forward = per_token * max_num_batched_tokens
     if not enforce_eager:
         forward = int(forward * COMPILE_FACTOR)
     sampler = 0
     if is_last_pp_rank:
         rows = min(max_num_batched_tokens, max_num_seqs)
-        sampler = int(rows * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT)
+        sampler = int(rows * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT) + max_num_batched_tokens * spec.hidden_size * act_dtype_bytes
     peak = max(forward, sampler) + FIXED_BYTES
     return ActivationEstimate(
         peak_bytes=peak,
