@@ -351,6 +351,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             pipeline_parallel_size=pp,
             dtype_bytes=dtype_bytes,
             quant=quant,
+            fp8_kv_cache=kv_dtype.startswith("fp8"),
         )
         if correction:
             w.add("checkpoint_correction", correction * len(layers) // spec.num_hidden_layers)

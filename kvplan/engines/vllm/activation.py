@@ -28,11 +28,13 @@ from kvplan.specs.model_spec import LayerKind, ModelSpec
 GiB = 1 << 30
 MiB = 1 << 20
 
-# Fixed part of the profiled peak (buffers first touched in the pass), from the two
-# max_num_batched_tokens points of Llama-3-8B: 1.72 GiB @16384 vs 0.88 GiB @8192
-# (calibration llama3-8b_eager, llama3-8b_eager_mbt8k_seqs256): slope 110.1 kB/token,
-# intercept ~0.04 GiB.
-FIXED_BYTES = 40 * MiB
+# Fixed part of the profiled peak (buffers first touched in the pass: cuBLAS workspace etc.).
+# From the exact non-KV bytes of two Llama-3-8B starts (requested - 150 MiB - fit_requested):
+# 16384 tokens -> 18,149,368,320 B, 8192 tokens -> 17,243,386,368 B (calibration llama3-8b_eager,
+# llama3-8b_eager_mbt8k_seqs256). With weights 16,062,619,648 B and non-torch 0.22 GiB, the
+# activation is 1,850,525,471 B and 944,543,519 B: slope exactly 110,592 B/token = (3H + 3I) x 2,
+# intercept 38,573,855 B.
+FIXED_BYTES = 38_573_855
 
 # Sampler stage: logits rows x vocab, fp32 copies and the sampler's temporaries, in bytes per
 # logit element, while the forward's [tokens, hidden] output is still alive.
