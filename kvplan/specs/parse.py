@@ -65,6 +65,37 @@ _DTYPES = {
 _QWEN_STYLE_SWA = {"qwen2", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_moe", "qwen3_next"}
 
 
+# Defaults transformers' config classes fill in for keys a config.json may omit (transformers 5.x
+# JambaConfig, Gemma3TextConfig, GraniteMoeHybridConfig, LlamaConfig): vLLM sees these values.
+_TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "jamba": {"vocab_size": 65536, "tie_word_embeddings": False, "num_experts": 16, "num_experts_per_tok": 2},
+    "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "tie_word_embeddings": True},
+    "gemma3": {"vocab_size": 262208, "max_position_embeddings": 131072, "tie_word_embeddings": True},
+    "granitemoehybrid": {"vocab_size": 32000, "max_position_embeddings": 2048},
+    "llama": {"vocab_size": 32000, "max_position_embeddings": 2048},
+}
+
+
+def _vision_params(vc: dict[str, Any], text_hidden: int) -> int:
+    """Approximate parameter count of a ViT-style vision tower plus its projector (SigLIP/CLIP
+    shapes: per layer q,k,v,o + biases, fc1/fc2 + biases, two LayerNorms; patch and position
+    embeddings; a linear projector to the text hidden size). vLLM loads it with the LM."""
+    try:
+        h = int(vc.get("hidden_size") or 0)
+        inter = int(vc.get("intermediate_size") or 4 * h)
+        layers = int(vc.get("num_hidden_layers") or vc.get("depth") or 0)
+        patch = int(vc.get("patch_size") or 14)
+        image = int(vc.get("image_size") or 224)
+        chans = int(vc.get("num_channels") or 3)
+    except (TypeError, ValueError):
+        return 0
+    if h <= 0 or layers <= 0:
+        return 0
+    per_layer = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h
+    positions = (image // patch) ** 2
+    return layers * per_layer + chans * patch * patch * h + h + positions * h + 2 * h + h * text_hidden + text_hidden
+
+
 def _need(cfg: dict[str, Any], key: str, where: str, *alts: str) -> Any:
     for k in (key, *alts):
         if k in cfg and cfg[k] is not None:
@@ -99,7 +130,7 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     tc = config.get("text_config")
     if isinstance(tc, dict) and tc:
         merged = dict(tc)
-        for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
+        for key in ("torch_dtype", "dtype", "quantization_config", "_hf_quant_config", "tie_word_embeddings"):
             if key not in merged and key in config:
                 merged[key] = config[key]
         return merged
@@ -241,6 +272,21 @@ def _derived_max_model_len(cfg: dict[str, Any], model_type: str) -> tuple[int, i
 
 def _quantization(cfg: dict[str, Any], where: str) -> QuantSpec | None:
     q = cfg.get("quantization_config")
+    mo = cfg.get("_hf_quant_config")
+    if not q and isinstance(mo, dict):
+        # ModelOpt checkpoints describe quantization in hf_quant_config.json (vLLM 0.26.0
+        # transformers_utils/config.py reads it next to config.json).
+        qd = mo.get("quantization") or {}
+        algo = str(qd.get("quant_algo") or "").upper()
+        if algo == "FP8":
+            return QuantSpec(
+                method="fp8",
+                bits=8,
+                kv_cache_fp8=str(qd.get("kv_cache_quant_algo") or "").upper() == "FP8",
+                modules_to_not_convert=tuple(qd.get("exclude_modules") or ()),
+            )
+        if algo:
+            return QuantSpec(method=f"modelopt_{algo.lower()}", bits=4 if "FP4" in algo else 8)
     if not q:
         return None
     if not isinstance(q, dict):
@@ -396,6 +442,9 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
     where = name
     top_type = str(config.get("model_type") or "")
     model_type = str(cfg.get("model_type") or top_type or "")
+    for key, value in _TRANSFORMERS_DEFAULTS.get(model_type, {}).items():
+        if cfg.get(key) is None:
+            cfg = {**cfg, key: value}
     if not model_type:
         raise KvplanError(f"{where}: config.json is missing required key 'model_type'")
     archs = config.get("architectures") or []
@@ -533,7 +582,8 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
         # transformers' PretrainedConfig default is True; many families override it to False.
         tie = model_type in ("gemma", "gemma2", "gemma3", "gemma3_text", "opt", "granitemoehybrid")
 
-    is_mm = "text_config" in config and isinstance(config.get("vision_config"), dict)
+    is_mm = isinstance(config.get("vision_config"), dict)
+    vision_params = _vision_params(config["vision_config"], hidden) if is_mm else 0
 
     return ModelSpec(
         name=name,
@@ -574,4 +624,5 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
         gated_mlp=gated,
         learned_positions=learned_positions,
         is_multimodal=is_mm,
+        vision_params=vision_params,
     )
