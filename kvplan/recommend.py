@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from kvplan.planner import Plan
@@ -58,19 +57,6 @@ def recommendations(plan: Plan) -> list[Recommendation]:
                 "fp8",
                 f"halves KV bytes per token: about {plan.gpu_kv_cache_tokens * 2:,} tokens instead of "
                 f"{plan.gpu_kv_cache_tokens:,} (small accuracy cost; check your evals)",
-            )
-        )
-    conc = plan.max_concurrency
-    seqs = eff["max_num_seqs"]
-    if conc < 1:
-        pass
-    elif conc < seqs:
-        out.append(
-            Recommendation(
-                "--max-num-seqs",
-                seqs,
-                f"keep it: only {math.floor(conc)} requests of {mml} tokens fit at once, but shorter requests "
-                "share the pool (PagedAttention), so more can run",
             )
         )
     stage = plan.stages[0].budget

@@ -208,7 +208,7 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
         ("= KV cache", b.kv_cache_bytes),
     ]
     if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
-        rows.append(("CUDA graphs (outside the budget)", b.cudagraph_bytes))
+        rows.append(("CUDA graphs (captured later, not subtracted)", b.cudagraph_bytes))
     for name, n in rows:
         t.add_row(name, f"{n:,}", f"{n / GiB:.2f}")
     console.print(t)
