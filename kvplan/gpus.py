@@ -1,8 +1,15 @@
 """GPU profiles: CUDA-visible memory, dtype support and price, from bundled and user YAML.
 
-The bundled profiles are ``kvplan/data/gpus.yaml``. Users add or override profiles with a YAML
-file of the same shape, given by ``--gpu-profiles FILE`` or ``KVPLAN_GPU_PROFILES`` (a path, or
-several separated by ``os.pathsep``); a user profile with an existing id replaces it.
+The bundled profiles are ``kvplan/data/gpus.yaml`` (its header says where every number came from
+and how good it is). Users add or override profiles with a YAML file of the same shape, given by
+``--gpu-profiles FILE`` (repeatable) or ``KVPLAN_GPU_PROFILES`` (a path, or several separated by
+``os.pathsep``). Files are applied in order: bundled, then the environment variable's files, then
+``--gpu-profiles``. An entry whose ``id`` already exists is merged over the existing profile (keys
+it gives replace, keys it omits are kept), so ``- {id: h200, price_per_hour_usd: 3.5}`` only sets
+a price; an entry with a new ``id`` must give ``memory_bytes``.
+
+Why CUDA bytes: vLLM 0.26.0 sizes the KV cache from ``torch.cuda.mem_get_info()`` total
+(v1/worker/utils.py request_memory), which is a few hundred MiB below the nvidia-smi total.
 """
 
 from __future__ import annotations
@@ -12,127 +19,326 @@ import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.errors import KvplanError
 
+MiB = 1 << 20
+
+ENV_VAR = "KVPLAN_GPU_PROFILES"
+BUNDLED_ORIGIN = "kvplan/data/gpus.yaml"
+
+MemoryQuality = Literal["measured", "cuda-exact", "torch-mib-floor", "vllm-log-gib", "estimate", "user"]
+
 
 class GPUProfile(BaseModel):
-    """One GPU model as vLLM sees it.
+    """One GPU model as vLLM sees it (one device; multiply by the GPU count yourself).
 
     Attributes:
-        id: kvplan's key, e.g. ``h200``.
+        id: kvplan's key, e.g. ``h200`` (matched case- and punctuation-insensitively).
         name: human name.
-        memory_bytes: CUDA-visible total memory in bytes (torch.cuda.mem_get_info total).
-        memory_source: where memory_bytes came from.
-        fp8_supported / bf16_supported: hardware support (fp8 KV cache and fp8 weights need fp8).
+        reported_name: the device name the driver reports (nvidia-smi / NVML /
+            torch.cuda.get_device_name), e.g. ``NVIDIA A100-SXM4-80GB``; vLLM 0.26.0 looks for
+            "a100" in it when choosing batch defaults (engine/arg_utils.py).
+        memory_bytes: CUDA-visible total memory in bytes (``torch.cuda.mem_get_info()[1]``),
+            > 0. A YAML file may also write a size string such as ``80GiB``.
+        memory_quality: how memory_bytes was obtained: ``measured`` (on this project's machine),
+            ``cuda-exact`` (exact bytes from a public CUDA query), ``torch-mib-floor`` (a torch
+            repr's floored MiB), ``vllm-log-gib`` (a vLLM log's 2-decimal GiB), ``estimate``, or
+            ``user`` (set by a user file or --gpu-memory).
+        memory_source: where memory_bytes came from (URL, file, or code index id).
+        nvidia_smi_total_mib: the NVML / nvidia-smi total in MiB (larger than the CUDA total).
+        fp8_supported: FP8 tensor cores (compute capability >= 8.9); fp8 KV cache and fp8
+            weights run natively only there.
+        bf16_supported: bfloat16 support (False on Volta/Turing).
         compute_capability: "9.0" etc.
-        price_per_hour_usd: hourly price of one GPU (None = unknown).
-        aliases: other accepted names (matched case-insensitively).
+        price_per_hour_usd: hourly price of one GPU in USD (None = unknown), >= 0.
+        price_source: where the price came from, and when.
+        aliases: other accepted names.
+        notes: free text.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str
+    id: str = Field(min_length=1)
     name: str | None = None
     reported_name: str | None = None
     memory_bytes: int = Field(gt=0)
+    memory_quality: MemoryQuality = "user"
     memory_source: str | None = None
-    nvidia_smi_total_mib: int | None = None
+    nvidia_smi_total_mib: int | None = Field(default=None, gt=0)
     fp8_supported: bool = False
     bf16_supported: bool = True
     compute_capability: str | None = None
     price_per_hour_usd: float | None = Field(default=None, ge=0)
+    price_source: str | None = None
     aliases: tuple[str, ...] = ()
+    notes: str | None = None
+
+    @field_validator("memory_bytes", mode="before")
+    @classmethod
+    def _memory(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("expected a number of bytes or a size such as 80GiB")
+        if isinstance(v, str):
+            from kvplan.units import parse_bytes
+
+            try:
+                return parse_bytes(v, what="memory_bytes")
+            except KvplanError as exc:
+                raise ValueError(f"cannot read {v!r} as a size (write bytes or e.g. 80GiB)") from exc
+        return v
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _aliases(cls, v: Any) -> Any:
+        if v is None:
+            return ()
+        if isinstance(v, (str, int)):
+            return (str(v),)
+        if isinstance(v, (list, tuple)):
+            return tuple(str(a) for a in v)
+        return v
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _norm(v):
+            raise ValueError("must contain a letter or digit")
+        return v
 
     @property
     def display_name(self) -> str:
+        """Human name, falling back to the id."""
         return self.name or self.id
 
     @property
     def vllm_device_name(self) -> str:
-        """The name vLLM's get_device_name() would print (used for its A100 default rule)."""
+        """The name vLLM's get_device_name() would return (used for its "a100" default rule)."""
         return self.reported_name or self.name or self.id
+
+    @property
+    def nvml_total_bytes(self) -> int:
+        """NVML total memory in bytes (nvidia-smi MiB x 2^20); memory_bytes when unknown.
+
+        vLLM 0.26.0 compares this, not the CUDA total, with 70 GiB when it picks default batch
+        sizes (platforms/cuda.py get_device_total_memory uses nvmlDeviceGetMemoryInfo)."""
+        if self.nvidia_smi_total_mib is None:
+            return self.memory_bytes
+        return self.nvidia_smi_total_mib * MiB
+
+    @property
+    def is_estimate(self) -> bool:
+        """True when memory_bytes is not a CUDA reading (see memory_quality)."""
+        return self.memory_quality == "estimate"
+
+    def with_memory(self, memory_bytes: int, source: str = "--gpu-memory") -> "GPUProfile":
+        """A copy with memory_bytes replaced by a user-given CUDA total.
+
+        Raises:
+            KvplanError: memory_bytes is not a positive int (names ``source``).
+        """
+        if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
+            raise KvplanError(f"{source}: must be a positive number of bytes, got {memory_bytes!r}")
+        return self.model_copy(
+            update={"memory_bytes": memory_bytes, "memory_quality": "user", "memory_source": source}
+        )
 
 
 def _norm(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
+    """Lookup key: lower case, letters and digits only ("H100-80GB" -> "h10080gb")."""
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
 
 
-def _load_yaml(text: str, origin: str) -> list[GPUProfile]:
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _entry_error(origin: str, i: int, entry: dict, exc: ValidationError) -> KvplanError:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "entry"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = "required for a new GPU id"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown key (see kvplan/data/gpus.yaml for the accepted keys)"
+    elif "input" in err and err["type"] not in ("missing",):
+        msg = f"{msg} (got {err['input']!r})"
+    gid = entry.get("id")
+    where = f"gpus[{i}].{key}" + (f" (id {gid!r})" if gid is not None and key != "id" else "")
+    return KvplanError(_one_line(f"{origin}: {where}: {msg}"))
+
+
+def _parse_entries(text: str, origin: str) -> list[dict]:
+    """The raw ``gpus:`` entries of one YAML document.
+
+    Raises:
+        KvplanError: not YAML, or not a mapping with a ``gpus`` list of mappings (names origin).
+    """
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        where = f"{origin}:{line + 1}" if line is not None else origin
-        raise KvplanError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
-        raise KvplanError(f"{origin}: expected a mapping with a 'gpus' list")
-    out = []
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{origin}:{mark.line + 1}" if mark is not None else origin
+        problem = getattr(exc, "problem", None) or exc
+        raise KvplanError(_one_line(f"{where}: not valid YAML ({problem})")) from None
+    if not isinstance(data, dict) or "gpus" not in data:
+        raise KvplanError(f"{origin}: expected a top-level mapping with a 'gpus' list")
+    if not isinstance(data["gpus"], list):
+        raise KvplanError(f"{origin}: gpus: expected a list of GPU entries")
+    unknown = sorted(str(k) for k in data if k != "gpus")
+    if unknown:
+        raise KvplanError(f"{origin}: {unknown[0]}: unknown top-level key (only 'gpus' is read)")
+    entries = []
     for i, entry in enumerate(data["gpus"]):
         if not isinstance(entry, dict):
-            raise KvplanError(f"{origin}: gpus[{i}] must be a mapping")
+            raise KvplanError(f"{origin}: gpus[{i}]: expected a mapping with id, memory_bytes, ...")
+        if "id" not in entry:
+            raise KvplanError(f"{origin}: gpus[{i}].id: required")
+        entries.append(entry)
+    return entries
+
+
+def _apply(profiles: dict[str, GPUProfile], entries: list[dict], origin: str, *, user: bool) -> None:
+    """Add or merge ``entries`` into ``profiles`` (in place).
+
+    A user entry for an existing id is merged over it; if it sets memory_bytes without a
+    memory_quality/memory_source, those become "user" / the file name.
+    Raises:
+        KvplanError: an invalid entry or a duplicate id within one file (names origin and key).
+    """
+    seen: set[str] = set()
+    by_norm = {_norm(pid): pid for pid in profiles}
+    for i, entry in enumerate(entries):
+        key = _norm(str(entry["id"]))
+        if key in seen:
+            raise KvplanError(f"{origin}: gpus[{i}].id: duplicate id {entry['id']!r} in this file")
+        seen.add(key)
+        base_id = by_norm.get(key)
+        data = dict(entry)
+        data["id"] = str(entry["id"])
+        if user and "memory_bytes" in data:
+            data.setdefault("memory_quality", "user")
+            data.setdefault("memory_source", f"user profile file {origin}")
+        if base_id is not None:
+            merged = profiles[base_id].model_dump()
+            merged.update(data)
+            merged["id"] = base_id
+            data = merged
         try:
-            out.append(GPUProfile(**entry))
+            profile = GPUProfile(**data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            key = ".".join(str(p) for p in err["loc"])
-            raise KvplanError(f"{origin}: gpus[{i}].{key}: {err['msg']}") from None
-    return out
+            raise _entry_error(origin, i, entry, exc) from None
+        profiles[profile.id] = profile
+        by_norm[key] = profile.id
 
 
 @lru_cache(maxsize=1)
 def _bundled() -> tuple[GPUProfile, ...]:
     text = resources.files("kvplan.data").joinpath("gpus.yaml").read_text(encoding="utf-8")
-    return tuple(_load_yaml(text, "kvplan/data/gpus.yaml"))
+    profiles: dict[str, GPUProfile] = {}
+    _apply(profiles, _parse_entries(text, BUNDLED_ORIGIN), BUNDLED_ORIGIN, user=False)
+    return tuple(profiles.values())
+
+
+def bundled_profiles() -> dict[str, GPUProfile]:
+    """The bundled profiles only, by id (no user files)."""
+    return {p.id: p for p in _bundled()}
+
+
+def _user_files(extra_files: list[str] | None) -> list[tuple[str, str]]:
+    files: list[tuple[str, str]] = []
+    env = os.environ.get(ENV_VAR)
+    if env:
+        files += [(ENV_VAR, f) for f in env.split(os.pathsep) if f.strip()]
+    files += [("--gpu-profiles", f) for f in (extra_files or [])]
+    return files
 
 
 def load_profiles(extra_files: list[str] | None = None) -> dict[str, GPUProfile]:
-    """All profiles: bundled, then ``KVPLAN_GPU_PROFILES`` files, then ``extra_files``.
+    """All profiles by id: bundled, then ``KVPLAN_GPU_PROFILES`` files, then ``extra_files``.
 
+    Args:
+        extra_files: paths given with ``--gpu-profiles`` (applied last, so they win).
+    Returns:
+        {id: GPUProfile}, bundled order first, new user ids appended.
     Raises:
-        KvplanError: a user file is missing, unreadable or malformed (names the file and key).
+        KvplanError: a user file is missing, unreadable, not YAML, or has an invalid entry;
+            the one-line message names the flag or variable, the file and the key.
     """
-    profiles = {p.id: p for p in _bundled()}
-    files: list[str] = []
-    env = os.environ.get("KVPLAN_GPU_PROFILES")
-    if env:
-        files += [f for f in env.split(os.pathsep) if f]
-    files += list(extra_files or [])
-    for f in files:
-        path = Path(f)
+    profiles = bundled_profiles()
+    for flag, f in _user_files(extra_files):
+        path = Path(f).expanduser()
+        origin = f"{flag} {f}"
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise KvplanError(f"--gpu-profiles: file not found: {f}") from None
+            raise KvplanError(f"{flag}: file not found: {f}") from None
+        except IsADirectoryError:
+            raise KvplanError(f"{flag}: {f} is a directory, expected a YAML file") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise KvplanError(f"--gpu-profiles: cannot read {f}: {exc}") from None
-        for p in _load_yaml(text, f):
-            profiles[p.id] = p
+            raise KvplanError(_one_line(f"{flag}: cannot read {f}: {exc}")) from None
+        _apply(profiles, _parse_entries(text, origin), origin, user=True)
     return profiles
 
 
-def find_gpu(name: str, profiles: dict[str, GPUProfile]) -> GPUProfile:
-    """Look a GPU up by id, name or alias, case- and punctuation-insensitively.
-
-    Raises:
-        KvplanError: no match; the message suggests the closest names (names --gpu).
-    """
-    key = _norm(name)
+def _lookup_table(profiles: dict[str, GPUProfile]) -> dict[str, GPUProfile]:
+    """Normalized name -> profile. Ids beat names and aliases; among names and aliases a later
+    profile (a user file's) beats an earlier (bundled) one."""
     table: dict[str, GPUProfile] = {}
     for p in profiles.values():
-        for n in (p.id, p.name, p.reported_name, *p.aliases):
-            if n:
-                table.setdefault(_norm(n), p)
-    if key in table:
+        for n in (p.name, p.reported_name, *p.aliases):
+            if n and _norm(n):
+                table[_norm(n)] = p
+    for p in profiles.values():
+        table[_norm(p.id)] = p
+    return table
+
+
+def _fold(key: str) -> str:
+    """Letters often typed for digits ("H2OO" for "H200"), folded for ranking suggestions only."""
+    return key.replace("o", "0")
+
+
+def suggest(name: str, profiles: dict[str, GPUProfile], n: int = 3) -> list[str]:
+    """Up to ``n`` profile ids whose id, name or alias is closest to ``name`` (best first)."""
+    key = _norm(name)
+    table = _lookup_table(profiles)
+    scored = []
+    for k, p in table.items():
+        r = max(
+            difflib.SequenceMatcher(None, key, k).ratio(),
+            difflib.SequenceMatcher(None, _fold(key), _fold(k)).ratio(),
+        )
+        if r >= 0.5:
+            scored.append((-r, len(k), p.id))
+    out: list[str] = []
+    for _, _, pid in sorted(scored):
+        if pid not in out:
+            out.append(pid)
+        if len(out) == n:
+            break
+    return out
+
+
+def find_gpu(name: str, profiles: dict[str, GPUProfile]) -> GPUProfile:
+    """Look a GPU up by id, name, reported name or alias, case- and punctuation-insensitively.
+
+    Returns:
+        the matching GPUProfile.
+    Raises:
+        KvplanError: no match; the one-line message names --gpu and suggests the closest ids.
+    """
+    key = _norm(name)
+    table = _lookup_table(profiles)
+    if key and key in table:
         return table[key]
-    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
-    names = []
-    for c in close:
-        pid = table[c].id
-        if pid not in names:
-            names.append(pid)
-    hint = f"did you mean {', '.join(names)}?" if names else "run `kvplan gpus` to list profiles"
-    raise KvplanError(f"--gpu: unknown GPU {name!r}", hint=hint)
+    close = suggest(name, profiles) if key else []
+    if close:
+        tail = f"did you mean {', '.join(close)}?"
+    else:
+        tail = "run `kvplan gpus` to list profiles, or add one with --gpu-profiles"
+    raise KvplanError(_one_line(f"--gpu: unknown GPU {name!r}; {tail}"))
