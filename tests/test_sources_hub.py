@@ -338,3 +338,34 @@ def test_bundled_model_path_does_not_import_huggingface_hub():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# -- a real `kvplan` process: huggingface_hub reads the environment at import, no resync ----------
+
+
+def _kvplan_process(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING")) and k != "TRANSFORMERS_OFFLINE"}
+    env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **env_extra)
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_process_honours_endpoint_token_cache_and_offline(hub, tmp_path):
+    env = {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "proc_home"), "HF_TOKEN": "hf_granted"}
+    proc = _kvplan_process(env, "estimate", "acme/gated", "--gpu", "H200", "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads(proc.stdout)["model"]["source"]["commit"] == hub.shas["gated"]
+    assert hub.requests_to("/acme/gated/resolve/main/config.json", "GET")[0].headers["authorization"] == "Bearer hf_granted"
+    assert (tmp_path / "proc_home" / "hub" / "models--acme--gated").is_dir()
+    seen = len(hub.requests)
+    proc = _kvplan_process({**env, "HF_HUB_OFFLINE": "1"}, "estimate", "acme/gated", "--gpu", "H200", "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert len(hub.requests) == seen
+
+
+def test_cli_process_bad_timeout_variable_is_one_line(hub, tmp_path):
+    env = {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "proc_home"), "HF_HUB_ETAG_TIMEOUT": "abc"}
+    proc = _kvplan_process(env, "estimate", "acme/tiny", "--gpu", "H200")
+    _one_error(proc.returncode, proc.stdout, proc.stderr)
+    assert "HF_HUB_ETAG_TIMEOUT" in proc.stderr

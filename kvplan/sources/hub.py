@@ -69,8 +69,9 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
     timeout = constants.HF_HUB_ETAG_TIMEOUT  # seconds; HF_HUB_ETAG_TIMEOUT, default 10
     provenance: dict = {"repo_id": repo_id, "endpoint": endpoint, "requested_revision": requested}
     api = HfApi(endpoint=endpoint)
+    from_cache = is_offline_mode()  # config.json from the cache only; no safetensors headers then
 
-    if is_offline_mode():
+    if from_cache:
         path = _cached_config(repo_id, revision)
         if path is None:
             raise KvplanError(
@@ -84,7 +85,8 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
         try:
             # One HEAD, no retries, bounded by `timeout`: fail fast instead of entering
             # hf_hub_download's long retry path (see the module docstring).
-            get_hf_file_metadata(hf_hub_url(repo_id, CONFIG_NAME, revision=revision, endpoint=endpoint), timeout=timeout)
+            url = hf_hub_url(repo_id, CONFIG_NAME, revision=revision, endpoint=endpoint)
+            get_hf_file_metadata(url, timeout=timeout, retry_on_errors=False)
             path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision, endpoint=endpoint, etag_timeout=timeout)
         except (HFValidationError, OfflineModeIsEnabled, httpx2.HTTPError, OSError) as exc:
             # (HfHubHTTPError, FileMetadataError and LocalEntryNotFoundError are OSErrors.)
@@ -95,6 +97,7 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
             path = _cached_config(repo_id, revision) if _hub_unreachable(err) else None
             if path is None:
                 raise _explain(err, repo_id, requested, endpoint, timeout, elapsed) from None
+            from_cache = True
             provenance["cache_note"] = (
                 f"the Hub could not be reached ({_short_reason(err, timeout)}): config.json read from the local cache"
             )
@@ -104,7 +107,7 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
     provenance["config_path"] = str(path)
     config = read_config(Path(path))
 
-    if "cache_note" in provenance:
+    if from_cache:
         params = total = None
         provenance["weights_note"] = (
             "safetensors headers are not cached: weights from kvplan's formula (config.json); "
@@ -129,10 +132,15 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
 
 
 def _import_hub() -> None:
-    """Import huggingface_hub; a missing install (exit 3) or a bad HF_* value (exit 2) becomes a KvplanError."""
+    """Import huggingface_hub (>= 2.4: it raises httpx2 errors and has RemoteEntryNotFoundError).
+
+    Raises:
+        EnvironmentMissing (exit 3): not installed, or too old.
+        KvplanError (exit 2): huggingface_hub rejected an HF_* variable while importing.
+    """
     try:
-        import huggingface_hub  # noqa: F401
-        from huggingface_hub import get_safetensors_metadata  # noqa: F401  (2.x API used below)
+        import huggingface_hub
+        import huggingface_hub.constants  # noqa: F401  (reads HF_* now; huggingface_hub imports lazily)
     except ImportError as exc:
         raise EnvironmentMissing(
             f"the Hugging Face Hub source needs huggingface_hub >= 2.4 ({exc})",
@@ -142,6 +150,14 @@ def _import_hub() -> None:
         raise KvplanError(
             f"huggingface_hub refused an HF_* environment variable: {exc}",
             hint="HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds",
+        ) from None
+    try:
+        import httpx2  # noqa: F401
+        from huggingface_hub.errors import RemoteEntryNotFoundError, RevisionResolutionError  # noqa: F401
+    except ImportError as exc:
+        raise EnvironmentMissing(
+            f"the Hugging Face Hub source needs huggingface_hub >= 2.4, found {huggingface_hub.__version__} ({exc})",
+            hint="pip install -U 'huggingface_hub>=2.4', " + _FALLBACK_HINT,
         ) from None
 
 

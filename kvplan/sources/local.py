@@ -2,8 +2,7 @@
 
 Safetensors headers are read with huggingface_hub's ``parse_local_safetensors_file_metadata``
 (only the JSON headers, never the tensors), imported only when the directory has safetensors
-files. ``params_vllm_loads`` (shared with the Hub
-source) keeps the tensors vLLM 0.26.0 loads.
+files. ``params_vllm_loads`` (shared with the Hub source) keeps the tensors vLLM 0.26.0 loads.
 """
 
 from __future__ import annotations
@@ -20,23 +19,23 @@ from kvplan.sources.base import ModelSource
 CONFIG_MAX_BYTES = 16 * 1024 * 1024
 INDEX_NAME = "model.safetensors.index.json"
 
-# Checkpoint tensors vLLM 0.26.0 does not load:
-# - multi-token-prediction heads stored under their own prefix: Qwen3-Next "mtp.*"
-#   (vllm/model_executor/models/qwen3_next.py load_weights skips "mtp."), MiMo "model.mtp_layers.*"
-#   (models/mimo.py skips "mtp_layers");
-# - DeepSeek-V3 / GLM-4.5 style MTP layers stored as extra decoder layers, numbered from
-#   num_hidden_layers on (models/deepseek_v2.py get_spec_layer_idx_from_weight_name): any
-#   "[model.][language_model.][model.]layers.N." with N >= num_hidden_layers of the text config.
-#   Vision/audio towers ("vision_tower....layers.N") are not decoder layers and are kept;
-# - "lm_head.*" when tie_word_embeddings is true (models/llama.py: AutoWeightsLoader
-#   skip_prefixes=["lm_head."] when the embeddings are tied).
+# Checkpoint tensors vLLM 0.26.0 does not load into the served (target) model:
+# - multi-token-prediction heads stored under their own prefix, "mtp.*" (Qwen3-Next and later
+#   Qwen/DeepSeek checkpoints) or "mtp_layers.*" (MiMo): only vLLM's MTP draft model reads them;
+# - DeepSeek-V3 / GLM-4.5 style MTP layers stored as extra decoder layers numbered from
+#   num_hidden_layers on (vllm/model_executor/models/deepseek_v2.py
+#   get_spec_layer_idx_from_weight_name: "model.layers.{num_hidden_layers + i}."). Here: any
+#   "[model.][language_model.][model.]layers.N." with N >= the text config's num_hidden_layers;
+#   vision/audio towers ("vision_tower....layers.N") are not decoder layers and are kept;
+# - "lm_head.*" when tie_word_embeddings is true (AutoWeightsLoader(skip_prefixes=["lm_head."])
+#   in the load_weights of Llama-style models when the embeddings are tied).
 _SKIPPED = re.compile(r"(^|\.)(mtp|mtp_layers)\.")
 _DECODER_LAYER = re.compile(r"^(?:model\.)?(?:language_model\.)?(?:model\.)?layers\.(\d+)\.")
 
 # Bits per element of each safetensors dtype (safetensors/src/tensor.rs Dtype::bitsize); used only
 # when a tensor's byte size is not given by its data offsets.
 SAFETENSORS_DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "E8M0": 8,
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
     "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
     "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
 }
