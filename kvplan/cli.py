@@ -150,7 +150,7 @@ def plan_from_options(
     args = build_engine_args(**engine_kw)
     profile = find_gpu(gpu, load_profiles(gpu_profiles))
     if gpu_memory is not None:
-        profile = profile.model_copy(update={"memory_bytes": parse_bytes(gpu_memory, what="--gpu-memory")})
+        profile = profile.with_memory(parse_bytes(gpu_memory, what="--gpu-memory"))
     source = resolve_model(model, revision=revision)
     spec = parse_config(source.config, source.name)
     if source.checkpoint_params or source.checkpoint_bytes:
@@ -212,17 +212,18 @@ def gpus(
         from rich.console import Console
         from rich.table import Table
 
-        t = Table("id", "name", "CUDA bytes", "GiB", "fp8", "bf16", "$/h", "aliases")
+        t = Table("id", "name", "GiB", "fp8", "bf16", "$/h", "aliases")
+        t.add_column("CUDA bytes", justify="right", no_wrap=True)
         for p in profiles.values():
             t.add_row(
                 p.id,
                 p.display_name,
-                f"{p.memory_bytes:,}",
                 f"{p.memory_bytes / 2**30:.2f}",
                 "yes" if p.fp8_supported else "no",
                 "yes" if p.bf16_supported else "no",
                 "" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}",
                 ", ".join(p.aliases),
+                f"{p.memory_bytes:,}",
             )
         Console().print(t)
     except KvplanError as e:

@@ -282,6 +282,11 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     kv_dtype = args.kv_cache_dtype
     if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
         kv_dtype = "fp8"
+    if gpu.is_estimate:
+        warnings.append(
+            f"{gpu.display_name}: its CUDA-visible memory is an estimate, not a reading "
+            "(see `kvplan gpus`); pass --gpu-memory with torch.cuda.mem_get_info()'s total for exact blocks"
+        )
     if kv_dtype.startswith("fp8") and not gpu.fp8_supported:
         warnings.append(
             f"--kv-cache-dtype {kv_dtype} on {gpu.display_name} (no fp8 tensor cores): vLLM stores fp8 but "
@@ -304,7 +309,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             )
 
     # batch defaults
-    mbt_default, seqs_default = defaults.batch_defaults(gpu.memory_bytes, gpu.vllm_device_name, args.usage)
+    mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)
     max_num_seqs = args.max_num_seqs or seqs_default
     mbt = defaults.resolve_max_num_batched_tokens(
         user_value=args.max_num_batched_tokens,

@@ -99,6 +99,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             "name": plan.gpu.id,
             "display_name": plan.gpu.display_name,
             "memory_bytes": plan.gpu.memory_bytes,
+            "memory_quality": plan.gpu.memory_quality,
+            "memory_source": plan.gpu.memory_source,
             "count": plan.effective["tensor_parallel_size"] * plan.effective["pipeline_parallel_size"],
         },
         "engine": dict(plan.effective),
