@@ -107,6 +107,7 @@ def _populate(hub) -> dict[str, str]:
     shas["bad-st"] = hub.add_repo("acme/bad-st", {"config.json": _cfg(), "model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all"})
     shas["no-config"] = hub.add_repo("acme/no-config", {"README.md": b"# weights only\n"})
     hub.add_repo("acme/broken", {"config.json": _cfg()}, fail_status=500)
+    hub.add_repo("acme/limited", {"config.json": _cfg()}, fail_status=429)
     hub.add_repo("acme/slow", {"config.json": _cfg()}, delay_s=5.0)
     hub.granted_tokens.add("hf_granted")
     return shas
@@ -294,6 +295,12 @@ def test_server_error_is_not_retried(hub):
     assert time.monotonic() - started < 5
     assert "HTTP 500" in err and "no retries" in err and "try again later" in err
     assert len(hub.requests_to("/acme/broken/")) == 1
+
+
+def test_rate_limited_is_not_retried(hub):
+    err = _one_error(*run_cli("estimate", "acme/limited", "--gpu", "H200"))
+    assert "HTTP 429" in err and "HF_TOKEN" in err
+    assert len(hub.requests_to("/acme/limited/")) == 1
 
 
 def test_unreachable_endpoint(hub, monkeypatch):

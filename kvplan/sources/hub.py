@@ -309,7 +309,7 @@ def _explain(err: BaseException, repo_id: str, revision: str, endpoint: str, tim
     if isinstance(err, RemoteEntryNotFoundError):
         return KvplanError(
             f"{repo_id}: no {CONFIG_NAME} at revision {revision!r} (HTTP {status})",
-            hint=f"kvplan needs a Transformers-style config.json; {_FALLBACK_HINT}",
+            hint="kvplan needs a Transformers-style config.json: use a bundled model id or a local directory holding one",
         )
     if isinstance(err, OfflineModeIsEnabled):
         return KvplanError(
@@ -319,12 +319,12 @@ def _explain(err: BaseException, repo_id: str, revision: str, endpoint: str, tim
     if isinstance(err, httpx2.TimeoutException):
         return KvplanError(
             f"{repo_id}: the Hub at {endpoint} did not answer within {timeout:g} s ({waited}) and nothing is cached",
-            hint=f"check the network and HF_ENDPOINT; on a slow link raise HF_HUB_ETAG_TIMEOUT (seconds); {_FALLBACK_HINT}",
+            hint=f"check the network and HF_ENDPOINT; on a slow link raise HF_HUB_ETAG_TIMEOUT (seconds), {_FALLBACK_HINT}",
         )
     if isinstance(err, httpx2.TransportError):
         return KvplanError(
             f"{repo_id}: cannot reach the Hub at {endpoint} ({_short_reason(err, timeout)}; {waited}) and nothing is cached",
-            hint=f"check the network, proxy settings and HF_ENDPOINT; {_FALLBACK_HINT}",
+            hint=f"check the network, proxy settings and HF_ENDPOINT, {_FALLBACK_HINT}",
         )
     if isinstance(err, HfHubHTTPError):
         if status is not None and status >= 500:
@@ -344,7 +344,7 @@ def _explain(err: BaseException, repo_id: str, revision: str, endpoint: str, tim
             )
         return KvplanError(
             f"{repo_id}: the Hub at {endpoint} answered HTTP {status} for {CONFIG_NAME}",
-            hint=f"check HF_ENDPOINT and the repo id; {_FALLBACK_HINT}",
+            hint=f"check HF_ENDPOINT and the repo id, {_FALLBACK_HINT}",
         )
     if isinstance(err, FileMetadataError):
         return KvplanError(
@@ -354,7 +354,7 @@ def _explain(err: BaseException, repo_id: str, revision: str, endpoint: str, tim
     if isinstance(err, LocalEntryNotFoundError):
         return KvplanError(
             f"{repo_id}: could not download {CONFIG_NAME} and it is not cached ({_first_line(err)})",
-            hint=f"check the network and HF_ENDPOINT; {_FALLBACK_HINT}",
+            hint=f"check the network and HF_ENDPOINT, {_FALLBACK_HINT}",
         )
     if isinstance(err, OSError):
         return KvplanError(
