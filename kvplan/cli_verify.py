@@ -1,0 +1,384 @@
+"""`kvplan verify`: start vLLM (or read its log) and diff what it measured against kvplan's plan.
+
+Registered by kvplan.cli through ``register(app)``. Thin: flags -> kvplan.verify -> tables.
+Exit codes: 0 pass, 1 mismatch or vLLM refused the config, 2 bad input, 3 environment missing
+(no GPU, no vLLM, another vLLM version, timeout). See docs/verify.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, KvplanError
+
+GiB = 1 << 30
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``verify`` command to ``app``."""
+    app.command("verify")(verify)
+
+
+def verify(
+    model: Optional[str] = typer.Argument(
+        None, help="Hub repo id, local directory with config.json, or bundled spec id (with --from-log: overrides the log's model)."
+    ),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU profile for the prediction (default: the GPU the run measured)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Override CUDA-visible memory for the prediction."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
+    tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", "-tp"),
+    pipeline_parallel_size: Optional[int] = typer.Option(None, "--pipeline-parallel-size", "-pp"),
+    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", help="Tokens, or 'auto'."),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
+    kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype"),
+    block_size: Optional[int] = typer.Option(None, "--block-size"),
+    dtype: Optional[str] = typer.Option(None, "--dtype"),
+    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager"),
+    kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."),
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    vllm_version: str = typer.Option("0.26.0", "--vllm-version", help="The vLLM version to verify against."),
+    usage: Optional[str] = typer.Option(
+        None, "--usage", help="llm (offline LLM class; the default for runs) or serve (`vllm serve` defaults)."
+    ),
+    dummy_weights: bool = typer.Option(False, "--dummy-weights", help="Random weights, no tokenizer: only config.json is needed."),
+    tolerance: float = typer.Option(1.0, "--tolerance", help="Allowed num_gpu_blocks error in percent (exit 1 above)."),
+    timeout: float = typer.Option(900.0, "--timeout", help="Seconds to wait for vLLM to start (default 15 min)."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Write <name>.json (calibration shape) and <name>.log here."),
+    name: Optional[str] = typer.Option(None, "--name", help="Record name (default: model and arguments)."),
+    from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
+    batch: Optional[str] = typer.Option(None, "--batch", help="YAML file of cases to run one after another."),
+    deadline: Optional[float] = typer.Option(None, "--deadline", help="With --batch: start no case after this many seconds."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Start vLLM with these arguments (or read its log) and compare with kvplan's prediction."""
+    from kvplan.cli import fail
+
+    try:
+        code = _run(locals())
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    except KeyboardInterrupt:
+        print("interrupted: the vLLM child process was stopped", file=sys.stderr)
+        raise typer.Exit(130)
+    raise typer.Exit(code)
+
+
+def _options(kw: dict) -> dict:
+    """kvplan estimate options the user gave (validated as `kvplan estimate` does)."""
+    from kvplan.cli import parse_max_model_len, positive
+    from kvplan.units import parse_bytes
+
+    positive("--tensor-parallel-size", kw["tensor_parallel_size"])
+    positive("--pipeline-parallel-size", kw["pipeline_parallel_size"])
+    positive("--max-num-seqs", kw["max_num_seqs"])
+    positive("--max-num-batched-tokens", kw["max_num_batched_tokens"])
+    positive("--block-size", kw["block_size"])
+    util = kw["gpu_memory_utilization"]
+    if util is not None and not (0 < util <= 1):
+        raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {util}")
+    out = {
+        "tensor_parallel_size": kw["tensor_parallel_size"],
+        "pipeline_parallel_size": kw["pipeline_parallel_size"],
+        "max_model_len": parse_max_model_len(kw["max_model_len"]),
+        "gpu_memory_utilization": util,
+        "kv_cache_dtype": kw["kv_cache_dtype"],
+        "block_size": kw["block_size"],
+        "dtype": kw["dtype"],
+        "quantization": kw["quantization"],
+        "max_num_seqs": kw["max_num_seqs"],
+        "max_num_batched_tokens": kw["max_num_batched_tokens"],
+        "enforce_eager": True if kw["enforce_eager"] else None,
+        "kv_cache_memory_bytes": parse_bytes(kw["kv_cache_memory"], what="--kv-cache-memory") if kw["kv_cache_memory"] else None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _run(kw: dict) -> int:
+    from kvplan import verify as v
+
+    fmt = kw["fmt"]
+    if fmt not in ("table", "json"):
+        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+    if kw["usage"] is not None and kw["usage"] not in ("llm", "serve"):
+        raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw['usage']!r}")
+    if kw["tolerance"] < 0:
+        raise KvplanError(f"--tolerance: must be >= 0, got {kw['tolerance']}")
+    if kw["timeout"] <= 0:
+        raise KvplanError(f"--timeout: must be > 0 seconds, got {kw['timeout']}")
+    if kw["from_log"] and kw["batch"]:
+        raise KvplanError("--from-log and --batch: give one of them")
+    options = _options(kw)
+
+    if kw["batch"]:
+        if kw["model"]:
+            raise KvplanError(f"MODEL: not used with --batch (the cases name their models), got {kw['model']!r}")
+        return _run_batch(kw, fmt)
+
+    if kw["from_log"]:
+        doc, code = v.verify_log(
+            kw["from_log"],
+            model=kw["model"],
+            gpu=kw["gpu"],
+            gpu_memory=kw["gpu_memory"],
+            gpu_profiles=kw["gpu_profiles"],
+            overrides=options,
+            usage=kw["usage"],
+            tolerance_pct=kw["tolerance"],
+            revision=kw["revision"],
+            vllm_version=kw["vllm_version"],
+        )
+        _emit(doc, fmt)
+        return code
+
+    if not kw["model"]:
+        raise KvplanError("MODEL: missing", hint="kvplan verify MODEL [flags], or --from-log FILE, or --batch FILE")
+    engine_args = v.options_to_engine_kwargs(options)
+    if kw["revision"] and not kw["dummy_weights"]:
+        engine_args["revision"] = kw["revision"]
+    if kw["record"] is not None:
+        kw["record"].mkdir(parents=True, exist_ok=True)
+    with _Progress() as progress:
+        result = v.run_case(
+            model=kw["model"],
+            engine_args=engine_args,
+            usage=kw["usage"] or "llm",
+            dummy_weights=kw["dummy_weights"],
+            name=kw["name"],
+            gpu=kw["gpu"],
+            gpu_memory=kw["gpu_memory"],
+            gpu_profiles=kw["gpu_profiles"],
+            revision=kw["revision"],
+            tolerance_pct=kw["tolerance"],
+            timeout_s=kw["timeout"],
+            record_dir=kw["record"],
+            vllm_version=kw["vllm_version"],
+            on_stage=progress.stage,
+        )
+    _emit(result.doc, fmt)
+    if result.record_path is not None and fmt == "table":
+        print(f"record: {result.record_path}")
+    return result.exit_code
+
+
+def _run_batch(kw: dict, fmt: str) -> int:
+    from kvplan import verify as v
+
+    record = kw["record"]
+    results_out = []
+    with _Progress() as progress:
+
+        def on_case(i, n, case_name):
+            progress.case = f"[{i + 1}/{n}] {case_name}"
+            progress.stage("starting")
+
+        def on_result(r):
+            results_out.append(r)
+            progress.line(_one_line(r))
+
+        results, code = v.run_batch(
+            kw["batch"],
+            record_dir=record,
+            tolerance_pct=None if kw["tolerance"] == v.DEFAULT_TOLERANCE_PCT else kw["tolerance"],
+            timeout_s=None if kw["timeout"] == v.DEFAULT_TIMEOUT_S else kw["timeout"],
+            deadline_s=kw["deadline"],
+            gpu_profiles=kw["gpu_profiles"],
+            vllm_version=kw["vllm_version"],
+            on_case=on_case,
+            on_stage=progress.stage,
+            on_result=on_result,
+        )
+    if fmt == "json":
+        print(json.dumps([dict(r.doc, exit_code=r.exit_code, error=r.error) for r in results], indent=2, default=str))
+    else:
+        _print_batch(results)
+        if record is not None:
+            print(f"records: {record}")
+    return code
+
+
+# ---------------------------------------------------------------------------------------------
+# progress and rendering (rich)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A rich spinner on a terminal (stderr); plain stage lines otherwise (logs, CI, the device)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.case = ""
+        self._status = None
+        self._last = None
+
+    def __enter__(self):
+        if self.console.is_terminal:
+            self._status = self.console.status("vLLM: starting")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._status is not None:
+            self._status.__exit__(*exc)
+        return False
+
+    def stage(self, name: str) -> None:
+        text = f"{self.case} vLLM: {name}".strip()
+        if text == self._last:
+            return
+        self._last = text
+        if self._status is not None:
+            self._status.update(text)
+        else:
+            print(f"[kvplan verify] {text}", file=sys.stderr, flush=True)
+
+    def line(self, text: str) -> None:
+        if self._status is not None:
+            self.console.print(text, highlight=False)
+        else:
+            print(f"[kvplan verify] {text}", file=sys.stderr, flush=True)
+
+
+def _emit(doc: dict, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    from rich.console import Console
+
+    print_comparison(doc, Console(highlight=False))
+
+
+def _fmt_value(key: str, value, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value / GiB:,.3f} GiB"
+    if unit == "x":
+        return f"{value:,.2f}x"
+    return f"{int(value):,}"
+
+
+def _fmt_error(key: str, err: dict | None, unit: str) -> tuple[str, str]:
+    if not err:
+        return "", ""
+    diff = err["abs"]
+    if unit == "bytes":
+        text = f"{diff / GiB:+,.3f} GiB"
+    elif unit == "x":
+        text = f"{diff:+,.2f}"
+    else:
+        text = f"{int(diff):+,}"
+    if err.get("within_log_rounding"):
+        text += " (rounding)"
+    pct = "" if err.get("pct") is None else f"{err['pct']:+.3f}%"
+    return text, pct
+
+
+def print_comparison(doc: dict, console) -> None:
+    """Predicted vs measured, side by side, with each error and the verdict."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kvplan.verify import FIGURES
+
+    head = f"{doc.get('model')} - vLLM {doc.get('vllm_version') or '?'} ({doc.get('usage')})"
+    if doc.get("gpu"):
+        head += f" - GPU: {doc['gpu']}"
+    console.print(Text(head, style="bold"))
+    if doc.get("engine_args"):
+        console.print("engine args: " + ", ".join(f"{k}={v!r}" for k, v in doc["engine_args"].items()))
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"), ("error", "right"), ("error %", "right"), ("measured from", "left")):
+        t.add_column(col, justify=justify)
+    pred, meas, errs, src = doc.get("predicted", {}), doc.get("measured", {}), doc.get("errors", {}), doc.get("measured_source", {})
+    for key, label, unit in FIGURES:
+        if pred.get(key) is None and meas.get(key) is None:
+            continue
+        e, pct = _fmt_error(key, errs.get(key), unit)
+        style = "bold" if key == doc.get("compared_on") else None
+        t.add_row(label, _fmt_value(key, pred.get(key), unit), _fmt_value(key, meas.get(key), unit), e, pct, src.get(key, ""), style=style)
+    console.print(t)
+    status = doc.get("status")
+    on = doc.get("compared_on")
+    if status == "pass":
+        console.print(Text(f"PASS: {on} within {doc['tolerance_pct']:g}% ({errs[on]['pct']:+.3f}%)", style="green"))
+    elif status == "mismatch":
+        console.print(Text(f"MISMATCH: {on} off by {errs[on]['pct']:+.3f}% (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+    elif status == "refused":
+        r = doc.get("refusal") or {}
+        console.print(Text("vLLM REFUSED the config: ", style="bold red") + Text(str(r.get("message", ""))))
+        if doc.get("kvplan_fits") is True:
+            console.print(Text("kvplan predicted it would start: a mismatch", style="red"))
+        elif doc.get("kvplan_fits") is False:
+            console.print(Text("kvplan predicted this too: ", style="yellow") + Text(str(doc.get("kvplan_failure"))))
+            if r.get("estimated_max_model_len") is not None:
+                console.print(
+                    f"largest max_model_len: vLLM {r['estimated_max_model_len']:,}, kvplan {doc.get('kvplan_largest_max_model_len')}"
+                )
+        elif doc.get("prediction_error"):
+            console.print(Text("kvplan refused it before planning: ", style="yellow") + Text(doc["prediction_error"]))
+    elif status == "incomplete":
+        console.print(Text("INCOMPLETE: the log has neither num_gpu_blocks nor the KV tokens", style="yellow"))
+    else:
+        console.print(Text(f"{str(status).upper()}: " + str(doc.get("prediction_error") or ""), style="red"))
+    if doc.get("error_lines"):
+        console.print(Text("last error lines:", style="bold"))
+        for line in doc["error_lines"][-8:]:
+            console.print("  " + line, markup=False, highlight=False)
+    for key, why in (doc.get("missing") or {}).items():
+        if key in ("num_gpu_blocks",):
+            console.print(Text(f"{key}: {why}", style="dim"))
+    for note in doc.get("notes", []):
+        console.print(Text("note: ", style="yellow") + Text(note))
+    if doc.get("log"):
+        console.print(f"log: {doc['log']}", markup=False, highlight=False)
+
+
+def _one_line(r) -> str:
+    d = r.doc
+    if r.error:
+        return f"{r.name}: {d.get('status')}: {r.error}"
+    on = d.get("compared_on")
+    err = (d.get("errors") or {}).get(on) if on else None
+    tail = f" {on} {err['pct']:+.3f}%" if err and err.get("pct") is not None else ""
+    return f"{r.name}: {d.get('status')}{tail}"
+
+
+def _print_batch(results) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("case", "status", "blocks pred", "blocks meas", "tokens pred", "tokens meas", "error %", "KV bytes err", "startup s"):
+        t.add_column(col, justify="left" if col in ("case", "status") else "right")
+    for r in results:
+        d = r.doc
+        p, m, e = d.get("predicted") or {}, d.get("measured") or {}, d.get("errors") or {}
+        on = d.get("compared_on")
+        pct = "" if not on or e.get(on, {}).get("pct") is None else f"{e[on]['pct']:+.3f}%"
+        kv = e.get("kv_cache_bytes")
+        t.add_row(
+            r.name,
+            str(d.get("status")) + (f" ({r.error})" if r.error else ""),
+            _fmt_value("", p.get("num_gpu_blocks"), "blocks"),
+            _fmt_value("", m.get("num_gpu_blocks"), "blocks"),
+            _fmt_value("", p.get("gpu_kv_cache_tokens"), "tokens"),
+            _fmt_value("", m.get("gpu_kv_cache_tokens"), "tokens"),
+            pct,
+            "" if not kv else f"{kv['abs'] / GiB:+.3f} GiB",
+            "" if d.get("startup_s") is None else f"{d['startup_s']:.1f}",
+        )
+    Console(highlight=False).print(t)
+
+
+__all__ = ["register", "verify", "print_comparison", "EXIT_OK", "EXIT_FAIL", "EXIT_BAD_INPUT", "EXIT_ENVIRONMENT"]

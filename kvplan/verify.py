@@ -1,0 +1,1454 @@
+"""``kvplan verify``: start vLLM (or read its log), take what it measured, diff against the Plan.
+
+Three ways in, one comparison out:
+
+* ``run_case``: start vLLM 0.26.0 in a child process (``python -m kvplan.vllm_child``, see that
+  module for the protocol), stream its log to a file, stop it (the whole process group, also on
+  Ctrl-C, SIGTERM and timeout), parse the log, predict with kvplan's planner on the GPU the child
+  measured (or ``--gpu``), and compare.
+* ``verify_log``: the same from a saved start-up log (vLLM 0.26 format first, older formats where
+  their lines allow; see kvplan.vllm_log) or a calibration-shaped JSON record. No GPU, no vLLM.
+* ``run_batch``: many ``run_case`` calls from a YAML file, each in its own child, continuing
+  after failures; each can be recorded in the calibration JSON shape.
+
+The comparison document (``--format json``):
+    {"measured": {key: value|None}, "predicted": {key: value}, "errors": {key: {"abs", "pct",
+     "within_log_rounding"}}, "status": "pass"|"mismatch"|"refused"|"incomplete",
+     "compared_on": "num_gpu_blocks"|"gpu_kv_cache_tokens", "measured_source": {key: how},
+     "missing": {key: why}, ...}
+Keys (bytes, tokens, blocks): total_bytes, requested_bytes, weights_bytes, activation_peak_bytes,
+non_torch_bytes, cudagraph_bytes, cudagraph_subtracted_bytes, kv_cache_bytes, num_gpu_blocks,
+block_size, gpu_kv_cache_tokens, max_concurrency, max_model_len, max_num_seqs,
+max_num_batched_tokens, padding_layers.
+
+This module never imports torch, vLLM or transformers; only the child does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from kvplan import __version__
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, EnvironmentMissing, KvplanError
+from kvplan.vllm_log import VllmLog, engine_arguments, parse_log
+
+GiB = 1 << 30
+MiB = 1 << 20
+# vLLM 0.26.0 v1/worker/gpu_worker.py compile_or_warm_up_model: the --kv-cache-memory suggestion
+# leaves this buffer ("redundancy_buffer_memory = 150 * (1 << 20)").
+SUGGESTION_BUFFER = 150 * MiB
+
+VERIFIED_VLLM = "0.26.0"
+DEFAULT_TIMEOUT_S = 15 * 60
+DEFAULT_TOLERANCE_PCT = 1.0
+STOP_GRACE_S = 10.0
+MAX_LOG_LINES = 4000
+CHILD_OVERRIDE_ENV = "KVPLAN_VERIFY_CHILD"  # a Python script used instead of kvplan.vllm_child (tests)
+
+# key, label, unit ("bytes", "tokens", "blocks", "x", "count")
+FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("total_bytes", "total (CUDA)", "bytes"),
+    ("requested_bytes", "requested", "bytes"),
+    ("weights_bytes", "weights", "bytes"),
+    ("activation_peak_bytes", "peak activation", "bytes"),
+    ("non_torch_bytes", "non-torch", "bytes"),
+    ("cudagraph_bytes", "CUDA graphs", "bytes"),
+    ("cudagraph_subtracted_bytes", "graphs subtracted", "bytes"),
+    ("kv_cache_bytes", "available KV", "bytes"),
+    ("num_gpu_blocks", "num_gpu_blocks", "blocks"),
+    ("block_size", "block_size", "tokens"),
+    ("gpu_kv_cache_tokens", "KV cache tokens", "tokens"),
+    ("max_concurrency", "max concurrency", "x"),
+    ("max_model_len", "max_model_len", "tokens"),
+    ("max_num_seqs", "max_num_seqs", "count"),
+    ("max_num_batched_tokens", "max_batched_tokens", "tokens"),
+    ("padding_layers", "padding layers", "count"),
+)
+FIGURE_KEYS = tuple(k for k, _, _ in FIGURES)
+
+# vLLM keyword -> (kvplan estimate option, converter). Names are vLLM's (EngineArgs fields).
+_ENGINE_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "tensor_parallel_size": ("tensor_parallel_size", int),
+    "pipeline_parallel_size": ("pipeline_parallel_size", int),
+    "max_model_len": ("max_model_len", lambda v: -1 if str(v).lower() == "auto" else int(v)),
+    "gpu_memory_utilization": ("gpu_memory_utilization", float),
+    "kv_cache_dtype": ("kv_cache_dtype", str),
+    "block_size": ("block_size", int),
+    "dtype": ("dtype", lambda v: str(v).removeprefix("torch.")),
+    "quantization": ("quantization", str),
+    "max_num_seqs": ("max_num_seqs", int),
+    "max_num_batched_tokens": ("max_num_batched_tokens", int),
+    "enforce_eager": ("enforce_eager", bool),
+    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", int),
+    "kv_cache_memory": ("kv_cache_memory_bytes", int),
+    "enable_prefix_caching": ("enable_prefix_caching", bool),
+    "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", bool),
+    "revision": ("revision", str),
+}
+# Keywords that do not change memory (or are what verify itself sets).
+_NO_MEMORY_EFFECT = frozenset(
+    {
+        "model", "model_tag", "tokenizer", "skip_tokenizer_init", "load_format", "seed", "disable_log_stats",
+        "trust_remote_code", "served_model_name", "host", "port", "api_key", "download_dir", "tokenizer_mode",
+        "enable_log_requests", "disable_log_requests", "uvicorn_log_level", "allowed_local_media_path",
+        "chat_template", "hf_token", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
+        "default_chat_template_kwargs", "override_generation_config", "generation_config", "api_server_count",
+        "enable_chunked_prefill", "tokenizer_revision", "ssl_keyfile", "ssl_certfile", "root_path",
+        "disable_uvicorn_access_log", "middleware", "allowed_origins", "response_role", "config",
+    }
+)
+
+
+@dataclass
+class ChildRun:
+    """One vLLM child process, after it ended.
+
+    Attributes:
+        returncode: the child's exit status (None when it had to be killed).
+        log_path: where its stdout+stderr went (filtered of progress bars).
+        timed_out / interrupted: why it was stopped early.
+        duration_s: wall-clock seconds.
+        log: the parsed log.
+    """
+
+    returncode: Optional[int]
+    log_path: Path
+    timed_out: bool
+    interrupted: bool
+    duration_s: float
+    log: VllmLog
+
+
+@dataclass
+class CaseResult:
+    """One verified case: the comparison document, its exit code and the record (if written)."""
+
+    name: str
+    doc: dict
+    exit_code: int
+    record_path: Optional[Path] = None
+    log_path: Optional[Path] = None
+    error: Optional[str] = None
+    plan_doc: Optional[dict] = None
+    extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# engine arguments
+# ---------------------------------------------------------------------------------------------
+
+
+def engine_kwargs_to_options(kwargs: dict) -> tuple[dict, list[str]]:
+    """Map vLLM engine keywords (``LLM(...)``/``vllm serve`` names) to kvplan estimate options.
+
+    Returns:
+        (options, unmodelled): options for ``plan_from_options``; the keywords kvplan does not
+        model but which may change memory (reported, never silently dropped).
+    Raises:
+        KvplanError: a value of a known keyword cannot be converted (names the keyword).
+    """
+    options: dict[str, Any] = {}
+    unmodelled: list[str] = []
+    for key, value in kwargs.items():
+        if key in _ENGINE_OPTIONS:
+            if value is None:
+                continue
+            option, conv = _ENGINE_OPTIONS[key]
+            try:
+                options[option] = conv(value)
+            except (TypeError, ValueError):
+                raise KvplanError(f"engine_args.{key}: cannot use {value!r}") from None
+            if option == "kv_cache_dtype" and options[option] == "auto":
+                del options[option]
+            if option == "dtype" and options[option] == "auto":
+                del options[option]
+        elif key not in _NO_MEMORY_EFFECT:
+            unmodelled.append(key)
+    return options, unmodelled
+
+
+def options_to_engine_kwargs(options: dict) -> dict:
+    """kvplan estimate options the user set -> ``LLM(...)`` keywords (vLLM 0.26.0 names).
+
+    ``max_model_len=-1`` (auto) stays -1, which vLLM 0.26.0 accepts as auto-fit
+    (config/model.py). Options equal to None, "auto" dtypes and ``enforce_eager=False`` are left
+    to vLLM's defaults.
+    """
+    out: dict[str, Any] = {}
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "block_size",
+        "dtype",
+        "quantization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "kv_cache_memory_bytes",
+        "enable_prefix_caching",
+        "disable_hybrid_kv_cache_manager",
+        "revision",
+    ):
+        v = options.get(key)
+        if v is None or (key in ("kv_cache_dtype", "dtype") and v == "auto"):
+            continue
+        if key in ("tensor_parallel_size", "pipeline_parallel_size") and v == 1:
+            continue
+        out[key] = v
+    if options.get("enforce_eager"):
+        out["enforce_eager"] = True
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU and prediction
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    """Which GPU profile the prediction uses and why.
+
+    Attributes:
+        gpu: profile id for plan_from_options.
+        gpu_memory: --gpu-memory override (bytes as text) or None.
+        extra_profiles: profile files to load (the user's plus a generated one for this machine).
+        source: one line saying where the figures come from.
+    """
+
+    gpu: str
+    gpu_memory: Optional[str]
+    extra_profiles: tuple[str, ...]
+    source: str
+
+
+def _machine_profile_file(name: str | None, total: int, compute_capability: str | None, user_profiles) -> str:
+    """Write a one-profile YAML for the GPU this log/child measured and return its path."""
+    import yaml
+
+    from kvplan.gpus import find_gpu, load_profiles
+
+    base = None
+    if name:
+        try:
+            base = find_gpu(name, load_profiles(list(user_profiles or [])))
+        except KvplanError:
+            base = None
+    entry: dict[str, Any] = {
+        "id": "measured-gpu",
+        "name": name or (base.display_name if base else "measured GPU"),
+        "reported_name": name,
+        "memory_bytes": int(total),
+        "memory_source": "torch.cuda.mem_get_info total measured on the verified machine",
+    }
+    if base is not None:
+        entry["fp8_supported"] = base.fp8_supported
+        entry["bf16_supported"] = base.bf16_supported
+        entry["compute_capability"] = base.compute_capability
+    elif compute_capability:
+        try:
+            major, minor = (int(x) for x in compute_capability.split(".")[:2])
+            entry["fp8_supported"] = (major, minor) >= (8, 9)
+            entry["bf16_supported"] = major >= 8
+            entry["compute_capability"] = compute_capability
+        except ValueError:
+            pass
+    fd, path = tempfile.mkstemp(prefix="kvplan-gpu-", suffix=".yaml")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump({"gpus": [entry]}, fh)
+    return path
+
+
+def choose_gpu(log: VllmLog, *, gpu: Optional[str], gpu_memory: Optional[str], gpu_profiles, record_gpu: dict | None = None) -> GpuChoice:
+    """Pick the GPU profile for the prediction.
+
+    ``--gpu`` wins. Otherwise the GPU the run measured: the child's MEMINFO/KVPLAN_ENV line or a
+    record's ``gpu.cuda_total_bytes`` (exact); else the log's total GiB when it matches exactly
+    one known profile; else that rounded total itself.
+
+    Raises:
+        KvplanError: the log does not show the GPU memory and --gpu is not given.
+    """
+    user = tuple(gpu_profiles or ())
+    if gpu:
+        return GpuChoice(gpu, gpu_memory, user, f"--gpu {gpu}")
+    env = log.env or {}
+    total = None
+    name = None
+    if log.meminfo and log.meminfo.get("total"):
+        total, name = log.meminfo["total"], log.meminfo.get("name")
+    if record_gpu and record_gpu.get("cuda_total_bytes"):
+        total = total or int(record_gpu["cuda_total_bytes"])
+        name = name or record_gpu.get("name")
+    if env.get("cuda_total_bytes"):
+        total = total or int(env["cuda_total_bytes"])
+        name = name or env.get("cuda_device")
+    if total:
+        path = _machine_profile_file(name, total, env.get("compute_capability"), user)
+        return GpuChoice("measured-gpu", gpu_memory, user + (path,), f"{name or 'GPU'}: {total:,} B measured by CUDA")
+    if log.total_bytes:
+        from kvplan.gpus import load_profiles
+
+        res = log.resolution_bytes.get("total_bytes", int(0.005 * GiB))
+        matches = [p for p in load_profiles(list(user)).values() if abs(p.memory_bytes - log.total_bytes) <= res]
+        if len(matches) == 1:
+            p = matches[0]
+            return GpuChoice(p.id, gpu_memory, user, f"{p.id}: the only profile whose memory matches the log's {log.total_bytes / GiB:.2f} GiB")
+        path = _machine_profile_file(None, log.total_bytes, None, user)
+        return GpuChoice(
+            "measured-gpu",
+            gpu_memory,
+            user + (path,),
+            f"the log's total {log.total_bytes / GiB:.2f} GiB (rounded to 0.01 GiB by vLLM; give --gpu for exact bytes)",
+        )
+    raise KvplanError("--gpu: the log does not show the GPU's memory; name the GPU it ran on", hint="e.g. --gpu H100-80GB")
+
+
+def predict(model: str, options: dict, choice: GpuChoice, *, revision: Optional[str] = None):
+    """(Plan, ModelSource) for ``model`` with kvplan estimate ``options`` on ``choice``.
+
+    Reuses kvplan.cli.plan_from_options (the same path as ``kvplan estimate``).
+    Raises:
+        KvplanError: bad options or model (exit 2).
+    """
+    from kvplan.cli import plan_from_options
+
+    kw = dict(options)
+    kw.pop("revision", None)
+    return plan_from_options(
+        model=model,
+        gpu=choice.gpu,
+        gpu_memory=choice.gpu_memory,
+        gpu_profiles=list(choice.extra_profiles) or None,
+        revision=revision,
+        **kw,
+    )
+
+
+def plan_document(plan, source) -> dict:
+    """The ``kvplan estimate --format json`` document of a plan (kvplan.render.to_dict)."""
+    from kvplan import render
+
+    return render.to_dict(plan, source.provenance | {"origin": source.origin})
+
+
+def predicted_figures(doc: dict) -> dict:
+    """The comparison keys from an estimate JSON document."""
+    mem, kv, eng = doc["memory"], doc["kv_cache"], doc["engine"]
+    return {
+        "total_bytes": mem["total_bytes"],
+        "requested_bytes": mem["requested_bytes"],
+        "weights_bytes": mem["weights_bytes"],
+        "activation_peak_bytes": mem["activation_peak_bytes"],
+        "non_torch_bytes": mem["non_torch_bytes"],
+        "cudagraph_bytes": mem["cudagraph_bytes"],
+        "cudagraph_subtracted_bytes": mem["cudagraph_subtracted_bytes"],
+        "kv_cache_bytes": mem["kv_cache_bytes"],
+        "num_gpu_blocks": kv["num_gpu_blocks"],
+        "block_size": kv["block_size"],
+        "gpu_kv_cache_tokens": kv["gpu_kv_cache_tokens"],
+        "max_concurrency": kv["max_concurrency"],
+        "max_model_len": kv["max_model_len"],
+        "max_num_seqs": eng["max_num_seqs"],
+        "max_num_batched_tokens": eng["max_num_batched_tokens"],
+        "padding_layers": kv["padding_layers"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# measured figures
+# ---------------------------------------------------------------------------------------------
+
+
+def measured_figures(log: VllmLog, *, enforce_eager: Optional[bool] = None) -> tuple[dict, dict, dict, dict]:
+    """What vLLM measured, in the comparison keys.
+
+    Priority per key: the child's exact bytes (KVPLAN_EXACT, read from vLLM's worker) > exact
+    log figures (MEMINFO, RESULT, block counts, token counts) > GiB figures of the log (rounded
+    to 0.01 GiB by vLLM's format_gib). One derived exact figure: with ``enforce_eager`` and
+    "0.0 GiB for CUDAGraph memory", the available KV bytes = the "fit into requested memory"
+    suggestion + 150 MiB (vLLM 0.26.0 gpu_worker.py: suggestion = requested - weights -
+    activation - non-torch - graphs - 150 MiB; available = requested - weights - activation -
+    non-torch - subtracted graph estimate; both graph terms are 0 in eager mode).
+
+    Returns:
+        (values, source, resolution, missing): key -> value (None when unknown); key -> where it
+        came from; key -> +- bytes of a rounded figure; key -> why a figure is unknown.
+    """
+    values: dict[str, Any] = {k: None for k in FIGURE_KEYS}
+    source: dict[str, str] = {}
+    resolution: dict[str, int] = {}
+    missing: dict[str, str] = {}
+
+    def put(key, value, how, res=None):
+        if value is None or values[key] is not None:
+            return
+        values[key] = value
+        source[key] = how
+        if res:
+            resolution[key] = res
+
+    ex = log.exact or {}
+    graphs_estimated = (log.env or {}).get("env", {}).get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1") != "0"
+    for key, exact_key in (
+        ("total_bytes", "init_total_memory"),
+        ("requested_bytes", "requested_memory"),
+        ("weights_bytes", "weights"),
+        ("activation_peak_bytes", "peak_activation"),
+        ("non_torch_bytes", "non_torch"),
+        ("cudagraph_bytes", "cudagraph_bytes"),
+        ("kv_cache_bytes", "available_kv_cache_memory_bytes"),
+        ("num_gpu_blocks", "num_gpu_blocks"),
+        ("block_size", "block_size"),
+        ("gpu_kv_cache_tokens", "gpu_kv_cache_tokens"),
+        ("max_model_len", "max_model_len"),
+        ("max_num_seqs", "max_num_seqs"),
+        ("max_num_batched_tokens", "max_num_batched_tokens"),
+    ):
+        if isinstance(ex.get(exact_key), (int, float)) and not isinstance(ex.get(exact_key), bool):
+            put(key, int(ex[exact_key]), "exact: worker")
+    if isinstance(ex.get("cudagraph_memory_estimate"), int):
+        put("cudagraph_subtracted_bytes", ex["cudagraph_memory_estimate"] if graphs_estimated else 0, "exact: worker")
+    if isinstance(ex.get("max_concurrency"), (int, float)):
+        put("max_concurrency", round(float(ex["max_concurrency"]), 2), "exact: worker")
+    layout = ex.get("kv_cache_layout") or {}
+    if isinstance(layout.get("padding_layers"), int):
+        put("padding_layers", layout["padding_layers"], "exact: worker")
+
+    if log.meminfo and log.meminfo.get("total"):
+        put("total_bytes", log.meminfo["total"], "exact: CUDA")
+    for key in ("num_gpu_blocks",):
+        put(key, getattr(log, key), log.num_gpu_blocks_source or "log")
+    for key in ("block_size", "max_num_seqs"):
+        put(key, getattr(log, key), "RESULT line" if log.result else "log")
+    put("max_num_batched_tokens", log.max_num_batched_tokens, "log")
+    put("gpu_kv_cache_tokens", log.gpu_kv_cache_tokens, "log")
+    put("max_concurrency", log.max_concurrency, "log")
+    put("max_model_len", log.max_model_len, "log")
+    put("padding_layers", log.padding_layers, "log")
+
+    eager_no_graphs = (
+        enforce_eager
+        and log.cudagraph_bytes == 0
+        and log.cudagraph_estimate_bytes is None
+        and log.kv_cache_memory_override_bytes is None
+    )
+    if eager_no_graphs and log.suggested_fit_requested_bytes is not None:
+        put(
+            "kv_cache_bytes",
+            log.suggested_fit_requested_bytes + SUGGESTION_BUFFER,
+            "exact: suggestion",
+        )
+    if enforce_eager:
+        put("cudagraph_bytes", 0, "eager: none")
+        put("cudagraph_subtracted_bytes", 0, "eager: none")
+    for key in (
+        "total_bytes",
+        "requested_bytes",
+        "weights_bytes",
+        "activation_peak_bytes",
+        "non_torch_bytes",
+        "cudagraph_bytes",
+        "kv_cache_bytes",
+    ):
+        value = getattr(log, key)
+        res = log.resolution_bytes.get(key)
+        how = "log" + (f" ±{res / GiB:.3g} GiB" if res else "")
+        put(key, value, how, res)
+    if log.cudagraph_estimate_bytes is not None:
+        put(
+            "cudagraph_subtracted_bytes",
+            log.cudagraph_estimate_bytes if graphs_estimated else 0,
+            "log",
+            log.resolution_bytes.get("cudagraph_estimate_bytes"),
+        )
+    if log.kv_cache_memory_override_bytes is not None:
+        put("kv_cache_bytes", log.kv_cache_memory_override_bytes, "log")
+
+    if values["num_gpu_blocks"] is None:
+        if "v1" in log.families or log.gpu_kv_cache_tokens is not None:
+            missing["num_gpu_blocks"] = (
+                "not in the log: vLLM 0.26 does not log num_gpu_blocks at INFO level (it logs the KV "
+                "cache size in tokens); compared on gpu_kv_cache_tokens instead"
+            )
+        else:
+            missing["num_gpu_blocks"] = "not in the log"
+    for key in FIGURE_KEYS:
+        if values[key] is None and key not in missing:
+            missing[key] = "not in the log"
+    return values, source, resolution, missing
+
+
+def compare(predicted: dict, measured: dict, resolution: dict, *, tolerance_pct: float) -> tuple[dict, str, str]:
+    """Per-key errors (predicted - measured) and the verdict.
+
+    The verdict compares num_gpu_blocks when measured, else gpu_kv_cache_tokens (proportional to
+    blocks for one layout): |error| <= tolerance_pct % -> "pass", else "mismatch"; neither
+    measured -> "incomplete".
+
+    Returns:
+        (errors, status, compared_on)
+    """
+    errors: dict[str, dict] = {}
+    for key in FIGURE_KEYS:
+        p, m = predicted.get(key), measured.get(key)
+        if not isinstance(p, (int, float)) or not isinstance(m, (int, float)) or isinstance(p, bool):
+            continue
+        diff = p - m
+        pct = (100.0 * diff / m) if m else (0.0 if diff == 0 else None)
+        entry = {"abs": round(diff, 4) if isinstance(diff, float) else diff, "pct": None if pct is None else round(pct, 4)}
+        if key in resolution:
+            entry["within_log_rounding"] = abs(diff) <= resolution[key]
+        errors[key] = entry
+    for key in ("num_gpu_blocks", "gpu_kv_cache_tokens"):
+        if key in errors:
+            pct = errors[key]["pct"]
+            ok = pct is not None and abs(pct) <= tolerance_pct + 1e-9
+            return errors, ("pass" if ok else "mismatch"), key
+    return errors, "incomplete", ""
+
+
+# ---------------------------------------------------------------------------------------------
+# the child process
+# ---------------------------------------------------------------------------------------------
+
+_STAGE_LINES = (
+    (re.compile(r"^KVPLAN_STAGE (.+)$"), None),
+    (re.compile(r"non-default args|Initializing a V1 LLM engine"), "configuring engine"),
+    (re.compile(r"Starting to load model|Loading weights took"), "loading weights"),
+    (re.compile(r"Model loading took"), "profiling memory"),
+    (re.compile(r"Available KV cache memory"), "allocating KV cache"),
+    (re.compile(r"Capturing CUDA graph|Graph capturing|Compile and warming up"), "capturing CUDA graphs"),
+    (re.compile(r"init engine \(profile"), "stopping vLLM"),
+)
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+")
+
+
+def _clean(line: str) -> Optional[str]:
+    """A child output line as kept in the log file: progress-bar redraws and bars dropped."""
+    line = line.rstrip("\n")
+    if "\r" in line:
+        line = line.rsplit("\r", 1)[-1]
+    if _PROGRESS.search(line):
+        return None
+    return line
+
+
+def child_command(request: dict) -> list[str]:
+    """The child's command line: ``sys.executable -m kvplan.vllm_child '<json>'`` (or the
+    script named by $KVPLAN_VERIFY_CHILD, used by tests to stand in for vLLM)."""
+    payload = json.dumps(request, separators=(",", ":"))
+    override = os.environ.get(CHILD_OVERRIDE_ENV)
+    if override:
+        return [sys.executable, override, payload]
+    return [sys.executable, "-m", "kvplan.vllm_child", payload]
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in the child's own process
+    env["PYTHONUNBUFFERED"] = "1"
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop the child and everything it started (it leads its own process group)."""
+    if not hasattr(os, "killpg"):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        return
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+    # Grandchildren (compile workers...) may outlive the leader: end the rest of the group.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Terminated(BaseException):
+    """SIGTERM received while a child runs (handled like Ctrl-C)."""
+
+
+def run_child(
+    request: dict,
+    *,
+    log_path: Path,
+    timeout_s: float,
+    on_stage: Callable[[str], None] = lambda s: None,
+    grace_s: float = STOP_GRACE_S,
+) -> ChildRun:
+    """Start the vLLM child, stream its output to ``log_path``, and stop it.
+
+    The child leads a new process group; on return (normal end, timeout, Ctrl-C, SIGTERM) the
+    group is terminated (SIGTERM, then SIGKILL after ``grace_s``), so no vLLM process and none of
+    its GPU memory remain. KeyboardInterrupt is re-raised after cleanup.
+
+    Raises:
+        EnvironmentMissing: the child cannot be started at all.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (after the child is gone).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = child_command(request)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_child_env(),
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+        )
+    except OSError as exc:
+        raise EnvironmentMissing(f"cannot start {cmd[0]}: {exc.strerror}") from None
+
+    lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=pump, name="kvplan-vllm-log", daemon=True)
+    reader.start()
+    timed_out = interrupted = False
+    previous_handler = None
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+
+        def on_term(signum, frame):
+            raise _Terminated()
+
+        previous_handler = signal.signal(signal.SIGTERM, on_term)
+    kept = 0
+    try:
+        with open(log_path, "w", encoding="utf-8") as out:
+            while True:
+                if time.monotonic() - start > timeout_s:
+                    timed_out = True
+                    break
+                try:
+                    line = lines.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                clean = _clean(line)
+                if clean is None:
+                    continue
+                for rx, name in _STAGE_LINES:
+                    m = rx.search(clean)
+                    if m:
+                        on_stage(name or m.group(1).strip())
+                        break
+                if kept < MAX_LOG_LINES:
+                    out.write(clean + "\n")
+                    kept += 1
+                    if kept == MAX_LOG_LINES:
+                        out.write(f"[kvplan verify: log cut after {MAX_LOG_LINES} lines]\n")
+                elif clean.startswith(("RESULT ", "KVPLAN_", "MEMINFO ")):
+                    out.write(clean + "\n")  # protocol lines always kept
+                out.flush()
+    except (KeyboardInterrupt, _Terminated):
+        interrupted = True
+    finally:
+        on_stage("stopping vLLM")
+        _stop_group(proc, grace_s)
+        reader.join(timeout=5)
+        if in_main and previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+    if interrupted:
+        raise KeyboardInterrupt
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    return ChildRun(
+        returncode=None if timed_out else proc.returncode,
+        log_path=log_path,
+        timed_out=timed_out,
+        interrupted=False,
+        duration_s=time.monotonic() - start,
+        log=parse_log(text),
+    )
+
+
+def check_environment(expect_vllm: Optional[str]) -> None:
+    """Fail fast (exit 3) when torch or vLLM is not importable, or vLLM is another version.
+
+    Uses importlib metadata only (nothing is imported). Skipped when $KVPLAN_VERIFY_CHILD names
+    a stand-in child. The GPU itself is checked by the child (it needs torch).
+    """
+    if os.environ.get(CHILD_OVERRIDE_ENV):
+        return
+    hint = "pip install 'kvplan[verify]' (vLLM and torch), or use --from-log FILE without a GPU"
+    if importlib.util.find_spec("torch") is None:
+        raise EnvironmentMissing("torch is not installed", hint=hint)
+    if importlib.util.find_spec("vllm") is None:
+        raise EnvironmentMissing("vLLM is not installed", hint=hint)
+    if expect_vllm:
+        try:
+            from importlib.metadata import version
+
+            found = version("vllm")
+        except Exception:
+            return  # no metadata (unpacked source): the child checks vllm.__version__
+        if found != expect_vllm:
+            raise EnvironmentMissing(
+                f"vLLM {found} is installed; kvplan verify checks against vLLM {expect_vllm}",
+                hint=f"pip install vllm=={expect_vllm}",
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# cases
+# ---------------------------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return s[:80] or "case"
+
+
+_SHORT = {
+    "max_model_len": "mml",
+    "gpu_memory_utilization": "u",
+    "kv_cache_dtype": "kv",
+    "block_size": "bs",
+    "max_num_seqs": "seqs",
+    "max_num_batched_tokens": "mbt",
+    "quantization": "q",
+    "dtype": "",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+}
+
+
+def default_name(model: str, engine_args: dict, usage: str) -> str:
+    """A readable record name: model basename plus the arguments that differ from defaults."""
+    base = Path(model.rstrip("/")).name or model
+    parts = [_slug(base).lower()]
+    for key, value in engine_args.items():
+        if key == "enforce_eager" and value:
+            parts.append("eager")
+        elif key in _SHORT:
+            parts.append(f"{_SHORT[key]}{value}")
+    if usage == "serve":
+        parts.append("serve")
+    return _slug("_".join(str(p) for p in parts))
+
+
+def _materialize_model(model: str, revision: Optional[str], workdir: Path, dummy_weights: bool) -> tuple[str, dict | None]:
+    """What vLLM should load, and the config kvplan reads.
+
+    With dummy weights vLLM only needs config.json: a local directory is used as is; a bundled or
+    Hub model's config is written to ``workdir/<name>/config.json``. Without dummy weights the
+    model string goes to vLLM unchanged (it loads the real checkpoint).
+    Raises:
+        KvplanError: the model cannot be resolved.
+    """
+    from kvplan.sources import resolve_model
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path), None
+    source = resolve_model(model, revision=revision)
+    if not dummy_weights:
+        return model, source.config
+    target = workdir / _slug(source.name.replace("/", "__"))
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(source.config, indent=1), encoding="utf-8")
+    return str(target), source.config
+
+
+def _config_dir(config: dict, workdir: Path, name: str) -> str:
+    target = workdir / _slug(name)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    return str(target)
+
+
+def _predict_for(log: VllmLog, model_for_kvplan: str, options: dict, usage: str, *, gpu, gpu_memory, gpu_profiles, record_gpu=None, revision=None, vllm_version=VERIFIED_VLLM):
+    """(plan, source, GpuChoice) or raises KvplanError."""
+    choice = choose_gpu(log, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, record_gpu=record_gpu)
+    opts = dict(options)
+    opts["usage"] = usage
+    opts.setdefault("vllm_version", vllm_version)
+    plan, source = predict(model_for_kvplan, opts, choice, revision=revision)
+    return plan, source, choice
+
+
+def comparison_document(
+    *,
+    log: VllmLog,
+    plan_doc: Optional[dict],
+    prediction_error: Optional[str],
+    options: dict,
+    engine_args: dict,
+    usage: str,
+    tolerance_pct: float,
+    model: str,
+    gpu_source: str,
+    log_path: Optional[str],
+    mode: str,
+    notes: list[str],
+) -> tuple[dict, int]:
+    """Build the verify document and its exit code (0 pass, 1 mismatch/refused/incomplete)."""
+    enforce_eager = bool(options.get("enforce_eager", False))  # vLLM's default: graphs on
+    if log.exact and isinstance(log.exact.get("enforce_eager"), bool):
+        enforce_eager = log.exact["enforce_eager"]
+    measured, source, resolution, missing = measured_figures(log, enforce_eager=enforce_eager)
+    predicted = predicted_figures(plan_doc) if plan_doc else {}
+    errors, status, compared_on = compare(predicted, measured, resolution, tolerance_pct=tolerance_pct)
+    refusal = None
+    if log.refusal is not None:
+        r = log.refusal
+        refusal = {k: v for k, v in r.__dict__.items() if v is not None}
+        if not log.started or r.kind in ("max_model_len", "no_memory", "free_memory", "oom"):
+            status = "refused"
+    if plan_doc is None:
+        status = "refused" if refusal else "error"
+    version = log.vllm_version or (log.env or {}).get("vllm")
+    if version and version != VERIFIED_VLLM:
+        notes.append(
+            f"the log is from vLLM {version}; kvplan predicts with vLLM {VERIFIED_VLLM} rules, so differences "
+            "may come from the version"
+        )
+    doc = {
+        "kvplan_version": __version__,
+        "mode": mode,
+        "model": model,
+        "usage": usage,
+        "engine_args": engine_args,
+        "vllm_version": version,
+        "gpu": gpu_source,
+        "status": status,
+        "tolerance_pct": tolerance_pct,
+        "compared_on": compared_on or None,
+        "measured": measured,
+        "predicted": predicted,
+        "errors": errors,
+        "measured_source": source,
+        "missing": missing,
+        "refusal": refusal,
+        "kvplan_fits": None if plan_doc is None else plan_doc["fits"],
+        "kvplan_failure": None if plan_doc is None else plan_doc["failure"],
+        "kvplan_largest_max_model_len": None if plan_doc is None else plan_doc["largest_max_model_len"],
+        "prediction_error": prediction_error,
+        "error_lines": log.error_lines if status in ("refused", "error") else [],
+        "notes": notes,
+        "log": log_path,
+    }
+    return doc, (EXIT_OK if status == "pass" else EXIT_FAIL)
+
+
+# ---------------------------------------------------------------------------------------------
+# --from-log
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_log_file(path: str) -> tuple[str, dict | None]:
+    """(log text, record) of a log file or a calibration-shaped JSON record."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise KvplanError(f"--from-log: file not found: {path}") from None
+    except OSError as exc:
+        raise KvplanError(f"--from-log: cannot read {path} ({exc.strerror})") from None
+    stripped = raw.lstrip()
+    if p.suffix == ".json" or stripped.startswith("{"):
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            if p.suffix == ".json":
+                raise KvplanError(f"--from-log: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            return raw, None
+        if not isinstance(record, dict) or not isinstance(record.get("log_excerpt"), list):
+            raise KvplanError(f"--from-log: {path}: a JSON record needs a 'log_excerpt' list (the calibration shape)")
+        lines = [str(x) for x in record["log_excerpt"]]
+        if isinstance(record.get("exact_bytes"), dict) and not any(s.startswith("KVPLAN_EXACT ") for s in lines):
+            lines.append("KVPLAN_EXACT " + json.dumps(record["exact_bytes"]))
+        return "\n".join(lines), record
+    return raw, None
+
+
+def _record_usage(record: dict) -> str:
+    if record.get("usage") in ("llm", "serve"):
+        return record["usage"]
+    notes = str((record.get("environment") or {}).get("notes", ""))
+    if "serve" in notes and "LLM class" not in notes:
+        return "serve"
+    return "llm"  # the calibration starts used the offline LLM class (calibration/README.md)
+
+
+def verify_log(
+    path: str,
+    *,
+    model: Optional[str] = None,
+    gpu: Optional[str] = None,
+    gpu_memory: Optional[str] = None,
+    gpu_profiles=None,
+    overrides: Optional[dict] = None,
+    usage: Optional[str] = None,
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+    revision: Optional[str] = None,
+    vllm_version: str = VERIFIED_VLLM,
+    workdir: Optional[Path] = None,
+) -> tuple[dict, int]:
+    """Re-plan a saved vLLM start and diff: ``kvplan verify --from-log FILE``.
+
+    Args:
+        path: a vLLM log, or a calibration-shaped JSON record (``log_excerpt`` + config...).
+        model: overrides the model the log names (repo id, directory or config.json).
+        overrides: kvplan estimate options that replace what the log shows.
+        usage: "llm"/"serve"; default: what the log shows, else "serve" (a record: "llm").
+    Returns:
+        (document, exit code)
+    Raises:
+        KvplanError: unreadable file, no vLLM lines, model not resolvable, bad options (exit 2).
+    """
+    text, record = _read_log_file(path)
+    log = parse_log(text)
+    if record is not None:
+        rgpu = record.get("gpu") if isinstance(record.get("gpu"), dict) else {}
+        if log.meminfo is None and isinstance(rgpu.get("cuda_total_bytes"), int):
+            log.meminfo = {"total": rgpu["cuda_total_bytes"], "free": rgpu.get("cuda_free_bytes_at_start"), "name": rgpu.get("name")}
+            log.total_bytes = rgpu["cuda_total_bytes"]
+        if log.padding_layers is None and isinstance(record.get("padding_layers"), int):
+            log.padding_layers = record["padding_layers"]
+        if log.num_gpu_blocks is None and isinstance(record.get("num_gpu_blocks"), int):
+            log.num_gpu_blocks, log.num_gpu_blocks_source = record["num_gpu_blocks"], "record"
+        renv = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+        if log.vllm_version is None and isinstance(renv.get("vllm"), str):
+            log.vllm_version = renv["vllm"]
+        if log.case is None:
+            log.case = {
+                "name": record.get("name"),
+                "model": None,
+                "engine_args": record.get("engine_args") or {},
+                "usage": _record_usage(record),
+            }
+        elif not log.case.get("usage"):
+            log.case["usage"] = _record_usage(record)
+        log.usage, log.usage_evidence = log.case["usage"], "the record's environment notes"
+    if not (log.families or log.excerpt or log.refusal or log.case):
+        raise KvplanError(f"--from-log: {path}: no vLLM start-up lines found", hint="pass the log vLLM printed while starting")
+    notes: list[str] = []
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+
+    # model for kvplan
+    model_for_kvplan = model
+    if model_for_kvplan is None and record is not None and isinstance(record.get("config"), dict):
+        model_for_kvplan = _config_dir(record["config"], workdir, record.get("name") or "record")
+    if model_for_kvplan is None and isinstance(log.config, dict):
+        model_for_kvplan = _config_dir(log.config, workdir, (log.case or {}).get("name") or "logged-model")
+    if model_for_kvplan is None:
+        if not log.model:
+            raise KvplanError(f"--from-log: {path}: the log does not name the model", hint="pass the model (repo id or directory) as MODEL")
+        from kvplan.sources import resolve_model
+
+        try:
+            resolve_model(log.model, revision=revision)
+        except KvplanError as exc:
+            raise KvplanError(
+                f"--from-log: the log's model {log.model!r} cannot be read here ({exc.message})",
+                hint="pass the model (repo id or a directory with config.json) as MODEL",
+            ) from None
+        model_for_kvplan = log.model
+    model_name = (record or {}).get("name") or log.model or model_for_kvplan
+
+    engine_args = engine_arguments(log)
+    options, unmodelled = engine_kwargs_to_options(engine_args)
+    if unmodelled:
+        notes.append("engine arguments kvplan does not model: " + ", ".join(sorted(unmodelled)))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            options[key] = value
+    if usage is None:
+        usage = log.usage or "serve"
+        notes.append(f"usage {usage}: " + (log.usage_evidence or "the log does not show the entry point; assumed `vllm serve`"))
+    record_gpu = (record or {}).get("gpu") if isinstance((record or {}).get("gpu"), dict) else None
+    plan_doc = None
+    prediction_error = None
+    gpu_source = ""
+    try:
+        plan, source, choice = _predict_for(
+            log, model_for_kvplan, options, usage, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
+            record_gpu=record_gpu, revision=revision, vllm_version=vllm_version,
+        )
+        plan_doc = plan_document(plan, source)
+        gpu_source = choice.source
+    except KvplanError as exc:
+        if log.refusal is None:
+            raise
+        prediction_error = exc.message
+    doc, code = comparison_document(
+        log=log,
+        plan_doc=plan_doc,
+        prediction_error=prediction_error,
+        options=options,
+        engine_args=engine_args,
+        usage=usage,
+        tolerance_pct=tolerance_pct,
+        model=str(model_name),
+        gpu_source=gpu_source,
+        log_path=str(path),
+        mode="from_log",
+        notes=notes,
+    )
+    return doc, code
+
+
+# ---------------------------------------------------------------------------------------------
+# live run
+# ---------------------------------------------------------------------------------------------
+
+
+def build_record(*, name: str, request: dict, config: Optional[dict], log: VllmLog, doc: dict, plan_doc: Optional[dict]) -> dict:
+    """The calibration-shaped JSON record of one start (../shared/calibration/README.md fields)
+    plus ``exact_bytes`` (KVPLAN_EXACT) and ``kvplan_prediction`` (estimate JSON)."""
+
+    def gib(v):
+        return None if v is None else round(v / GiB, 2)
+
+    env = log.env or {}
+    ex = log.exact or {}
+    meminfo = log.meminfo or {}
+    layout = ex.get("kv_cache_layout") or {}
+    est_cg = log.cudagraph_estimate_bytes
+    if est_cg is None and isinstance(ex.get("cudagraph_memory_estimate"), int) and ex["cudagraph_memory_estimate"]:
+        est_cg = ex["cudagraph_memory_estimate"]
+    driver = env.get("driver")
+    gpu_line = f"{env.get('cuda_device') or meminfo.get('name')} ({env.get('cuda_device_count', 1)} GPU" + (
+        f", driver {driver})" if driver else ")"
+    )
+    usage = request.get("usage", "llm")
+    notes = (
+        ("LLM class (offline usage context)" if usage == "llm" else "`vllm serve` engine (OPENAI_API_SERVER usage context)")
+        + (", load_format=dummy, skip_tokenizer_init=True" if request.get("dummy_weights", True) else "")
+        + ", VLLM_ENABLE_V1_MULTIPROCESSING=0, started by kvplan verify"
+    )
+    excerpt = [line for line in log.excerpt if not line.startswith(("KVPLAN_", "MEMINFO "))]
+    if log.result and not any(s.startswith("RESULT ") for s in excerpt):
+        excerpt.append("RESULT " + " ".join(f"{k}={v}" for k, v in log.result.items()))
+    return {
+        "name": name,
+        "engine_args": request.get("engine_args", {}),
+        "usage": usage,
+        "config": config or log.config,
+        "gpu": {
+            "name": env.get("cuda_device") or meminfo.get("name"),
+            "cuda_total_bytes": meminfo.get("total") or env.get("cuda_total_bytes"),
+            "cuda_free_bytes_at_start": meminfo.get("free") or env.get("cuda_free_bytes"),
+        },
+        "measured_gib": {
+            "weights": gib(log.weights_bytes if log.weights_bytes is not None else ex.get("weights")),
+            "peak_activation": gib(log.activation_peak_bytes if log.activation_peak_bytes is not None else ex.get("peak_activation")),
+            "non_torch": gib(log.non_torch_bytes if log.non_torch_bytes is not None else ex.get("non_torch")),
+            "cudagraph": gib(log.cudagraph_bytes if log.cudagraph_bytes is not None else ex.get("cudagraph_bytes")),
+        },
+        "suggested_kv_cache_memory_bytes": {
+            "fit_requested": log.suggested_fit_requested_bytes,
+            "fill_gpu": log.suggested_fill_gpu_bytes,
+        },
+        "gpu_memory_utilization": log.gpu_memory_utilization if log.gpu_memory_utilization is not None else ex.get("gpu_memory_utilization"),
+        "requested_gib": gib(log.requested_bytes if log.requested_bytes is not None else ex.get("requested_memory")),
+        "available_kv_cache_gib": gib(log.kv_cache_bytes if log.kv_cache_bytes is not None else ex.get("available_kv_cache_memory_bytes")),
+        "gpu_kv_cache_tokens": log.gpu_kv_cache_tokens,
+        "max_model_len": log.max_model_len if log.max_model_len is not None else ex.get("max_model_len"),
+        "max_concurrency": log.max_concurrency,
+        "num_gpu_blocks": log.num_gpu_blocks,
+        "block_size": log.block_size,
+        "max_num_seqs": log.max_num_seqs,
+        "max_num_batched_tokens": log.max_num_batched_tokens,
+        "attention_backend": log.attention_backend,
+        "estimated_cudagraph_gib": gib(est_cg),
+        "padding_layers": layout.get("padding_layers", log.padding_layers),
+        "log_excerpt": excerpt,
+        "environment": {
+            "vllm": env.get("vllm") or log.vllm_version,
+            "torch": env.get("torch"),
+            "gpu": gpu_line,
+            "compute_capability": env.get("compute_capability"),
+            "cuda_runtime": env.get("cuda_runtime"),
+            "env": env.get("env", {}),
+            "notes": notes,
+        },
+        "outcome": "started" if log.started and doc["status"] != "refused" else f"refused: {(doc.get('refusal') or {}).get('message') or (log.child_error or {}).get('message', 'vLLM did not start')}",
+        "exact_bytes": ex or None,
+        "kvplan_prediction": plan_doc if plan_doc is not None else {"error": doc.get("prediction_error")},
+        "verify": {
+            "status": doc["status"],
+            "compared_on": doc["compared_on"],
+            "tolerance_pct": doc["tolerance_pct"],
+            "errors": doc["errors"],
+            "kvplan_version": __version__,
+        },
+    }
+
+
+def run_case(
+    *,
+    model: str,
+    engine_args: dict,
+    usage: str = "llm",
+    dummy_weights: bool = True,
+    name: Optional[str] = None,
+    gpu: Optional[str] = None,
+    gpu_memory: Optional[str] = None,
+    gpu_profiles=None,
+    revision: Optional[str] = None,
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    record_dir: Optional[Path] = None,
+    vllm_version: str = VERIFIED_VLLM,
+    config: Optional[dict] = None,
+    on_stage: Callable[[str], None] = lambda s: None,
+    workdir: Optional[Path] = None,
+    validate: bool = True,
+) -> CaseResult:
+    """Start vLLM with ``engine_args`` for ``model`` in a child, compare with kvplan's plan.
+
+    Args:
+        model: repo id, bundled id, directory or config.json path (``config`` given: a label).
+        engine_args: ``LLM(...)`` keywords (vLLM names), passed to vLLM verbatim.
+        usage: "llm" (offline LLM class, the default) or "serve" (`vllm serve` defaults).
+        config: a config.json dict to run instead of resolving ``model``.
+        validate: predict once before starting vLLM so bad input fails before the GPU is used.
+    Returns:
+        a CaseResult; exit_code 0 pass, 1 mismatch/refused/incomplete, 3 environment.
+    Raises:
+        KvplanError: bad input found by the pre-validation (exit 2).
+        EnvironmentMissing: no torch/vLLM, wrong vLLM version, no GPU, timeout (exit 3).
+        KeyboardInterrupt: after the child is stopped.
+    """
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+    options, unmodelled = engine_kwargs_to_options(engine_args)
+    notes = []
+    if unmodelled:
+        notes.append("engine arguments kvplan does not model: " + ", ".join(sorted(unmodelled)))
+    if config is not None:
+        vllm_model = _config_dir(config, workdir, name or "model")
+        kvplan_model = vllm_model
+        cfg = config
+    else:
+        vllm_model, cfg = _materialize_model(model, revision, workdir, dummy_weights)
+        kvplan_model = vllm_model if Path(vllm_model).is_dir() else model
+    name = name or default_name(model, engine_args, usage)
+    if validate:
+        probe = parse_log("")
+        _predict_for(
+            probe, kvplan_model, options, usage, gpu=gpu or "h200", gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
+            revision=revision, vllm_version=vllm_version,
+        )
+    check_environment(vllm_version)
+    request = {
+        "name": name,
+        "model": vllm_model,
+        "engine_args": engine_args,
+        "usage": usage,
+        "dummy_weights": dummy_weights,
+        "expect_vllm": vllm_version,
+    }
+    log_path = (record_dir / f"{name}.log") if record_dir else Path(tempfile.mkstemp(prefix=f"kvplan-verify-{name}-", suffix=".log")[1])
+    child = run_child(request, log_path=log_path, timeout_s=timeout_s, on_stage=on_stage)
+    log = child.log
+    if child.timed_out:
+        raise EnvironmentMissing(
+            f"vLLM did not finish starting within {timeout_s:g} s; it was stopped (log: {log_path})",
+            hint="raise --timeout, or look at the log for where it hung",
+        )
+    err = log.child_error or {}
+    if child.returncode == EXIT_ENVIRONMENT or err.get("kind") == "environment":
+        raise EnvironmentMissing(f"{err.get('message') or 'the vLLM child reported a missing environment'} (log: {log_path})")
+    if child.returncode not in (0, 1) and not log.started:
+        tail = "\n    ".join(log.error_lines[-8:]) if log.error_lines else "(no error lines)"
+        notes.append(f"vLLM exited with status {child.returncode} before sizing the KV cache")
+        if log.refusal is None:
+            from kvplan.vllm_log import Refusal
+
+            log.refusal = Refusal(kind="error", message=(log.error_lines[-1] if log.error_lines else f"exit status {child.returncode}"))
+        notes.append("last error lines:\n    " + tail)
+    if child.returncode == 1 and log.refusal is None and not log.started:
+        from kvplan.vllm_log import Refusal
+
+        log.refusal = Refusal(kind="error", message=err.get("message") or (log.error_lines[-1] if log.error_lines else "vLLM raised while starting"))
+
+    plan_doc = None
+    prediction_error = None
+    gpu_source = ""
+    try:
+        plan, source, choice = _predict_for(
+            log, kvplan_model, options, usage, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
+            revision=revision, vllm_version=vllm_version,
+        )
+        plan_doc = plan_document(plan, source)
+        gpu_source = choice.source
+        measured_total = (log.meminfo or {}).get("total")
+        if gpu and measured_total and measured_total != plan_doc["memory"]["total_bytes"]:
+            notes.append(
+                f"--gpu {gpu} has {plan_doc['memory']['total_bytes']:,} B; this GPU reports {measured_total:,} B "
+                "(omit --gpu to predict for the measured memory)"
+            )
+    except KvplanError as exc:
+        prediction_error = exc.message
+    doc, code = comparison_document(
+        log=log,
+        plan_doc=plan_doc,
+        prediction_error=prediction_error,
+        options=options,
+        engine_args=engine_args,
+        usage=usage,
+        tolerance_pct=tolerance_pct,
+        model=model,
+        gpu_source=gpu_source,
+        log_path=str(log_path),
+        mode="run",
+        notes=notes,
+    )
+    doc["name"] = name
+    doc["startup_s"] = log.startup_s or round(child.duration_s, 1)
+    result = CaseResult(name=name, doc=doc, exit_code=code, log_path=log_path, plan_doc=plan_doc)
+    if record_dir is not None:
+        record = build_record(name=name, request=request, config=cfg, log=log, doc=doc, plan_doc=plan_doc)
+        path = record_dir / f"{name}.json"
+        path.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        result.record_path = path
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# batch
+# ---------------------------------------------------------------------------------------------
+
+
+def load_batch(path: str) -> dict:
+    """Read and validate a batch file (YAML; see docs/verify.md).
+
+    Shape: ``{"defaults": {...}, "cases": [{"name", "model" | "config", "engine_args", "usage",
+    "dummy_weights", "timeout", "gpu"}, ...]}``; unknown keys are refused.
+    Raises:
+        KvplanError: missing/unreadable file, bad YAML, or a bad key (names file and key).
+    """
+    import yaml
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+    class Defaults(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        usage: str = "llm"
+        dummy_weights: bool = True
+        timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+        tolerance: float = Field(default=DEFAULT_TOLERANCE_PCT, ge=0)
+        gpu: Optional[str] = None
+        engine_args: dict = Field(default_factory=dict)
+
+        @field_validator("usage")
+        @classmethod
+        def _usage(cls, v):
+            if v not in ("llm", "serve"):
+                raise ValueError("must be 'llm' or 'serve'")
+            return v
+
+    class Case(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+        model: Optional[str] = None
+        config: Optional[dict] = None
+        engine_args: dict = Field(default_factory=dict)
+        usage: Optional[str] = None
+        dummy_weights: Optional[bool] = None
+        timeout: Optional[float] = Field(default=None, gt=0)
+        gpu: Optional[str] = None
+
+        @field_validator("usage")
+        @classmethod
+        def _usage(cls, v):
+            if v is not None and v not in ("llm", "serve"):
+                raise ValueError("must be 'llm' or 'serve'")
+            return v
+
+    class Batch(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        defaults: Defaults = Field(default_factory=Defaults)
+        cases: list[Case] = Field(min_length=1)
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"--batch: file not found: {path}") from None
+    except OSError as exc:
+        raise KvplanError(f"--batch: cannot read {path} ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        raise KvplanError(f"--batch: {where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if isinstance(data, list):
+        data = {"cases": data}
+    if not isinstance(data, dict):
+        raise KvplanError(f"--batch: {path}: expected a mapping with a 'cases' list")
+    try:
+        batch = Batch(**data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err["loc"])
+        raise KvplanError(f"--batch: {path}: {key}: {err['msg']}") from None
+    names = set()
+    out_cases = []
+    for i, c in enumerate(batch.cases):
+        if (c.model is None) == (c.config is None):
+            raise KvplanError(f"--batch: {path}: cases.{i}: give exactly one of 'model' or 'config'")
+        if c.name in names:
+            raise KvplanError(f"--batch: {path}: cases.{i}.name: {c.name!r} appears twice")
+        names.add(c.name)
+        args = dict(batch.defaults.engine_args)
+        args.update(c.engine_args)
+        engine_kwargs_to_options(args)  # convertible values, or a KvplanError naming the key
+        out_cases.append(
+            {
+                "name": c.name,
+                "model": c.model or c.name,
+                "config": c.config,
+                "engine_args": args,
+                "usage": c.usage or batch.defaults.usage,
+                "dummy_weights": batch.defaults.dummy_weights if c.dummy_weights is None else c.dummy_weights,
+                "timeout": c.timeout or batch.defaults.timeout,
+                "gpu": c.gpu or batch.defaults.gpu,
+            }
+        )
+    return {"tolerance": batch.defaults.tolerance, "cases": out_cases}
+
+
+def run_batch(
+    path: str,
+    *,
+    record_dir: Optional[Path] = None,
+    tolerance_pct: Optional[float] = None,
+    timeout_s: Optional[float] = None,
+    deadline_s: Optional[float] = None,
+    gpu_profiles=None,
+    vllm_version: str = VERIFIED_VLLM,
+    on_case: Callable[[int, int, str], None] = lambda i, n, name: None,
+    on_stage: Callable[[str], None] = lambda s: None,
+    on_result: Callable[[CaseResult], None] = lambda r: None,
+) -> tuple[list[CaseResult], int]:
+    """Run every case of a batch file in turn, each in its own vLLM child; go on after failures.
+
+    ``deadline_s``: seconds from now after which no new case starts (each case's timeout is cut
+    to the time left), so records written so far survive a short device session.
+    Returns:
+        (results, exit code): 0 all pass; 1 any mismatch/refusal/error; 3 the environment is
+        missing (stops the batch: every later case would fail the same way).
+    Raises:
+        KvplanError: the batch file is bad (exit 2), before anything starts.
+    """
+    batch = load_batch(path)
+    check_environment(vllm_version)
+    tol = batch["tolerance"] if tolerance_pct is None else tolerance_pct
+    if record_dir is not None:
+        record_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="kvplan-batch-"))
+    results: list[CaseResult] = []
+    code = EXIT_OK
+    cases = batch["cases"]
+    for i, case in enumerate(cases):
+        limit = case["timeout"] if timeout_s is None else timeout_s
+        if deadline_s is not None:
+            left = deadline_s - (time.monotonic() - start)
+            if left < 5:
+                for rest in cases[i:]:
+                    r = CaseResult(name=rest["name"], doc={"name": rest["name"], "status": "skipped"}, exit_code=EXIT_FAIL, error="skipped: --deadline reached")
+                    results.append(r)
+                    on_result(r)
+                code = max(code, EXIT_FAIL)
+                break
+            limit = min(limit, left)
+        on_case(i, len(cases), case["name"])
+        try:
+            r = run_case(
+                model=case["model"],
+                config=case["config"],
+                engine_args=case["engine_args"],
+                usage=case["usage"],
+                dummy_weights=case["dummy_weights"],
+                name=case["name"],
+                gpu=case["gpu"],
+                gpu_profiles=gpu_profiles,
+                tolerance_pct=tol,
+                timeout_s=limit,
+                record_dir=record_dir,
+                vllm_version=vllm_version,
+                on_stage=on_stage,
+                workdir=workdir,
+            )
+        except EnvironmentMissing as exc:
+            r = CaseResult(name=case["name"], doc={"name": case["name"], "status": "environment"}, exit_code=EXIT_ENVIRONMENT, error=str(exc))
+            results.append(r)
+            on_result(r)
+            if "did not finish starting within" in exc.message:
+                code = max(code, EXIT_FAIL)
+                continue  # a timeout is this case's problem; the next may start
+            code = EXIT_ENVIRONMENT
+            break
+        except KvplanError as exc:
+            r = CaseResult(name=case["name"], doc={"name": case["name"], "status": "bad input"}, exit_code=EXIT_BAD_INPUT, error=str(exc))
+            results.append(r)
+            on_result(r)
+            code = max(code, EXIT_FAIL)
+            continue
+        results.append(r)
+        on_result(r)
+        if r.exit_code != EXIT_OK:
+            code = max(code, EXIT_FAIL)
+    if record_dir is not None:
+        summary = [
+            {
+                "name": r.name,
+                "status": r.doc.get("status"),
+                "exit_code": r.exit_code,
+                "error": r.error,
+                "record": r.record_path.name if r.record_path else None,
+                "log": r.log_path.name if r.log_path else None,
+                "compared_on": r.doc.get("compared_on"),
+                "errors": {k: v for k, v in (r.doc.get("errors") or {}).items() if k in ("num_gpu_blocks", "gpu_kv_cache_tokens", "kv_cache_bytes", "activation_peak_bytes", "weights_bytes")},
+            }
+            for r in results
+        ]
+        (record_dir / "batch-summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return results, code

@@ -1,0 +1,797 @@
+"""Read a vLLM start-up log: the memory and KV-cache figures vLLM printed, and how it was started.
+
+Pure text in, facts out: no I/O, no torch, no vLLM. ``parse_log(text)`` accepts a whole log
+(any prefix: ``INFO 08-01 12:00:00 [gpu_worker.py:561]``, ``(EngineCore_DP0 pid=7)``, docker or
+timestamp columns, ANSI colours) or bare messages as the calibration files keep them.
+
+Line families understood (each regex names the vLLM source that prints it):
+
+vLLM 0.26.x (V1 engine; earlier V1 releases print the same lines where they exist)
+  * ``non-default args: {...}``             entrypoints/serve/utils/api_utils.py log_non_default_args
+  * ``Initializing a V1 LLM engine (vX) with config: model='...', ...``   v1/engine/core.py
+  * ``Chunked prefill is enabled with max_num_batched_tokens=N.``          config/scheduler.py
+  * ``Model loading took X GiB [memory] and S seconds``  v1/worker/gpu/model_runner.py (V2 runner),
+    v1/worker/gpu_model_runner.py (V1 runner)
+  * ``Available KV cache memory: X GiB``    v1/worker/gpu_worker.py determine_available_memory
+  * ``GPU KV cache size: N tokens`` / ``Maximum concurrency for N tokens per request: Xx``
+    v1/core/kv_cache_utils.py get_kv_cache_configs
+  * ``Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB).
+    Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
+    C GiB for CUDAGraph memory. Replace ... `--kv-cache-memory=B1` ... `--kv-cache-memory=B2` ...``
+    v1/worker/gpu_worker.py compile_or_warm_up_model
+  * ``CUDA graph pool memory: X GiB (actual), Y GiB (estimated)``  v1/worker/gpu_worker.py
+  * ``Add N padding layers``                 v1/core/kv_cache_utils.py
+  * refusals: ``To serve at least one request with the model's max seq len (L), (X GiB KV cache
+    is needed, ...available KV cache memory (Y GiB). ...estimated maximum model length is M.``
+    and ``No available memory for the cache blocks`` (kv_cache_utils._check_enough_kv_cache_memory)
+  * ``Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: N``
+    v1/metrics/loggers.py (INFO before 0.2x, DEBUG in 0.26: `vllm serve` logs it when visible)
+  vLLM 0.26 does NOT log num_gpu_blocks at INFO level; it logs the KV tokens. ``num_gpu_blocks``
+  stays None unless a line above, a ``RESULT`` line or a ``KVPLAN_EXACT`` line gives it.
+
+Older engines (V0), where their lines allow
+  * ``Loading model weights took X GB`` (v0.4-0.6 worker/model_runner.py; the figure is
+    bytes / 2**30, so GiB despite the label) and ``Model loading took X GB and S seconds`` (v0.7-0.8)
+  * ``Memory profiling results: total_gpu_memory=..GiB initial_memory_usage=.. peak_torch_memory=..
+    memory_usage_post_profile=.. non_torch_memory=.. kv_cache_size=.. gpu_memory_utilization=..``
+    (one line, ~v0.6.4; peak_torch_memory includes the weights)
+  * ``Memory profiling takes S seconds`` / ``the current vLLM instance can use total_gpu_memory (T)
+    x gpu_memory_utilization (U) = R`` / ``model weights take W; non_torch_memory takes N; PyTorch
+    activation peak memory takes A; the rest of the memory reserved for KV Cache is K.`` (v0.6.6-0.8)
+  * the tabular ``Memory profiling results:`` block of the v0.6.5 development builds
+  * ``# GPU blocks: N, # CPU blocks: M`` / ``# cuda blocks: N, # CPU blocks: M`` (V0 executors) and
+    ``# GPU blocks: N`` (early V1)
+  * ``The model's max seq len (L) is larger than the maximum number of tokens that can be stored
+    in KV cache (T)`` (V0 refusal)
+
+kvplan's own child (kvplan.vllm_child) adds ``MEMINFO``, ``RESULT``, ``KVPLAN_*`` lines; the
+calibration runs add ``CASE {...}`` lines.
+
+Units: bytes (int) for memory, tokens, blocks. A figure printed in GiB with d decimals is stored
+as round(x * 2**30) bytes and its half-step (0.5 * 10**-d GiB) goes to ``resolution_bytes``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# "INFO 08-01 12:00:00 [gpu_worker.py:561] " / "INFO 01-14 12:36:51 model_runner.py:1099] "
+# / "DEBUG 12-01 19:49:03 [v1/worker/gpu_worker.py:484] "
+_PREFIX = re.compile(
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
+    r"\[?[\w./\\-]+:\d+\]\s?"
+)
+_LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:")
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_INT = r"(\d[\d,]*)"
+
+# --- vLLM 0.26 / V1 -----------------------------------------------------------------------------
+RE_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+RE_INIT_CONFIG = re.compile(r"Initializing an? (?:V\d )?LLM engine(?: \(v([^)\s]+)\))? with config: (.*)$")
+RE_SERVER_VERSION = re.compile(r"vLLM (?:API )?server version (\d+\.\d+[\w.+-]*)")
+RE_BANNER_VERSION = re.compile(r"[█▀▄]\s+version (\d+\.\d+[\w.+-]*)\s*$")
+RE_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+RE_ATTN_BACKEND = re.compile(r"Using (\S+) attention backend")
+RE_MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
+RE_ARCH = re.compile(r"Resolved architecture: (\S+)")
+RE_MODEL_LOADING = re.compile(
+    r"(?:Model loading|Loading model weights) took " + _NUM + r" ?(GiB|GB|MiB|MB)(?: memory)?(?: and " + _NUM + r" seconds)?"
+)
+RE_AVAILABLE = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
+RE_KV_TOKENS = re.compile(r"GPU KV cache size: " + _INT + r" tokens")
+RE_CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUM + r"x")
+RE_FREE_ON_START = re.compile(r"Free memory on device \(" + _NUM + r"/" + _NUM + r" GiB\) on startup")
+RE_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + _NUM + r", " + _NUM + r" GiB\)")
+RE_ACTUAL_USAGE = re.compile(
+    r"Actual usage is " + _NUM + r" GiB for weight, " + _NUM + r" GiB for peak activation, "
+    + _NUM + r" GiB for non-torch memory, and " + _NUM + r" GiB for CUDAGraph memory"
+)
+RE_SUGGEST = re.compile(
+    r"--kv-cache-memory=(-?\d+)`[^`]*?to fit into requested memory, or `--kv-cache-memory=(-?\d+)`"
+)
+RE_IN_USE = re.compile(r"Current kv cache memory in use is " + _NUM + r" GiB")
+RE_CG_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
+RE_GRAPH_CAPTURE = re.compile(r"Graph capturing finished in \d+ secs?, took " + _NUM + r" GiB")
+RE_KV_OVERRIDE = re.compile(r"reserved " + _NUM + r" GiB memory for KV Cache as specified by kv_cache_memory_bytes")
+RE_PADDING = re.compile(r"Add (\d+) padding layers")
+RE_INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _NUM + r" s")
+RE_STATS_BLOCKS = re.compile(r"after num_gpu_blocks is: (\d+)")
+RE_FREE_TOO_LOW = re.compile(
+    r"Free memory on device \S+ \(" + _NUM + r"/" + _NUM + r" GiB\) on startup is less than desired GPU memory "
+    r"utilization \(" + _NUM + r", " + _NUM + r" GiB\)"
+)
+RE_REFUSE_V1 = re.compile(
+    r"To serve at least one request with the models?'s? max seq len \((\d+)\), \(" + _NUM
+    + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + _NUM + r" GiB\)\."
+    r"(?: Based on the available memory, (?:the )?estimated maximum model length is (\d+)\.)?"
+)
+RE_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
+RE_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
+
+# --- V0 -----------------------------------------------------------------------------------------
+RE_PROFILE_KV = re.compile(r"Memory profiling results: (\w+=.*)$")
+RE_PROFILE_TAKES = re.compile(r"Memory profiling takes " + _NUM + r" seconds")
+RE_INSTANCE_CAN_USE = re.compile(
+    r"the current vLLM instance can use total_gpu_memory \(" + _NUM + r"GiB\) x gpu_memory_utilization \("
+    + _NUM + r"\) = " + _NUM + r"GiB"
+)
+RE_WEIGHTS_TAKE = re.compile(
+    r"model weights take " + _NUM + r"GiB; non_torch_memory takes " + _NUM + r"GiB; PyTorch activation peak "
+    r"memory takes " + _NUM + r"GiB; the rest of the memory reserved for KV Cache is " + _NUM + r"GiB"
+)
+RE_TABLE = {  # the v0.6.5 development-build table (vllm PR #10511)
+    "total": re.compile(r"^total_gpu_memory\s+" + _NUM + r"GiB\s*$"),
+    "util": re.compile(r"^gpu_memory_utilization\s+" + _NUM + r"\s*$"),
+    "requested": re.compile(r"^the current vLLM instance can use\s+" + _NUM + r"GiB\s*$"),
+    "weights": re.compile(r"^model weights take\s+" + _NUM + r"GiB\s*$"),
+    "non_torch": re.compile(r"^non_torch_memory\s+" + _NUM + r"GiB\s*$"),
+    "activation": re.compile(r"^PyTorch activation peak memory\s+" + _NUM + r"GiB\s*$"),
+    "available": re.compile(r"^available_kv_cache_memory\s+" + _NUM + r"GiB\s*$"),
+}
+RE_BLOCKS = re.compile(r"(?:^|#\s*|\b)(?:GPU|gpu|cuda|CUDA) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+RE_REFUSE_V0 = re.compile(
+    r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV "
+    r"cache \((\d+)\)"
+)
+
+# --- kvplan child / calibration driver ----------------------------------------------------------
+RE_MEMINFO = re.compile(r"^MEMINFO free=(\d+) total=(\d+)(?: name=(.*))?$")
+RE_RESULT = re.compile(r"^RESULT ((?:\w+=\S+\s*)+)$")
+RE_KVPLAN = re.compile(r"^(KVPLAN_[A-Z]+) (.*)$")
+RE_CASE = re.compile(r"^CASE (\{.*\})\s*$")
+
+_EXCEPTION = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception|Interrupt)\b(?::|$)")
+
+
+@dataclass
+class Refusal:
+    """Why vLLM refused to start, as it said it.
+
+    Attributes:
+        kind: "max_model_len" (one request does not fit), "no_memory" (nothing left for the KV
+            cache), "free_memory" (the GPU is busy: less free memory than requested), "oom",
+            or "error" (another exception).
+        message: the verbatim message.
+        max_model_len: tokens vLLM was asked to serve (when said).
+        needed_bytes / available_bytes: KV bytes one request needs / vLLM had (V1 message).
+        estimated_max_model_len: vLLM's own largest length that fits (V1 message).
+        kv_capacity_tokens: tokens the KV cache holds (V0 message).
+    """
+
+    kind: str
+    message: str
+    max_model_len: int | None = None
+    needed_bytes: int | None = None
+    available_bytes: int | None = None
+    estimated_max_model_len: int | None = None
+    kv_capacity_tokens: int | None = None
+
+
+@dataclass
+class VllmLog:
+    """Everything ``parse_log`` found. Memory in bytes; None = not in the log.
+
+    Attributes:
+        vllm_version: from the engine/server banner lines (None when not printed).
+        families: which line families were seen ("v1", "v0", "kvplan-child", ...).
+        model: the model as vLLM was given it (repo id or path).
+        non_default_args: the "non-default args" dict (values that are not Python literals are
+            kept as their text).
+        engine_config: simple fields of the "with config:" line (model, dtype, max_seq_len, ...).
+        case: the engine-arguments record of a kvplan child (``KVPLAN_CASE``) or calibration
+            driver (``CASE``) line: {"name", "model", "engine_args", "usage"}.
+        usage: "serve" or "llm" when the log shows which entry point started vLLM.
+        total_bytes ... kv_cache_bytes: the memory budget terms (see vLLM's gpu_worker.py).
+        peak_torch_bytes: V0 ~0.6.4 only: weights + activation peak.
+        suggested_fit_requested_bytes / suggested_fill_gpu_bytes: the exact --kv-cache-memory
+            values vLLM suggested.
+        gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
+        num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
+            line gives them (0.26 logs only max_num_batched_tokens at INFO).
+        meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
+        exact: the KVPLAN_EXACT dict (exact bytes read from vLLM's worker).
+        env / config / child_error: KVPLAN_ENV, KVPLAN_CONFIG, KVPLAN_ERROR payloads.
+        refusal: why vLLM refused to start, if it did.
+        evidence: field -> the verbatim message it was read from.
+        excerpt: the relevant messages in log order (for records' log_excerpt).
+        resolution_bytes: field -> half the printed step of a GiB figure.
+        error_lines: the last error/traceback lines (for "vLLM failed to start" messages).
+    """
+
+    vllm_version: str | None = None
+    families: set[str] = field(default_factory=set)
+    model: str | None = None
+    architecture: str | None = None
+    non_default_args: dict | None = None
+    engine_config: dict = field(default_factory=dict)
+    case: dict | None = None
+    usage: str | None = None
+    usage_evidence: str | None = None
+    total_bytes: int | None = None
+    free_at_start_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    requested_bytes: int | None = None
+    weights_bytes: int | None = None
+    activation_peak_bytes: int | None = None
+    peak_torch_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cudagraph_bytes: int | None = None
+    cudagraph_estimate_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_cache_in_use_bytes: int | None = None
+    kv_cache_memory_override_bytes: int | None = None
+    suggested_fit_requested_bytes: int | None = None
+    suggested_fill_gpu_bytes: int | None = None
+    gpu_kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    concurrency_max_model_len: int | None = None
+    max_model_len: int | None = None
+    num_gpu_blocks: int | None = None
+    num_gpu_blocks_source: str | None = None
+    num_cpu_blocks: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    padding_layers: int | None = None
+    attention_backend: str | None = None
+    startup_s: float | None = None
+    init_engine_s: float | None = None
+    weights_load_s: float | None = None
+    meminfo: dict | None = None
+    exact: dict | None = None
+    env: dict | None = None
+    config: dict | None = None
+    child_error: dict | None = None
+    result: dict | None = None
+    refusal: Refusal | None = None
+    evidence: dict[str, str] = field(default_factory=dict)
+    excerpt: list[str] = field(default_factory=list)
+    resolution_bytes: dict[str, int] = field(default_factory=dict)
+    error_lines: list[str] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        """vLLM got as far as sizing the KV cache (it logged the KV tokens or a block count)."""
+        return self.gpu_kv_cache_tokens is not None or self.num_gpu_blocks is not None
+
+
+def message_of(line: str) -> str:
+    """The message part of one log line: ANSI colours and the vLLM prefix (level, date, time,
+    [file:line], plus anything before it such as "(EngineCore_DP0 pid=7)") removed."""
+    line = _ANSI.sub("", line).rstrip("\r\n")
+    if "\r" in line:  # progress bars rewrite the line; keep what was shown last
+        line = line.rsplit("\r", 1)[-1]
+    m = _PREFIX.search(line)
+    if m:
+        return line[m.end():].strip()
+    return line.strip()
+
+
+def _gib_bytes(text: str) -> tuple[int, int]:
+    """(bytes, half-step bytes) of a GiB figure printed as ``text``."""
+    # vLLM rounds to 2 decimals (utils/mem_utils.py format_gib) and Python drops trailing zeros
+    # ("139.8"), so a figure is never coarser than 0.01 GiB; V0 printed some with 4 decimals.
+    decimals = max(2, len(text.split(".", 1)[1]) if "." in text else 0)
+    return int(round(float(text) * GiB)), int(round(0.5 * 10 ** (-decimals) * GiB))
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_python_dict(text: str) -> dict:
+    """Parse the repr of a dict as vLLM logs it ("non-default args: {...}").
+
+    Values that are Python literals become Python values; others (``LoRAModulePath(...)``,
+    ``PosixPath('...')``) are kept as their text. Raises ValueError if ``text`` is not a dict repr.
+    """
+    try:
+        value = ast.literal_eval(text)
+        if isinstance(value, dict):
+            return value
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError("not a dict")
+    items: list[str] = []
+    depth, quote, start, i = 0, "", 1, 1
+    body_end = len(text) - 1
+    while i < body_end:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+        i += 1
+    items.append(text[start:body_end])
+    out: dict[str, Any] = {}
+    for item in items:
+        if not item.strip():
+            continue
+        key, sep, value = item.partition(":")
+        if not sep:
+            continue
+        try:
+            k = ast.literal_eval(key.strip())
+        except (ValueError, SyntaxError):
+            continue
+        try:
+            out[str(k)] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            out[str(k)] = value.strip()
+    return out
+
+
+_CONFIG_KEYS = (
+    "model",
+    "dtype",
+    "max_seq_len",
+    "load_format",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "quantization",
+    "enforce_eager",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+)
+
+
+def _engine_config(text: str) -> dict:
+    """Simple fields of the "Initializing ... engine with config: k=v, ..." line."""
+    out: dict[str, Any] = {}
+    for key in _CONFIG_KEYS:
+        m = re.search(r"(?:^|[\s,])" + key + r"=('(?:[^'\\]|\\.)*'|[^,\s]+)", text)
+        if not m:
+            continue
+        raw = m.group(1)
+        if raw.startswith("'"):
+            out[key] = raw[1:-1]
+            continue
+        if raw in ("None",):
+            out[key] = None
+        elif raw in ("True", "False"):
+            out[key] = raw == "True"
+        elif re.fullmatch(r"\d+", raw):
+            out[key] = int(raw)
+        else:
+            out[key] = raw.removeprefix("torch.").removeprefix("LoadFormat.").lower() if key in (
+                "dtype",
+                "load_format",
+            ) else raw
+    return out
+
+
+def _kv_pairs(text: str) -> dict:
+    out: dict[str, Any] = {}
+    for m in re.finditer(r"(\w+)=(\S+)", text):
+        raw = m.group(2)
+        if re.fullmatch(r"-?\d+", raw):
+            out[m.group(1)] = int(raw)
+        elif re.fullmatch(r"-?\d+\.\d+", raw):
+            out[m.group(1)] = float(raw)
+        elif raw in ("None", "True", "False"):
+            out[m.group(1)] = None if raw == "None" else raw == "True"
+        else:
+            out[m.group(1)] = raw
+    return out
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.log = VllmLog()
+
+    def set(self, name: str, value: Any, msg: str, *, resolution: int | None = None, first: bool = True) -> None:
+        """Record ``name`` from message ``msg`` (the first occurrence wins: every TP rank repeats it)."""
+        if value is None or (first and getattr(self.log, name) is not None):
+            return
+        setattr(self.log, name, value)
+        self.log.evidence.setdefault(name, msg)
+        if resolution is not None:
+            self.log.resolution_bytes[name] = resolution
+
+    def set_gib(self, name: str, text: str, msg: str) -> None:
+        value, res = _gib_bytes(text)
+        self.set(name, value, msg, resolution=res)
+
+    def excerpt(self, msg: str) -> None:
+        self.log.excerpt.append(msg)
+
+
+def parse_log(text: str) -> VllmLog:
+    """Parse a vLLM start-up log (any vLLM version; see the module docstring for the lines).
+
+    Args:
+        text: the log, whole or in part; prefixes and colours are tolerated.
+    Returns:
+        a VllmLog; figures not in the log stay None (never guessed).
+    """
+    b = _Builder()
+    log = b.log
+    recent_errors: list[str] = []
+    in_traceback = False
+    for raw in text.splitlines():
+        msg = message_of(raw)
+        if not msg:
+            continue
+        level = _LEVEL.search(_ANSI.sub("", raw))
+        is_error_level = bool(level) and level.group(1) in ("ERROR", "CRITICAL")
+        if level and not is_error_level:
+            in_traceback = False
+        if msg.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        if in_traceback or is_error_level or _EXCEPTION.match(msg):
+            recent_errors.append(msg)
+            recent_errors = recent_errors[-40:]
+        relevant = _parse_message(b, msg)
+        if relevant:
+            b.excerpt(msg)
+
+    log.error_lines = recent_errors[-12:]
+    _finish(log)
+    return log
+
+
+def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat table of line families
+    log = b.log
+    # kvplan child / calibration driver lines (start of message)
+    m = RE_KVPLAN.match(msg)
+    if m:
+        kind, payload = m.groups()
+        log.families.add("kvplan-child")
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError:
+            return False
+        if kind == "KVPLAN_EXACT" and isinstance(data, dict):
+            log.exact = data
+        elif kind == "KVPLAN_ENV" and isinstance(data, dict):
+            log.env = data
+        elif kind == "KVPLAN_CONFIG" and isinstance(data, dict):
+            log.config = data
+            return False  # large; not an excerpt line
+        elif kind == "KVPLAN_CASE" and isinstance(data, dict):
+            log.case = data
+        elif kind == "KVPLAN_ERROR" and isinstance(data, dict):
+            log.child_error = data
+        else:
+            return False
+        return True
+    m = RE_CASE.match(msg)
+    if m:
+        try:
+            data = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            return False
+        if isinstance(data, dict):
+            log.case = {
+                "name": data.get("name"),
+                "model": data.get("model"),
+                "engine_args": data.get("kw", data.get("engine_args", {})),
+                "usage": data.get("usage", "llm"),
+            }
+            return True
+        return False
+    m = RE_MEMINFO.match(msg)
+    if m:
+        log.meminfo = {"free": int(m.group(1)), "total": int(m.group(2)), "name": (m.group(3) or "").strip() or None}
+        log.families.add("kvplan-child")
+        return True
+    m = RE_RESULT.match(msg)
+    if m:
+        log.result = _kv_pairs(m.group(1))
+        return True
+
+    hit = False
+    m = RE_NON_DEFAULT.search(msg)
+    if m and log.non_default_args is None:
+        try:
+            log.non_default_args = parse_python_dict(m.group(1))
+            log.evidence["non_default_args"] = msg
+            hit = True
+        except ValueError:
+            pass
+    m = RE_INIT_CONFIG.search(msg)
+    if m:
+        if m.group(1):
+            b.set("vllm_version", m.group(1), msg)
+        if not log.engine_config:
+            log.engine_config = _engine_config(m.group(2))
+            log.evidence["engine_config"] = msg[:400]
+        if "V1 LLM engine" in msg:
+            log.families.add("v1")
+        elif "V0 LLM engine" in msg or "an LLM engine" in msg:
+            log.families.add("v0")
+        return False  # long line; keep out of the excerpt
+    m = RE_SERVER_VERSION.search(msg) or RE_BANNER_VERSION.search(msg)
+    if m:
+        b.set("vllm_version", m.group(1), msg)
+        if log.usage is None:
+            log.usage, log.usage_evidence = "serve", msg
+        hit = True
+    m = RE_CHUNKED.search(msg)
+    if m:
+        b.set("max_num_batched_tokens", int(m.group(1)), msg)
+        hit = True
+    m = RE_ATTN_BACKEND.search(msg)
+    if m:
+        b.set("attention_backend", m.group(1), msg)
+        hit = True
+    m = RE_MAX_MODEL_LEN.search(msg)
+    if m:
+        b.set("max_model_len", int(m.group(1)), msg)
+    m = RE_ARCH.search(msg)
+    if m:
+        b.set("architecture", m.group(1), msg)
+    m = RE_MODEL_LOADING.search(msg)
+    if m:
+        value, unit = m.group(1), m.group(2)
+        if unit in ("GiB", "GB"):  # V0's "GB" is bytes / 2**30 (worker/model_runner.py)
+            b.set_gib("weights_bytes", value, msg)
+        else:
+            b.set("weights_bytes", int(round(float(value) * MiB)), msg)
+        if m.group(3):
+            b.set("weights_load_s", float(m.group(3)), msg)
+        hit = True
+    m = RE_AVAILABLE.search(msg)
+    if m:
+        b.set_gib("kv_cache_bytes", m.group(1), msg)
+        log.families.add("v1")
+        hit = True
+    m = RE_KV_TOKENS.search(msg)
+    if m:
+        b.set("gpu_kv_cache_tokens", _int(m.group(1)), msg)
+        log.families.add("v1")
+        hit = True
+    m = RE_CONCURRENCY.search(msg)
+    if m:
+        b.set("concurrency_max_model_len", _int(m.group(1)), msg)
+        b.set("max_concurrency", float(m.group(2)), msg)
+        hit = True
+    m = RE_FREE_ON_START.search(msg)
+    if m:
+        b.set_gib("free_at_start_bytes", m.group(1), msg)
+        b.set_gib("total_bytes", m.group(2), msg)
+        hit = True
+    m = RE_DESIRED.search(msg)
+    if m:
+        b.set("gpu_memory_utilization", float(m.group(1)), msg)
+        b.set_gib("requested_bytes", m.group(2), msg)
+    m = RE_ACTUAL_USAGE.search(msg)
+    if m:
+        b.set_gib("weights_bytes", m.group(1), msg)
+        b.set_gib("activation_peak_bytes", m.group(2), msg)
+        b.set_gib("non_torch_bytes", m.group(3), msg)
+        b.set_gib("cudagraph_bytes", m.group(4), msg)
+        log.families.add("v1")
+        hit = True
+    m = RE_SUGGEST.search(msg)
+    if m:
+        b.set("suggested_fit_requested_bytes", int(m.group(1)), msg)
+        b.set("suggested_fill_gpu_bytes", int(m.group(2)), msg)
+    m = RE_IN_USE.search(msg)
+    if m:
+        b.set_gib("kv_cache_in_use_bytes", m.group(1), msg)
+    m = RE_CG_POOL.search(msg)
+    if m:
+        b.set_gib("cudagraph_estimate_bytes", m.group(2), msg)
+        hit = True
+    m = RE_GRAPH_CAPTURE.search(msg)
+    if m:
+        hit = True
+    m = RE_KV_OVERRIDE.search(msg)
+    if m:
+        b.set_gib("kv_cache_memory_override_bytes", m.group(1), msg)
+        hit = True
+    m = RE_PADDING.search(msg)
+    if m:
+        b.set("padding_layers", int(m.group(1)), msg)
+        hit = True
+    m = RE_INIT_ENGINE.search(msg)
+    if m:
+        b.set("init_engine_s", float(m.group(1)), msg)
+        hit = True
+    m = RE_STATS_BLOCKS.search(msg)
+    if m:
+        b.set("num_gpu_blocks", int(m.group(1)), msg)
+        b.set("num_gpu_blocks_source", "stats logger line", msg)
+        hit = True
+    m = RE_FREE_TOO_LOW.search(msg)
+    if m and log.refusal is None:
+        log.refusal = Refusal(kind="free_memory", message=msg)
+        hit = True
+    m = RE_REFUSE_V1.search(msg)
+    if m and log.refusal is None:
+        log.refusal = Refusal(
+            kind="max_model_len",
+            message=msg,
+            max_model_len=int(m.group(1)),
+            needed_bytes=_gib_bytes(m.group(2))[0],
+            available_bytes=_gib_bytes(m.group(3))[0],
+            estimated_max_model_len=int(m.group(4)) if m.group(4) else None,
+        )
+        hit = True
+    if RE_NO_MEMORY.search(msg) and log.refusal is None:
+        log.refusal = Refusal(kind="no_memory", message=msg)
+        hit = True
+    if RE_OOM.search(msg) and log.refusal is None:
+        log.refusal = Refusal(kind="oom", message=msg)
+        hit = True
+
+    # V0 families
+    m = RE_PROFILE_KV.search(msg)
+    if m:
+        log.families.add("v0")
+        kv = dict(re.findall(r"(\w+)=(\S+)", m.group(1)))
+        for key, name in (
+            ("total_gpu_memory", "total_bytes"),
+            ("peak_torch_memory", "peak_torch_bytes"),
+            ("non_torch_memory", "non_torch_bytes"),
+            ("kv_cache_size", "kv_cache_bytes"),
+        ):
+            if key in kv and kv[key].endswith("GiB"):
+                b.set_gib(name, kv[key][:-3], msg)
+        if "gpu_memory_utilization" in kv:
+            b.set("gpu_memory_utilization", float(kv["gpu_memory_utilization"]), msg)
+        hit = True
+    if RE_PROFILE_TAKES.search(msg):
+        log.families.add("v0")
+        hit = True
+    m = RE_INSTANCE_CAN_USE.search(msg)
+    if m:
+        log.families.add("v0")
+        b.set_gib("total_bytes", m.group(1), msg)
+        b.set("gpu_memory_utilization", float(m.group(2)), msg)
+        b.set_gib("requested_bytes", m.group(3), msg)
+        hit = True
+    m = RE_WEIGHTS_TAKE.search(msg)
+    if m:
+        log.families.add("v0")
+        b.set_gib("weights_bytes", m.group(1), msg)
+        b.set_gib("non_torch_bytes", m.group(2), msg)
+        b.set_gib("activation_peak_bytes", m.group(3), msg)
+        b.set_gib("kv_cache_bytes", m.group(4), msg)
+        hit = True
+    for key, rx in RE_TABLE.items():
+        m = rx.match(msg)
+        if not m:
+            continue
+        log.families.add("v0")
+        target = {
+            "total": "total_bytes",
+            "requested": "requested_bytes",
+            "weights": "weights_bytes",
+            "non_torch": "non_torch_bytes",
+            "activation": "activation_peak_bytes",
+            "available": "kv_cache_bytes",
+        }.get(key)
+        if key == "util":
+            b.set("gpu_memory_utilization", float(m.group(1)), msg)
+        elif target:
+            b.set_gib(target, m.group(1), msg)
+        hit = True
+    m = RE_BLOCKS.search(msg)
+    if m and "num_gpu_blocks" not in msg:
+        b.set("num_gpu_blocks", int(m.group(1)), msg)
+        b.set("num_gpu_blocks_source", "block-count line", msg)
+        if m.group(2):
+            b.set("num_cpu_blocks", int(m.group(2)), msg)
+        hit = True
+    m = RE_REFUSE_V0.search(msg)
+    if m and log.refusal is None:
+        log.refusal = Refusal(
+            kind="max_model_len", message=msg, max_model_len=int(m.group(1)), kv_capacity_tokens=int(m.group(2))
+        )
+        hit = True
+    return hit
+
+
+def _finish(log: VllmLog) -> None:
+    """Fill what follows from the lines read: the RESULT line, the model, the entry point."""
+    r = log.result or {}
+    if isinstance(r.get("num_gpu_blocks"), int) and log.num_gpu_blocks is None:
+        log.num_gpu_blocks = r["num_gpu_blocks"]
+        log.num_gpu_blocks_source = "RESULT line"
+    for key in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if isinstance(r.get(key), int) and getattr(log, key) is None:
+            setattr(log, key, r[key])
+    if isinstance(r.get("startup_s"), (int, float)):
+        log.startup_s = float(r["startup_s"])
+    ex = log.exact or {}
+    if isinstance(ex.get("num_gpu_blocks"), int) and log.num_gpu_blocks is None:
+        log.num_gpu_blocks = ex["num_gpu_blocks"]
+        log.num_gpu_blocks_source = "KVPLAN_EXACT"
+    for key in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if isinstance(ex.get(key), int) and getattr(log, key) is None:
+            setattr(log, key, ex[key])
+    if log.max_model_len is None and log.concurrency_max_model_len is not None:
+        log.max_model_len = log.concurrency_max_model_len
+    # V0 ~0.6.4: peak_torch_memory counted the weights; activation = peak - weights.
+    if log.activation_peak_bytes is None and log.peak_torch_bytes is not None and log.weights_bytes is not None:
+        log.activation_peak_bytes = log.peak_torch_bytes - log.weights_bytes
+        log.resolution_bytes["activation_peak_bytes"] = log.resolution_bytes.get(
+            "peak_torch_bytes", 0
+        ) + log.resolution_bytes.get("weights_bytes", 0)
+        log.evidence.setdefault("activation_peak_bytes", log.evidence.get("peak_torch_bytes", ""))
+    if log.requested_bytes is None and log.total_bytes is not None and log.gpu_memory_utilization is not None:
+        if "v0" in log.families and "v1" not in log.families:
+            # V0 logged total and utilization only; its budget was their product.
+            log.requested_bytes = int(log.total_bytes * log.gpu_memory_utilization)
+            log.resolution_bytes["requested_bytes"] = int(
+                log.resolution_bytes.get("total_bytes", 0) * log.gpu_memory_utilization
+            )
+    if log.meminfo and log.meminfo.get("total"):
+        log.total_bytes = log.meminfo["total"]
+        log.free_at_start_bytes = log.meminfo.get("free", log.free_at_start_bytes)
+        log.resolution_bytes.pop("total_bytes", None)
+        log.resolution_bytes.pop("free_at_start_bytes", None)
+    # model and entry point
+    nd = log.non_default_args or {}
+    if log.case and log.case.get("model"):
+        log.model = str(log.case["model"])
+    elif isinstance(nd.get("model"), str):
+        log.model = nd["model"]
+    elif isinstance(nd.get("model_tag"), str):
+        log.model = nd["model_tag"]
+    elif isinstance(log.engine_config.get("model"), str):
+        log.model = log.engine_config["model"]
+    if log.case and log.case.get("usage") in ("llm", "serve"):
+        log.usage, log.usage_evidence = log.case["usage"], "kvplan child case line"
+    elif "model_tag" in nd:
+        log.usage, log.usage_evidence = "serve", "non-default args name model_tag (the `vllm serve` positional)"
+    elif log.usage is None and nd.get("disable_log_stats") is True:
+        log.usage, log.usage_evidence = "llm", "non-default args set disable_log_stats (the LLM class does)"
+    if log.refusal is None and log.child_error and log.child_error.get("kind") == "refused":
+        log.refusal = Refusal(kind="error", message=str(log.child_error.get("message", "")))
+
+
+def engine_arguments(log: VllmLog) -> dict:
+    """The engine arguments the log shows, as ``LLM(...)``/``vllm serve`` keyword names.
+
+    Priority: a kvplan/calibration case line (exact), then "non-default args", then the simple
+    fields of the V0/V1 "with config:" line (resolved values: dtype, max_seq_len -> max_model_len,
+    tensor/pipeline parallel size, quantization, enforce_eager, kv_cache_dtype), then the profiling
+    lines' gpu_memory_utilization.
+    """
+    out: dict[str, Any] = {}
+    cfg = log.engine_config
+    if log.case and isinstance(log.case.get("engine_args"), dict):
+        out = dict(log.case["engine_args"])
+    elif log.non_default_args is not None:
+        out = dict(log.non_default_args)
+    elif cfg:
+        if isinstance(cfg.get("max_seq_len"), int):
+            out["max_model_len"] = cfg["max_seq_len"]
+        for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+            if isinstance(cfg.get(key), int) and cfg[key] != 1:
+                out[key] = cfg[key]
+        if isinstance(cfg.get("dtype"), str):
+            out["dtype"] = cfg["dtype"]
+        if cfg.get("quantization") not in (None, "None"):
+            out["quantization"] = cfg["quantization"]
+        if cfg.get("enforce_eager") is True:
+            out["enforce_eager"] = True
+        if isinstance(cfg.get("kv_cache_dtype"), str) and cfg["kv_cache_dtype"] != "auto":
+            out["kv_cache_dtype"] = cfg["kv_cache_dtype"]
+    if log.gpu_memory_utilization is not None:
+        out.setdefault("gpu_memory_utilization", log.gpu_memory_utilization)
+    return out
