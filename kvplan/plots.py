@@ -1,0 +1,232 @@
+"""Pictures of a plan: concurrency vs --max-model-len, concurrency vs --gpu-memory-utilization,
+and the per-GPU memory breakdown - in the terminal (rich) and as a PNG/SVG file (matplotlib,
+the optional extra ``kvplan[plot]``, imported only when a file is asked for).
+
+The curves are re-plans of the same model, GPU and flags with one value changed (kvplan.planner,
+vLLM 0.26.0 rules); nothing here computes memory itself. Units: tokens, bytes (int); GiB appear
+only in labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.errors import EnvironmentMissing, KvplanError
+
+GiB = 1 << 30
+UTILIZATIONS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92, 0.95, 0.98)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One re-plan: x (tokens or a utilization fraction), vLLM's max concurrency for
+    max_model_len-token requests (0 when it does not start), and the workload's requests
+    (None without a workload)."""
+
+    x: float
+    max_concurrency: float
+    workload_requests: float | None
+    fits: bool
+
+
+@dataclass(frozen=True)
+class PlanPictures:
+    """Data for the three pictures of one engine.
+
+    Attributes:
+        title: model on N x GPU.
+        by_max_model_len / by_utilization: CurvePoints.
+        memory: (label, bytes per GPU) of the worst pipeline stage, summing to the GPU's total.
+        current_max_model_len / current_utilization: where the plan itself sits.
+        max_num_seqs: the scheduler cap (a line on the curves).
+    """
+
+    title: str
+    by_max_model_len: tuple[CurvePoint, ...]
+    by_utilization: tuple[CurvePoint, ...]
+    memory: tuple[tuple[str, int], ...]
+    current_max_model_len: int
+    current_utilization: float
+    max_num_seqs: int
+
+
+def _lengths(current: int, upper: int) -> list[int]:
+    out, x = [], 1024
+    while x < upper:
+        out.append(x)
+        x *= 2
+    out += [upper, current]
+    return sorted({v for v in out if 0 < v <= upper})
+
+
+def memory_parts(plan) -> tuple[tuple[str, int], ...]:
+    """(label, bytes) per GPU of the worst stage: weights, activation, non-torch, CUDA graphs
+    (inside or outside the budget), KV cache, and what --gpu-memory-utilization leaves unused."""
+    b = plan.worst_stage.budget
+    parts = [
+        ("weights", b.weights_bytes),
+        ("activation peak", b.activation_peak_bytes),
+        ("non-torch", b.non_torch_bytes),
+    ]
+    if b.cudagraph_applied_bytes:
+        parts.append(("CUDA graphs", b.cudagraph_applied_bytes))
+    parts.append(("KV cache", max(b.kv_cache_bytes, 0)))
+    outside = b.cudagraph_bytes if not b.cudagraph_applied_bytes else 0
+    if outside:
+        parts.append(("CUDA graphs (after sizing)", outside))
+    used = sum(n for _, n in parts)
+    parts.append(("unused", max(b.total_bytes - used, 0)))
+    return tuple(parts)
+
+
+def pictures(plan, workload=None) -> PlanPictures:
+    """Re-plan ``plan`` over max_model_len and gpu_memory_utilization.
+
+    Args:
+        workload: an optional kvplan.workload.WorkloadModel (adds the workload's requests).
+    Rule source: kvplan.planner.plan (vLLM 0.26.0).
+    """
+    from kvplan.planner import plan as plan_fn
+
+    def point(x, update) -> CurvePoint:
+        try:
+            p = plan_fn(plan.spec, plan.gpu, plan.args.model_copy(update=update))
+        except KvplanError:
+            return CurvePoint(x, 0.0, None, False)
+        if not p.fits:
+            return CurvePoint(x, 0.0, 0.0 if workload is not None else None, False)
+        wl = None
+        if workload is not None:
+            try:
+                wl = workload.capacity(p).requests
+            except KvplanError:
+                wl = 0.0
+        return CurvePoint(x, p.max_concurrency, wl, True)
+
+    eff = plan.effective
+    mml = int(eff["max_model_len"]) or plan.spec.derived_max_model_len
+    by_len = tuple(point(x, {"max_model_len": x}) for x in _lengths(mml, plan.spec.derived_max_model_len))
+    utils = sorted(set(UTILIZATIONS) | {float(eff["gpu_memory_utilization"])})
+    by_util = tuple(point(u, {"gpu_memory_utilization": u}) for u in utils)
+    n = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
+    title = f"{plan.spec.name} on {n}x {plan.gpu.display_name} (TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']})"
+    return PlanPictures(title, by_len, by_util, memory_parts(plan), mml, float(eff["gpu_memory_utilization"]), int(eff["max_num_seqs"]))
+
+
+def _fmt_tokens(x: float) -> str:
+    x = int(x)
+    return f"{x // 1024}k" if x % 1024 == 0 and x >= 1024 else str(x)
+
+
+def print_pictures(pics: PlanPictures, console, width: int = 40) -> None:
+    """The three pictures as rich bar charts (one row per point)."""
+    from rich.text import Text
+
+    def bars(title: str, points, label, mark):
+        console.print(Text(title, style="bold"))
+        vals = [max(p.max_concurrency, p.workload_requests or 0.0) for p in points]
+        top = max(vals + [1e-9])
+        for p in points:
+            row = Text(f"  {label(p.x):>7} ")
+            cells = int(round(width * p.max_concurrency / top))
+            row.append("█" * cells, style="green" if p.fits else "red")
+            if p.workload_requests is not None and p.workload_requests > p.max_concurrency:
+                extra = int(round(width * p.workload_requests / top)) - cells
+                row.append("▒" * max(extra, 0), style="cyan")
+            row.append(" " * max(0, width - len(row.plain) + 10))
+            txt = f" {p.max_concurrency:8.2f}x" if p.fits else "  does not start"
+            if p.workload_requests is not None and p.fits:
+                txt += f"  workload {p.workload_requests:8.1f}"
+            row.append(txt)
+            if mark(p.x):
+                row.append("  <- this plan", style="bold")
+            console.print(row)
+
+    bars(
+        "concurrency vs --max-model-len (█ max-length requests, ▒ workload requests)",
+        pics.by_max_model_len,
+        _fmt_tokens,
+        lambda x: int(x) == pics.current_max_model_len,
+    )
+    bars(
+        "concurrency vs --gpu-memory-utilization",
+        pics.by_utilization,
+        lambda x: f"{x:.2f}",
+        lambda x: abs(x - pics.current_utilization) < 1e-9,
+    )
+    console.print(Text("memory per GPU", style="bold"))
+    total = sum(n for _, n in pics.memory) or 1
+    styles = {"weights": "blue", "activation peak": "magenta", "non-torch": "yellow", "KV cache": "green", "unused": "dim"}
+    bar = Text("  ")
+    for name, n in pics.memory:
+        bar.append("█" * int(round(2 * width * n / total)), style=styles.get(name, "cyan"))
+    console.print(bar)
+    for name, n in pics.memory:
+        console.print(Text(f"  {name:<28} {n / GiB:8.2f} GiB", style=styles.get(name, "cyan")))
+
+
+def save_plot(pics: PlanPictures, path: str) -> Path:
+    """Write the three pictures to ``path`` (.png or .svg) with matplotlib (Agg backend).
+
+    Raises:
+        KvplanError: another extension (names --plot), or the file cannot be written.
+        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
+    """
+    out = Path(path)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise KvplanError(f"--plot: {path}: expected a .png or .svg file name")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    try:
+        ax = axes[0]
+        xs = [p.x for p in pics.by_max_model_len]
+        ax.plot(xs, [p.max_concurrency for p in pics.by_max_model_len], marker="o", label="max-length requests (vLLM)")
+        if any(p.workload_requests is not None for p in pics.by_max_model_len):
+            ax.plot(xs, [p.workload_requests or 0 for p in pics.by_max_model_len], marker="s", label="workload requests")
+        ax.axhline(pics.max_num_seqs, color="grey", linestyle=":", label="--max-num-seqs")
+        ax.axvline(pics.current_max_model_len, color="black", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("--max-model-len (tokens)")
+        ax.set_ylabel("concurrent requests")
+        ax.set_title("concurrency vs max-model-len")
+        ax.legend(fontsize=8)
+
+        ax = axes[1]
+        xs = [p.x for p in pics.by_utilization]
+        ax.plot(xs, [p.max_concurrency for p in pics.by_utilization], marker="o", label="max-length requests (vLLM)")
+        if any(p.workload_requests is not None for p in pics.by_utilization):
+            ax.plot(xs, [p.workload_requests or 0 for p in pics.by_utilization], marker="s", label="workload requests")
+        ax.axvline(pics.current_utilization, color="black", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("--gpu-memory-utilization")
+        ax.set_ylabel("concurrent requests")
+        ax.set_title("concurrency vs GPU memory utilization")
+        ax.legend(fontsize=8)
+
+        ax = axes[2]
+        bottom = 0.0
+        for name, n in pics.memory:
+            ax.bar([0], [n / GiB], bottom=[bottom], label=f"{name} {n / GiB:.1f} GiB")
+            bottom += n / GiB
+        ax.set_xticks([])
+        ax.set_ylabel("GiB per GPU")
+        ax.set_title("memory breakdown")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.suptitle(pics.title)
+        fig.tight_layout()
+        try:
+            fig.savefig(out, format=fmt)
+        except OSError as exc:
+            raise KvplanError(f"--plot: cannot write {path}: {exc}") from None
+    finally:
+        plt.close(fig)
+    return out
