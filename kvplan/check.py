@@ -1,0 +1,2238 @@
+"""`kvplan check`: read vLLM deployments from config files as they are and report what fails.
+
+Inputs, detected per file (``detect_kind``):
+
+* ``vllm-config``: the YAML given to ``vllm serve --config`` (keys are `vllm serve` flags with
+  dashes or underscores, plus ``model``), optionally with a ``kvplan:`` mapping (``Targets``).
+* ``command``: any text file with ``vllm serve ...`` lines (shell scripts, Dockerfile
+  CMD/ENTRYPOINT, CI YAML ``run:`` steps), read with shlex after joining line continuations.
+* ``compose``: a docker-compose file (``services.*.command``/``entrypoint``; the
+  ``vllm/vllm-openai`` image's entrypoint is `vllm serve`).
+* ``k8s``: Kubernetes objects holding pod specs (``containers[].command``/``args``, the
+  ``nvidia.com/gpu`` resource count, ``nodeSelector`` mapped to a GPU profile by
+  ``kvplan.yaml``'s ``node_selectors``).
+* ``manifest``: a ``kvplan.yaml`` listing several deployments (``Manifest``).
+
+Text files and YAML files (compose, k8s) may carry ``# kvplan: gpu=H100-80GB gpu_count=2``
+comments; a comment applies to the deployments that follow it in the file (or, when none
+precedes a deployment, to the whole file).
+
+Every problem is a ``Diagnostic`` (check id, severity, file, line, key, message); nothing is
+raised for bad input in a file. The memory arithmetic is the planner's (``kvplan.planner.plan``);
+this module only maps flags onto ``EngineArgs`` and compares the Plan with the file's targets.
+Model specs and plans are cached per run (``Checker``). Pure except reading the input files and
+resolving models (``kvplan.sources``).
+
+Rule sources: vLLM 0.26.0 ``utils/argparse_utils.py`` (how `vllm serve` and ``--config`` read
+flags), ``engine/arg_utils.py`` (the flags), ``config/cache.py`` (gpu_memory_utilization in
+(0, 1]), ``config/model.py`` (max_model_len limit), ``config/parallel.py`` (tensor parallel),
+``v1/core/kv_cache_utils.py`` (one max_model_len request must fit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from kvplan.engines.vllm.serve_flags import FlagCatalogue, catalogue, parse_human_int, parse_max_model_len
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, KvplanError
+
+# ---------------------------------------------------------------------------------------------
+# Check ids
+# ---------------------------------------------------------------------------------------------
+
+PARSE_ERROR = "parse-error"  # the file cannot be read or parsed (exit 2)
+NO_DEPLOYMENT = "no-deployment"  # nothing to check in the file
+UNKNOWN_FLAG = "unknown-flag"  # vLLM 0.26 does not define it: `vllm serve` exits
+REMOVED_FLAG = "removed-flag"  # a flag of an older vLLM that 0.26 rejects (swap-space ...)
+IGNORED_FLAG = "ignored-flag"  # accepted, but vLLM 0.26 does nothing with it
+ABBREVIATED_FLAG = "abbreviated-flag"  # argparse prefix match (--kv-cache-memory)
+DUPLICATE_FLAG = "duplicate-flag"  # given twice: the last one wins
+FALSE_DROPPED = "false-dropped"  # `flag: false` in --config YAML is dropped by vLLM
+INVALID_VALUE = "invalid-value"  # vLLM's parser or config validation rejects the value
+MODEL_MISSING = "model-missing"  # no model given: `vllm serve` exits
+MODEL_UNRESOLVED = "model-unresolved"  # kvplan cannot find the model's config (exit 2)
+GPU_MISSING = "gpu-missing"  # no GPU declared for the deployment (exit 2)
+GPU_UNKNOWN = "gpu-unknown"  # the declared GPU is not a known profile (exit 2)
+INVALID_KVPLAN_KEY = "invalid-kvplan-key"  # bad `kvplan:` block / comment / manifest key (exit 2)
+UNRESOLVED_VALUE = "unresolved-value"  # $VARIABLE kvplan cannot expand
+KVPLAN_KEY_IN_VLLM_CONFIG = "kvplan-key-in-vllm-config"  # vLLM's --config loader rejects `kvplan:`
+NOT_MODELLED = "not-modelled"  # kvplan does not model this flag/value; figures may differ
+UTILIZATION_RANGE = "gpu-memory-utilization-range"
+TP_DIVISIBILITY = "tp-divisibility"
+KV_HEAD_REPLICATION = "kv-head-replication"
+MAX_MODEL_LEN_LIMIT = "max-model-len-over-limit"
+FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
+GPU_COUNT = "gpu-count"
+WEIGHTS_FIT = "weights-fit"
+MAX_MODEL_LEN_FITS = "max-model-len-fits"
+MAX_NUM_SEQS = "max-num-seqs"
+MIN_CONCURRENCY = "min-concurrency"
+MAX_GPU_MEMORY_UTILIZATION = "max-gpu-memory-utilization"
+ENGINE_REJECTS = "engine-rejects"  # the planner found another reason vLLM refuses the args
+PLANNER_NOTE = "planner-note"
+
+# Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
+INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
+
+MAX_FILE_BYTES = 2 * 1024 * 1024  # larger inputs are refused (parse-error), not read
+MAX_YAML_NODES = 100_000  # a YAML document expanding (through aliases) past this is refused
+_MAX_QUOTE_LINES = 50  # lines a quoted shell string may span
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Diagnostic(BaseModel):
+    """One finding about one deployment file.
+
+    Attributes:
+        check_id: stable id, e.g. "max-model-len-fits" (see the constants in kvplan.check).
+        severity: "error" (the check failed), "warning" (passes unless --strict), "info".
+        file: the file as given on the command line.
+        line: 1-based line of the key (None when the file could not be read at all).
+        key: the key/flag as the file spells it ("--max-model-len", "max_model_len",
+            "kvplan.min_concurrency"), or None.
+        message: one line; says what vLLM would do and, where it can, what fits instead.
+        hint: optional one-line suggestion.
+        deployment: which deployment in the file (k8s container, compose service, ...).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    check_id: str
+    severity: Severity
+    file: str
+    line: Optional[int] = None
+    key: Optional[str] = None
+    message: str
+    hint: Optional[str] = None
+    deployment: Optional[str] = None
+
+    @property
+    def location(self) -> str:
+        """"file:line" (or just "file")."""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def text(self) -> str:
+        """The one-line form: ``file:line: severity [check-id] key: message``."""
+        key = f"{self.key}: " if self.key else ""
+        return f"{self.location}: {self.severity} [{self.check_id}] {key}{self.message}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The config format (pydantic models; `kvplan schema` prints their JSON Schema)
+# ---------------------------------------------------------------------------------------------
+
+
+class Targets(BaseModel):
+    """The ``kvplan:`` mapping of a vLLM config file (also ``# kvplan: k=v`` comments and the
+    fields of a ``kvplan.yaml`` deployment): the hardware and the targets to check against."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu: Optional[str] = Field(None, description="GPU profile id or alias (see `kvplan gpus`), e.g. H100-80GB.")
+    gpu_count: Optional[int] = Field(
+        None, ge=1, description="GPUs this deployment gets on one node; must cover tensor x pipeline x data parallel."
+    )
+    model: Optional[str] = Field(
+        None,
+        description="Check as this model (a Hub id or bundled spec) when the deployment loads from a path "
+        "that does not exist where kvplan runs.",
+    )
+    min_concurrency: Optional[float] = Field(
+        None, gt=0, description="Requests that must fit in the KV cache at once, each of request_len tokens."
+    )
+    request_len: Optional[int] = Field(
+        None, gt=0, description="Tokens per request (prompt + output) for min_concurrency; default max_model_len."
+    )
+    max_gpu_memory_utilization: Optional[float] = Field(
+        None, gt=0, le=1, description="Fail when --gpu-memory-utilization (default 0.92) is above this fraction."
+    )
+
+
+class ManifestDeployment(Targets):
+    """One deployment in ``kvplan.yaml``: a vLLM config file, a `vllm serve` command line, or a
+    model with a mapping of `vllm serve` flags; plus targets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Deployment name used in messages.")
+    config: Optional[str] = Field(None, description="Path (relative to kvplan.yaml) of a vLLM --config YAML file.")
+    command: Optional[str] = Field(None, description="A `vllm serve MODEL --flag value ...` command line.")
+    args: Optional[dict[str, Any]] = Field(
+        None, description="`vllm serve` flags as in a --config YAML file (dashes or underscores)."
+    )
+
+
+class Manifest(BaseModel):
+    """``kvplan.yaml`` at the repository root: deployments to check and the Kubernetes
+    node-selector -> GPU profile mapping used for k8s files anywhere below it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node_selectors: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="label -> label value -> GPU profile, e.g. "
+        "{'nvidia.com/gpu.product': {'NVIDIA-H100-80GB-HBM3': 'H100-80GB'}}.",
+    )
+    deployments: list[ManifestDeployment] = Field(default_factory=list)
+
+
+def _flag_type(name: str, arity: str, cat: FlagCatalogue):
+    """Python type for one `vllm serve` flag in the --config YAML schema."""
+    scalar = Union[str, int, float]
+    typed = {
+        "model": str,
+        "tensor-parallel-size": int,
+        "pipeline-parallel-size": int,
+        "data-parallel-size": int,
+        "max-num-seqs": int,
+        "block-size": int,
+        "max-model-len": Union[int, str],
+        "max-num-batched-tokens": Union[int, str],
+        "kv-cache-memory-bytes": Union[int, str],
+        "gpu-memory-utilization": float,
+        "kv-cache-dtype": Literal[cat.cache_dtypes],  # type: ignore[valid-type]
+        "dtype": Literal[cat.model_dtypes],  # type: ignore[valid-type]
+    }
+    if name in typed:
+        return typed[name]
+    if arity in ("bool", "negatable"):
+        return bool
+    if arity == "optional":
+        return Union[bool, str]
+    if arity == "list":
+        return Union[list[scalar], scalar]
+    if arity == "json":
+        return Union[dict[str, Any], str]
+    return Union[scalar, dict[str, Any], list[Any]]
+
+
+def vllm_config_model(version: str = "0.26.0") -> type[BaseModel]:
+    """A pydantic model of a ``vllm serve --config`` YAML file for ``version`` (one optional
+    field per flag, spelled with dashes, plus ``kvplan``), for `kvplan schema`.
+
+    Raises:
+        KvplanError: no flag table for that version.
+    Rule source: vLLM 0.26.0 utils/argparse_utils.py load_config_file; flags from
+        kvplan.engines.vllm.serve_flags.
+    """
+    cat = catalogue(version)
+    fields: dict[str, Any] = {}
+    for name, arity in sorted(cat.arity.items()):
+        if name in ("help", "config"):
+            continue
+        kind = {"bool": "switch", "negatable": "switch", "list": "one or more values", "json": "JSON value"}.get(
+            arity, "value"
+        )
+        fields[name.replace("-", "_")] = (
+            Optional[_flag_type(name, arity, cat)],
+            Field(None, alias=name, description=f"`vllm serve --{name}` ({kind}; vLLM {version})."),
+        )
+        if arity == "negatable":
+            fields["no_" + name.replace("-", "_")] = (
+                Optional[bool],
+                Field(None, alias="no-" + name, description=f"`vllm serve --no-{name}`: turn --{name} off."),
+            )
+    fields["kvplan"] = (Optional[Targets], Field(None, description="kvplan's hardware and targets (not a vLLM key)."))
+    return create_model(  # type: ignore[call-overload]
+        "VllmServeConfig",
+        __config__=ConfigDict(extra="allow", populate_by_name=True),
+        __doc__=f"A `vllm serve --config` YAML file (vLLM {version}); keys may use dashes or underscores.",
+        **fields,
+    )
+
+
+def json_schema(kind: str = "config", version: str = "0.26.0") -> dict:
+    """The JSON Schema of a vLLM --config file (``kind="config"``) or of kvplan.yaml
+    (``kind="manifest"``), generated from the pydantic models.
+
+    Raises:
+        KvplanError: unknown kind or vLLM version.
+    """
+    if kind == "config":
+        schema = vllm_config_model(version).model_json_schema(by_alias=True)
+    elif kind == "manifest":
+        schema = Manifest.model_json_schema(by_alias=True)
+    else:
+        raise KvplanError(f"KIND: unknown schema {kind!r}", hint="use config or manifest")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading files
+# ---------------------------------------------------------------------------------------------
+
+
+class InputError(Exception):
+    """A file cannot be read or parsed (becomes a parse-error Diagnostic)."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 text file of at most MAX_FILE_BYTES bytes.
+
+    Raises:
+        InputError: missing, a directory, too large, binary or not UTF-8.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InputError("no such file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise InputError("is a directory, not a file")
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"file is {size:,} bytes; kvplan reads at most {MAX_FILE_BYTES:,} bytes per file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"file is over {MAX_FILE_BYTES:,} bytes")
+    if b"\x00" in data:
+        raise InputError("binary file (contains NUL bytes)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _yaml_loader():
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class YamlDoc:
+    """One YAML document: its data (safe_load semantics) and where its keys are.
+
+    ``lines[path]`` is the 1-based line of a mapping key or sequence item (path: tuple of keys
+    as strings and list indices); ``spans[path]`` is (first, last) line of a scalar value.
+    """
+
+    data: Any
+    lines: dict
+    spans: dict
+    line: int
+
+    def line_of(self, path: tuple, default: int | None = None) -> int | None:
+        """The line of ``path`` or of its nearest ancestor that has one."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return default if default is not None else self.line
+
+
+def _expanded_size(node, memo: dict, active: set, budget: list) -> int:
+    """Nodes ``node`` stands for once aliases are expanded; raises InputError past the budget."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise InputError("recursive YAML alias", node.start_mark.line + 1)
+    active.add(key)
+    total = 1
+    value = node.value
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, tuple):
+                total += _expanded_size(item[0], memo, active, budget) + _expanded_size(item[1], memo, active, budget)
+            else:
+                total += _expanded_size(item, memo, active, budget)
+            if total > MAX_YAML_NODES:
+                raise InputError(
+                    f"YAML document expands to more than {MAX_YAML_NODES:,} nodes (alias bomb?)", node.start_mark.line + 1
+                )
+    active.discard(key)
+    memo[key] = total
+    return total
+
+
+def _collect_lines(node, path: tuple, lines: dict, spans: dict, budget: list) -> None:
+    import yaml
+
+    budget[0] += 1
+    if budget[0] > MAX_YAML_NODES:
+        return
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark.line)
+            sub = path + (key,)
+            lines.setdefault(sub, k.start_mark.line + 1)
+            if isinstance(v, yaml.ScalarNode):
+                spans.setdefault(sub, (v.start_mark.line + 1, v.end_mark.line + 1))
+            _collect_lines(v, sub, lines, spans, budget)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            sub = path + (i,)
+            lines.setdefault(sub, item.start_mark.line + 1)
+            if isinstance(item, yaml.ScalarNode):
+                spans.setdefault(sub, (item.start_mark.line + 1, item.end_mark.line + 1))
+            _collect_lines(item, sub, lines, spans, budget)
+
+
+def load_yaml(text: str) -> list[YamlDoc]:
+    """All documents of a YAML stream with safe_load semantics, plus key line numbers.
+
+    Raises:
+        InputError: a syntax error (with its line), a recursive alias, or a document whose
+            aliases expand past MAX_YAML_NODES nodes (a "billion laughs" bomb).
+    """
+    import yaml
+
+    loader = _yaml_loader()(text)
+    docs: list[YamlDoc] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            _expanded_size(node, {}, set(), [0])
+            data = loader.construct_document(node)
+            lines: dict = {}
+            spans: dict = {}
+            _collect_lines(node, (), lines, spans, [0])
+            docs.append(YamlDoc(data=data, lines=lines, spans=spans, line=node.start_mark.line + 1))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"not valid YAML: {problem}", mark.line + 1 if mark is not None else None) from None
+    except RecursionError:
+        raise InputError("YAML nesting too deep") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+# ---------------------------------------------------------------------------------------------
+# Deployments and `vllm serve` argument parsing
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tok:
+    """One `vllm serve` argument with where it came from."""
+
+    text: str
+    line: int | None
+    key: str | None = None  # how a --config YAML spelled it (the YAML key)
+    unresolved: tuple[str, ...] = ()  # $VARIABLES that could not be expanded
+
+
+@dataclass
+class Setting:
+    """One flag as the deployment sets it.
+
+    Attributes:
+        flag: canonical long name ("max-model-len").
+        value: str (value flags), bool (switches), list[str] (list flags), True (bare optional).
+        line: 1-based line.
+        key: as written ("--max-model-len", "-tp", "max_model_len").
+        unresolved: $VARIABLES left in the value.
+    """
+
+    flag: str
+    value: Any
+    line: int | None
+    key: str
+    unresolved: tuple[str, ...] = ()
+
+
+@dataclass
+class Deployment:
+    """One vLLM server found in a file: its flags, its model, its GPU and its targets."""
+
+    name: str
+    file: str
+    line: int | None
+    kind: str
+    settings: dict[str, Setting] = field(default_factory=dict)
+    model: str | None = None
+    model_line: int | None = None
+    model_key: str = "MODEL"
+    model_unresolved: tuple[str, ...] = ()
+    targets: dict[str, Any] = field(default_factory=dict)
+    target_lines: dict[str, int | None] = field(default_factory=dict)
+    target_keys: dict[str, str] = field(default_factory=dict)
+    gpu_hint: str | None = None  # why no GPU could be found (k8s node selector without mapping)
+    gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
+    gpu_count_line: int | None = None
+    gpu_count_key: str | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:
+        self.diagnostics.append(
+            Diagnostic(
+                check_id=check_id,
+                severity=severity,
+                file=self.file,
+                line=line if line is not None else self.line,
+                key=key,
+                message=message,
+                hint=hint,
+                deployment=self.name,
+            )
+        )
+
+    def set_target(self, name: str, value: Any, line: int | None, key: str) -> None:
+        self.targets[name] = value
+        self.target_lines[name] = line
+        self.target_keys[name] = key
+
+
+_NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _looks_like_option(text: str) -> bool:
+    return text.startswith("-") and len(text) > 1 and not _NEG_NUMBER.match(text)
+
+
+def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, positional_model: bool = True) -> None:
+    """Read `vllm serve` arguments into ``dep.settings`` / ``dep.model``, adding diagnostics for
+    unknown, removed, ignored, abbreviated, duplicate and malformed flags.
+
+    Args:
+        toks: the arguments after ``vllm serve`` (or after ``-m vllm.entrypoints.openai.api_server``).
+        positional_model: whether a bare word is the model (`vllm serve MODEL`).
+    Rule source: vLLM 0.26.0 utils/argparse_utils.py FlexibleArgumentParser.parse_args (underscores,
+        dotted JSON keys, -O), Python argparse (abbreviations, nargs, --no-x twins).
+    """
+    positionals: list[Tok] = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        t = toks[i]
+        if t.text == "--":
+            positionals.extend(toks[i + 1 :])
+            break
+        if not _looks_like_option(t.text):
+            positionals.append(t)
+            i += 1
+            continue
+        m = cat.resolve(t.text)
+        key = t.key or t.text.split("=", 1)[0]
+        i += 1
+        if m.status in ("unknown", "ambiguous", "removed"):
+            # An unknown flag's arity is unknown: take the next word as its value unless that
+            # word is the only candidate left for the positional model.
+            if m.explicit is None and i < n and not _looks_like_option(toks[i].text):
+                model_pending = positional_model and not positionals and dep.model is None
+                next_is_word = i + 1 < n and not _looks_like_option(toks[i + 1].text)
+                if not model_pending or next_is_word:
+                    i += 1
+            flag = "--" + (t.text.lstrip("-").split("=", 1)[0])
+            if m.status == "ambiguous":
+                dep.diag(
+                    UNKNOWN_FLAG,
+                    "error",
+                    f"ambiguous flag: vLLM {cat.version} could read it as {', '.join(m.suggestions)}; "
+                    "`vllm serve` exits with 'ambiguous option'",
+                    line=t.line,
+                    key=key,
+                    hint="spell the flag out in full",
+                )
+            elif m.status == "removed":
+                also = (
+                    f"; argparse would read it as an abbreviation of {m.suggestions[0]}"
+                    if len(m.suggestions) == 1
+                    else "; `vllm serve` exits with 'unrecognized arguments'"
+                )
+                dep.diag(
+                    REMOVED_FLAG,
+                    "error",
+                    f"--{m.flag} is not a vLLM {cat.version} flag ({m.note}){also}",
+                    line=t.line,
+                    key=key,
+                    hint=f"remove {key}",
+                )
+            else:
+                did = f"; did you mean {' or '.join(m.suggestions)}?" if m.suggestions else ""
+                dep.diag(
+                    UNKNOWN_FLAG,
+                    "error",
+                    f"vLLM {cat.version} has no flag {flag}: `vllm serve` exits with 'unrecognized arguments'{did}",
+                    line=t.line,
+                    key=key,
+                )
+            continue
+        assert m.flag is not None and m.arity is not None
+        if m.status == "abbreviation":
+            dep.diag(
+                ABBREVIATED_FLAG,
+                "info",
+                f"read as --{'no-' if m.negated else ''}{m.flag} (argparse accepts an unambiguous prefix)",
+                line=t.line,
+                key=key,
+                hint=f"spell it --{'no-' if m.negated else ''}{m.flag} so a future flag cannot make it ambiguous",
+            )
+        if m.flag in cat.ignored:
+            dep.diag(IGNORED_FLAG, "warning", cat.ignored[m.flag], line=t.line, key=key, hint=f"remove {key}")
+        value: Any
+        unresolved = t.unresolved
+        if m.arity in ("bool", "negatable"):
+            if m.explicit is not None:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} is a switch and takes no value (got {m.explicit!r}); `vllm serve` exits "
+                    "with 'ignored explicit argument'",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+            value = not m.negated
+        elif m.arity == "optional":
+            if m.explicit is not None:
+                value = m.explicit
+            elif i < n and not _looks_like_option(toks[i].text):
+                value, unresolved = toks[i].text, toks[i].unresolved
+                i += 1
+            else:
+                value = True
+        elif m.arity == "list":
+            values = [m.explicit] if m.explicit is not None else []
+            while i < n and not _looks_like_option(toks[i].text) and (m.explicit is None):
+                values.append(toks[i].text)
+                unresolved += toks[i].unresolved
+                i += 1
+            if not values:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} expects at least one value; `vllm serve` exits",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+            value = values
+        else:  # value / json
+            if m.explicit is not None:
+                value = m.explicit
+            elif i < n and not _looks_like_option(toks[i].text):
+                value, unresolved = toks[i].text, unresolved + toks[i].unresolved
+                i += 1
+            else:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} expects a value; `vllm serve` exits with 'expected one argument'",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+        name = m.flag if m.dotted is None else f"{m.flag}.{m.dotted}"
+        if name in dep.settings and m.dotted is None:
+            prev = dep.settings[name]
+            dep.diag(
+                DUPLICATE_FLAG,
+                "warning",
+                f"--{m.flag} is set twice (also on line {prev.line}); vLLM uses the last one",
+                line=t.line,
+                key=key,
+            )
+        if name == "model":
+            if dep.model is not None and dep.model_line != t.line:
+                dep.diag(INVALID_VALUE, "error", "the model is given twice; `vllm serve` exits", line=t.line, key=key)
+            dep.model, dep.model_line, dep.model_key = str(value), t.line, key
+            dep.model_unresolved = unresolved
+            continue
+        dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved)
+    if positional_model and positionals:
+        first = positionals[0]
+        if dep.model is not None:
+            dep.diag(
+                INVALID_VALUE,
+                "error",
+                f"the model is given twice ({dep.model_key} and {first.text!r}); `vllm serve` exits",
+                line=first.line,
+                key="MODEL",
+            )
+        else:
+            dep.model, dep.model_line, dep.model_key, dep.model_unresolved = first.text, first.line, "MODEL", first.unresolved
+        positionals = positionals[1:]
+    for extra in positionals:
+        if extra.unresolved:
+            dep.diag(
+                UNRESOLVED_VALUE,
+                "warning",
+                f"{extra.text} is not set in this file; it may add flags kvplan cannot see",
+                line=extra.line,
+                key=extra.text,
+            )
+        else:
+            dep.diag(
+                INVALID_VALUE,
+                "error",
+                f"unexpected argument {extra.text!r}; `vllm serve` exits with 'unrecognized arguments'",
+                line=extra.line,
+                key=extra.text,
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# `# kvplan: k=v` comments and $VARIABLES
+# ---------------------------------------------------------------------------------------------
+
+_DIRECTIVE = re.compile(r"#\s*kvplan:\s*(.*)$")
+
+
+@dataclass
+class Directive:
+    """One ``# kvplan: gpu=H100-80GB gpu_count=2`` comment: its line and key=value pairs."""
+
+    line: int
+    values: dict[str, str]
+
+
+def find_directives(lines: list[str]) -> tuple[list[Directive], list[tuple[int, str]]]:
+    """The ``# kvplan:`` comments of a file, and (line, problem) for malformed ones."""
+    out, bad = [], []
+    for no, raw in enumerate(lines, 1):
+        if "kvplan" not in raw:
+            continue
+        m = _DIRECTIVE.search(raw)
+        if not m:
+            continue
+        values: dict[str, str] = {}
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError as exc:
+            bad.append((no, f"cannot read the kvplan comment: {exc}"))
+            continue
+        for w in words:
+            if "=" not in w:
+                bad.append((no, f"expected key=value in the kvplan comment, got {w!r}"))
+                continue
+            k, v = w.split("=", 1)
+            values[k.strip()] = v.strip()
+        out.append(Directive(no, values))
+    return out, bad
+
+
+def apply_directives(dep: Deployment, directives: list[Directive]) -> None:
+    """Give ``dep`` the targets of the comments above it (all of the file's when none is above)."""
+    above = [d for d in directives if dep.line is None or d.line <= dep.line]
+    for d in above or directives:
+        for k, v in d.values.items():
+            dep.set_target(k, v, d.line, f"kvplan.{k}")
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_vars(text: str, env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """Expand ``$NAME``, ``${NAME}``, ``${NAME:-default}`` (shell, compose) and ``$(NAME)``
+    (Kubernetes) from ``env``; returns the text and the names left unexpanded."""
+    if "$" not in text:
+        return text, ()
+    missing: list[str] = []
+
+    def rep(m: re.Match) -> str:
+        name = m.group(1) or m.group(4) or m.group(5)
+        if name in env and (env[name] != "" or not m.group(2) or not m.group(2).startswith(":")):
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(3) or ""
+        missing.append(name)
+        return m.group(0)
+
+    return _VAR.sub(rep, text), tuple(missing)
+
+
+def expand_tokens(words: list[tuple[str, int | None]], env: dict[str, str]) -> list[Tok]:
+    """Tokens with variables expanded; a word that is only ``$VAR`` is split like an unquoted
+    shell expansion."""
+    out: list[Tok] = []
+    for text, line in words:
+        new, missing = expand_vars(text, env)
+        if new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
+            for part in new.split():
+                out.append(Tok(part, line))
+        elif new == "" and _VAR.fullmatch(text):
+            continue  # an empty unquoted expansion vanishes
+        else:
+            out.append(Tok(new, line, unresolved=missing))
+    return out
+
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_DOCKER_ENV = re.compile(r"^\s*(ENV|ARG)\s+(.*)$", re.IGNORECASE)
+
+
+def _assignments(line: str, env: dict[str, str]) -> None:
+    m = _ASSIGN.match(line)
+    if m:
+        try:
+            words = shlex.split(m.group(2), comments=True)
+        except ValueError:
+            return
+        value = words[0] if words else ""
+        env[m.group(1)] = expand_vars(value, env)[0]
+        return
+    m = _DOCKER_ENV.match(line)
+    if m:
+        try:
+            words = shlex.split(m.group(2), comments=True)
+        except ValueError:
+            return
+        if len(words) >= 2 and "=" not in words[0]:
+            env[words[0]] = expand_vars(" ".join(words[1:]), env)[0]
+            return
+        for w in words:
+            if "=" in w:
+                k, v = w.split("=", 1)
+                env[k] = expand_vars(v, env)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding `vllm serve` in argument vectors and text
+# ---------------------------------------------------------------------------------------------
+
+_API_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+_SHELLS = ("sh", "bash", "dash", "zsh", "ash")
+
+
+def _is_operator(word: str) -> bool:
+    return bool(word) and all(c in "();<>|&" for c in word)
+
+
+def find_serve(words: list[str]) -> tuple[int, str] | None:
+    """Where the `vllm serve` arguments start in an argv, and the entry point.
+
+    Returns:
+        (index of the first argument, "serve" or "api_server"), or None.
+    """
+    for i, w in enumerate(words):
+        base = w.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
+            return i + 2, "serve"
+        if w == "-m" and i + 1 < len(words):
+            mod = words[i + 1]
+            if mod in _API_SERVER_MODULES:
+                return i + 2, "api_server"
+            if mod == "vllm.entrypoints.cli.main" and i + 2 < len(words) and words[i + 2] == "serve":
+                return i + 3, "serve"
+    return None
+
+
+def _cut_at_operator(words: list[str], lines: list[int | None]) -> tuple[list[str], list[int | None]]:
+    for j, w in enumerate(words):
+        if _is_operator(w):
+            end = j - 1 if (j > 0 and words[j - 1].isdigit() and w[0] in "<>") else j
+            return words[:end], lines[:end]
+    return words, lines
+
+
+def _locate(words: list[str], lines: list[str], first: int, last: int) -> list[int]:
+    """1-based line of each word, searching forward through physical lines first..last (0-based)."""
+    out: list[int] = []
+    li, col = first, 0
+    for w in words:
+        needle = w[:60] if w else w
+        found = None
+        if needle:
+            for j in range(li, min(last, len(lines) - 1) + 1):
+                pos = lines[j].find(needle, col if j == li else 0)
+                if pos >= 0:
+                    found = (j, pos)
+                    break
+        if found:
+            li, col = found[0], found[1] + len(needle)
+        out.append(li + 1)
+    return out
+
+
+def _split_shell(text: str) -> list[str]:
+    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    return list(lex)
+
+
+@dataclass
+class Invocation:
+    """A `vllm serve` call found somewhere: its arguments, their lines, the variables set
+    before it, and where it starts."""
+
+    words: list[str]
+    lines: list[int | None]
+    line: int
+    entry: str  # "serve" or "api_server"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def serve_calls_in_argv(
+    words: list[str],
+    lines: list[int | None],
+    line: int,
+    *,
+    implicit: bool = False,
+    env: dict[str, str] | None = None,
+    raw: list[str] | None = None,
+    spans: list[tuple[int, int] | None] | None = None,
+) -> list[Invocation]:
+    """`vllm serve` calls in one argv (a k8s/compose command, a Dockerfile exec form, a shell
+    line).
+
+    Args:
+        words / lines: the argv and each word's 1-based line.
+        implicit: the argv goes to an image whose entrypoint is `vllm serve` (vllm/vllm-openai).
+        raw / spans: the file's lines and each word's (first, last) line, to place the words of
+            an ``sh -c "script"`` on the lines they are written on.
+    """
+    env = dict(env or {})
+    found = find_serve(words)
+    if found is not None:
+        start, entry = found
+        args, arg_lines = _cut_at_operator(words[start:], lines[start:])
+        return [Invocation(args, arg_lines, lines[start - 1] or line, entry, env)]
+    for i, w in enumerate(words[:-1]):
+        if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:
+            script = words[i + 1]
+            item_line = lines[i + 1] if lines[i + 1] is not None else line
+            out = []
+            for inv in serve_calls_in_text(script.split("\n"), env)[0]:
+                span = spans[i + 1] if spans else None
+                if raw is not None and span is not None:
+                    wl: list[int | None] = list(_locate(inv.words, raw, span[0] - 1, span[1] - 1))
+                else:
+                    wl = [item_line] * len(inv.words)
+                out.append(Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env))
+            return out
+    if implicit and words:
+        return [Invocation(list(words), list(lines), lines[0] or line, "serve", env)]
+    return []
+
+
+_DOCKER_EXEC = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(\[.*\])\s*$", re.IGNORECASE | re.DOTALL)
+_DOCKER_SHELL = re.compile(r"^\s*(CMD|ENTRYPOINT)\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_DOCKER_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
+
+
+def _logical_lines(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(first, last, text) of each logical line (0-based): backslash-newline joins lines."""
+    out = []
+    i, n = 0, len(lines)
+    while i < n:
+        first = i
+        text = lines[i]
+        while text.endswith("\\") and (len(text) - len(text.rstrip("\\"))) % 2 == 1 and i + 1 < n:
+            i += 1
+            text = text[:-1] + lines[i]
+        out.append((first, i, text))
+        i += 1
+    return out
+
+
+def serve_calls_in_text(lines: list[str], env: dict[str, str], *, dockerfile: bool = False):
+    """Every `vllm serve` call in a text file (shell, Dockerfile, CI YAML, Markdown).
+
+    Lines are joined at backslash-newline; a quoted string left open continues onto the next
+    lines (up to _MAX_QUOTE_LINES); words are split with shlex (shell operators end a command).
+    Dockerfiles: exec-form (JSON) CMD/ENTRYPOINT are combined as Docker does; a ``vllm/vllm-openai``
+    base image without ENTRYPOINT runs CMD as `vllm serve` arguments.
+
+    Returns:
+        (invocations, env): ``env`` holds the variables assigned in the file.
+    """
+    calls: list[Invocation] = []
+    entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool]] = {}
+    base_image = ""
+    logical = _logical_lines(lines)
+    k = 0
+    while k < len(logical):
+        first, last, text = logical[k]
+        k += 1
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        _assignments(text, env)
+        if dockerfile:
+            m = _DOCKER_FROM.match(text)
+            if m:
+                base_image = m.group(1)
+                entry_cmd.clear()
+                continue
+            m = _DOCKER_EXEC.match(text)
+            if m:
+                try:
+                    words = json.loads(m.group(2))
+                except ValueError:
+                    words = None
+                if isinstance(words, list) and all(isinstance(w, str) for w in words):
+                    kind = m.group(1).upper()
+                    wl: list[int | None] = list(_locate(words, lines, first, last))
+                    if kind == "RUN":
+                        calls += serve_calls_in_argv(words, wl, first + 1, env=env)
+                    else:
+                        entry_cmd[kind] = (words, wl, first + 1, False)
+                    continue
+            m = _DOCKER_SHELL.match(text)
+            if m:
+                try:
+                    words = _split_shell(m.group(2))
+                except ValueError:
+                    continue
+                entry_cmd[m.group(1).upper()] = (words, list(_locate(words, lines, first, last)), first + 1, True)
+                continue
+        if "vllm" not in text and "api_server" not in text:
+            continue
+        words = None
+        while True:
+            try:
+                words = _split_shell(text)
+                break
+            except ValueError:
+                if k >= len(logical) or last - first >= _MAX_QUOTE_LINES:
+                    break
+                _, last, more = logical[k]
+                k += 1
+                text = text + "\n" + more
+        if words is None:
+            continue
+        calls += serve_calls_in_argv(words, list(_locate(words, lines, first, last)), first + 1, env=env)
+    if dockerfile and entry_cmd:
+        ent = entry_cmd.get("ENTRYPOINT")
+        cmd = entry_cmd.get("CMD")
+        words, wl = [], []
+        if ent and ent[3]:
+            words, wl = ent[0], ent[1]  # shell-form ENTRYPOINT ignores CMD
+        else:
+            for part in (ent, cmd):
+                if part:
+                    words += part[0]
+                    wl += part[1]
+        line = (ent or cmd)[2]  # type: ignore[index]
+        implicit = ent is None and "vllm-openai" in base_image
+        calls += serve_calls_in_argv(words, wl, line, implicit=implicit, env=env)
+    return calls, env
+
+
+# ---------------------------------------------------------------------------------------------
+# Extracting deployments from each kind of file
+# ---------------------------------------------------------------------------------------------
+
+# Switches whose vLLM 0.26.0 default is on (config/cache.py enable_prefix_caching,
+# config/scheduler.py enable_chunked_prefill / async_scheduling=None -> auto, config/load.py
+# use_tqdm_on_load, cli_args.py enable_log_deltas / enable_flash_late_interaction): `key: false`
+# in a --config file is dropped by vLLM's loader, so it does not turn them off.
+_DEFAULT_ON_0_26_0 = frozenset(
+    {
+        "enable-prefix-caching",
+        "enable-chunked-prefill",
+        "async-scheduling",
+        "use-tqdm-on-load",
+        "enable-log-deltas",
+        "enable-flash-late-interaction",
+    }
+)
+
+
+def deployment_from_invocation(inv: Invocation, file: str, name: str, kind: str, cat: FlagCatalogue) -> Deployment:
+    """A Deployment from one `vllm serve` call (variables expanded from the call's env)."""
+    dep = Deployment(name=name, file=file, line=inv.line, kind=kind)
+    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env)
+    parse_serve_args(dep, toks, cat, positional_model=inv.entry == "serve")
+    return dep
+
+
+def config_tokens(dep: Deployment, mapping: dict, lines_of, cat: FlagCatalogue, key_prefix: str = "") -> list[Tok]:
+    """A --config YAML mapping as `vllm serve` tokens, the way vLLM 0.26.0
+    utils/argparse_utils.py load_config_file builds them (true -> bare flag, false -> nothing,
+    list -> values, mapping -> JSON, other -> str(value)); ``lines_of(key)`` gives a key's line."""
+    toks: list[Tok] = []
+    for raw_key, value in mapping.items():
+        k = str(raw_key)
+        line = lines_of(k)
+        shown = key_prefix + k
+        if isinstance(value, bool):
+            if value:
+                toks.append(Tok("--" + k, line, key=shown))
+            else:
+                m = cat.resolve("--" + k)
+                if m.flag in _DEFAULT_ON_0_26_0 and not m.negated:
+                    dep.diag(
+                        FALSE_DROPPED,
+                        "warning",
+                        f"vLLM's --config loader drops `false`, so --{m.flag} stays on (its default)",
+                        line=line,
+                        key=shown,
+                        hint=f"write `no-{m.flag}: true` to turn it off",
+                    )
+                elif m.status in ("unknown", "ambiguous", "removed"):
+                    toks.append(Tok("--" + k, line, key=shown))  # still report the unknown key
+            continue
+        if isinstance(value, list):
+            if value:
+                toks.append(Tok("--" + k, line, key=shown))
+                toks += [Tok(str(v), line) for v in value]
+            continue
+        if isinstance(value, dict):
+            toks += [Tok("--" + k, line, key=shown), Tok(json.dumps(value, default=str), line)]
+            continue
+        toks += [Tok("--" + k, line, key=shown), Tok(str(value), line)]
+    return toks
+
+
+def _targets_from_mapping(dep: Deployment, block: Any, lines_of, key_prefix: str, line: int | None) -> None:
+    if not isinstance(block, dict):
+        dep.diag(INVALID_KVPLAN_KEY, "error", "must be a mapping (gpu, gpu_count, min_concurrency, ...)", line=line, key=key_prefix.rstrip("."))
+        return
+    for k, v in block.items():
+        dep.set_target(str(k), v, lines_of(str(k)), key_prefix + str(k))
+
+
+def deployment_from_config(doc: YamlDoc, file: str, cat: FlagCatalogue, *, name: str | None = None) -> Deployment:
+    """The deployment described by a ``vllm serve --config`` YAML file (and its ``kvplan:`` block).
+
+    Rule source: vLLM 0.26.0 utils/argparse_utils.py load_config_file / _pull_args_from_config.
+    """
+    data = dict(doc.data)
+    dep = Deployment(name=name or file, file=file, line=doc.line, kind="vllm-config")
+    block = data.pop("kvplan", None)
+    if "kvplan" in doc.data:
+        line = doc.lines.get(("kvplan",))
+        dep.diag(
+            KVPLAN_KEY_IN_VLLM_CONFIG,
+            "warning",
+            "vLLM's --config loader turns every top-level key into a flag, and `vllm serve` 0.26.0 "
+            "exits with 'unrecognized arguments: --kvplan'",
+            line=line,
+            key="kvplan",
+            hint="strip the kvplan block before deploying, or move the targets to kvplan.yaml",
+        )
+        _targets_from_mapping(dep, block, lambda k: doc.lines.get(("kvplan", k), line), "kvplan.", line)
+    toks = config_tokens(dep, data, lambda k: doc.lines.get((k,), doc.line), cat)
+    parse_serve_args(dep, toks, cat, positional_model=False)
+    return dep
+
+
+def _as_words(value: Any) -> list[str] | None:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return None
+
+
+def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, node_map: dict[str, dict[str, str]]) -> None:
+    """Set dep's GPU from the pod's nodeSelector / required node affinity and kvplan.yaml's
+    node_selectors mapping (or say what is unmapped in dep.gpu_hint)."""
+    pairs: list[tuple[str, str, int | None, str]] = []
+    sel = pod.get("nodeSelector")
+    if isinstance(sel, dict):
+        for k, v in sel.items():
+            pairs.append((str(k), str(v), doc.line_of(path + ("nodeSelector", str(k))), f"nodeSelector.{k}"))
+    try:
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    except (KeyError, TypeError):
+        terms = None
+    if isinstance(terms, list):
+        for ti, term in enumerate(terms):
+            for ei, expr in enumerate((term or {}).get("matchExpressions") or []):
+                if isinstance(expr, dict) and expr.get("operator") == "In" and isinstance(expr.get("values"), list):
+                    for v in expr["values"]:
+                        p = path + ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", ti, "matchExpressions", ei)
+                        pairs.append((str(expr.get("key")), str(v), doc.line_of(p), f"affinity matchExpressions {expr.get('key')}"))
+    unmapped = []
+    for label, value, line, key in pairs:
+        gpu = (node_map.get(label) or {}).get(value)
+        if gpu:
+            dep.set_target("gpu", gpu, line, key)
+            return
+        if "gpu" in label.lower() or "accelerator" in label.lower() or "instance-type" in label:
+            unmapped.append(f"{label}={value}")
+    if unmapped:
+        dep.gpu_hint = f"map {unmapped[0]} to a GPU profile under node_selectors in kvplan.yaml"
+
+
+def _find_pod_specs(obj: Any, path: tuple, depth: int = 0):
+    if depth > 12:
+        return
+    if isinstance(obj, dict):
+        if isinstance(obj.get("containers"), list):
+            yield path, obj
+            return
+        for k, v in obj.items():
+            yield from _find_pod_specs(v, path + (str(k),), depth + 1)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _find_pod_specs(v, path + (i,), depth + 1)
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(str(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
+    """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
+    (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector."""
+    out: list[Deployment] = []
+    for doc in docs:
+        if not isinstance(doc.data, dict):
+            continue
+        obj_kind = doc.data.get("kind", "object")
+        meta = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), dict) else {}
+        obj_name = meta.get("name", "?")
+        for path, pod in _find_pod_specs(doc.data, ()):
+            for ci, c in enumerate(pod["containers"]):
+                if not isinstance(c, dict):
+                    continue
+                cpath = path + ("containers", ci)
+                cline = doc.line_of(cpath)
+                cmd, args = _as_words(c.get("command")), _as_words(c.get("args"))
+                if cmd is None or args is None:
+                    continue
+                words = cmd + args
+                keys = [cpath + ("command", j) for j in range(len(cmd))] + [cpath + ("args", j) for j in range(len(args))]
+                lines = [doc.lines.get(k, cline) for k in keys]
+                spans = [doc.spans.get(k) for k in keys]
+                env = {}
+                for e in c.get("env") or []:
+                    if isinstance(e, dict) and "name" in e and "value" in e:
+                        env[str(e["name"])] = str(e["value"])
+                implicit = not cmd and "vllm" in str(c.get("image", "")).lower()
+                invs = serve_calls_in_argv(words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans)
+                for inv in invs:
+                    name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
+                    dep = deployment_from_invocation(inv, file, name, "k8s", cat)
+                    res = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+                    for part in ("limits", "requests"):
+                        vals = res.get(part) if isinstance(res.get(part), dict) else {}
+                        if "nvidia.com/gpu" in vals:
+                            dep.gpu_count = _int_or_none(vals["nvidia.com/gpu"])
+                            dep.gpu_count_line = doc.line_of(cpath + ("resources", part, "nvidia.com/gpu"))
+                            dep.gpu_count_key = f"resources.{part}.nvidia.com/gpu"
+                            break
+                    _gpu_from_selectors(dep, pod, path, doc, node_map)
+                    out.append(dep)
+    return out
+
+
+def compose_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue) -> list[Deployment]:
+    """Deployments in a docker-compose file: services whose entrypoint/command run `vllm serve`
+    (the vllm/vllm-openai image's entrypoint is `vllm serve`), with their reserved GPU count."""
+    out: list[Deployment] = []
+    services = doc.data.get("services") or {}
+    for sname, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        spath = ("services", str(sname))
+        sline = doc.line_of(spath)
+        env: dict[str, str] = {}
+        envs = svc.get("environment")
+        if isinstance(envs, dict):
+            env = {str(k): str(v) for k, v in envs.items() if v is not None}
+        elif isinstance(envs, list):
+            env = dict(str(e).split("=", 1) for e in envs if "=" in str(e))
+        words: list[str] = []
+        lines: list[int | None] = []
+        spans: list[tuple[int, int] | None] = []
+        for part in ("entrypoint", "command"):
+            v = svc.get(part)
+            if isinstance(v, str):
+                try:
+                    ws = shlex.split(v)
+                except ValueError as exc:
+                    out_dep = Deployment(name=f"service {sname}", file=file, line=doc.line_of(spath + (part,)), kind="compose")
+                    out_dep.diag(INVALID_VALUE, "error", f"cannot split the {part} string: {exc}", key=f"services.{sname}.{part}")
+                    out.append(out_dep)
+                    ws = []
+                span = doc.spans.get(spath + (part,)) or (doc.line_of(spath + (part,)),) * 2
+                words += ws
+                lines += _locate(ws, raw, span[0] - 1, span[1] - 1)
+                spans += [span] * len(ws)
+            elif isinstance(v, list):
+                for j, w in enumerate(v):
+                    words.append(str(w))
+                    lines.append(doc.lines.get(spath + (part, j), sline))
+                    spans.append(doc.spans.get(spath + (part, j)))
+        implicit = svc.get("entrypoint") is None and "vllm" in str(svc.get("image", "")).lower()
+        for inv in serve_calls_in_argv(words, lines, sline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans):
+            dep = deployment_from_invocation(inv, file, f"service {sname}", "compose", cat)
+            try:
+                devices = svc["deploy"]["resources"]["reservations"]["devices"]
+            except (KeyError, TypeError):
+                devices = None
+            if isinstance(devices, list):
+                for di, d in enumerate(devices):
+                    if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia"):
+                        dpath = spath + ("deploy", "resources", "reservations", "devices", di)
+                        if isinstance(d.get("device_ids"), list):
+                            dep.gpu_count = len(d["device_ids"])
+                            dep.gpu_count_line = doc.line_of(dpath + ("device_ids",))
+                            dep.gpu_count_key = f"services.{sname}.deploy.resources.reservations.devices[{di}].device_ids"
+                        elif _int_or_none(d.get("count")) is not None:
+                            dep.gpu_count = _int_or_none(d.get("count"))
+                            dep.gpu_count_line = doc.line_of(dpath + ("count",))
+                            dep.gpu_count_key = f"services.{sname}.deploy.resources.reservations.devices[{di}].count"
+                        break
+            out.append(dep)
+    return out
+
+
+def _looks_like_vllm_config(data: dict, cat: FlagCatalogue) -> bool:
+    if not data:
+        return False
+    known = 0
+    for k in data:
+        if not isinstance(k, str):
+            continue
+        if k in ("model", "kvplan"):
+            known += 1
+            continue
+        m = cat.resolve("--" + k)
+        if m.status in ("ok", "abbreviation", "removed"):
+            known += 1
+    return known >= max(1, len(data) / 2)
+
+
+def detect_kind(path: Path, docs: list[YamlDoc] | None, cat: FlagCatalogue) -> str:
+    """"manifest", "k8s", "compose", "vllm-config", "dockerfile" or "command" (text scan).
+
+    YAML files (``.yaml``/``.yml``) are classified by content: ``kvplan.yaml`` is the manifest;
+    a document with ``apiVersion`` and ``kind`` is Kubernetes; a ``services`` mapping is compose;
+    a mapping whose keys are mostly `vllm serve` flags is a vLLM config; anything else is
+    searched as text for `vllm serve` lines."""
+    name = path.name.lower()
+    if docs is not None:
+        dicts = [d.data for d in docs if isinstance(d.data, dict)]
+        if name in ("kvplan.yaml", "kvplan.yml"):
+            return "manifest"
+        if any("apiVersion" in d and "kind" in d for d in dicts):
+            return "k8s"
+        if len(dicts) == 1 and isinstance(dicts[0].get("services"), dict):
+            return "compose"
+        if len(docs) == 1 and dicts:
+            if _looks_like_vllm_config(dicts[0], cat):
+                return "vllm-config"
+            if isinstance(dicts[0].get("deployments"), list) and not _looks_like_vllm_config(dicts[0], cat):
+                if set(dicts[0]) <= {"deployments", "node_selectors"}:
+                    return "manifest"
+        return "command"
+    if name.startswith(("dockerfile", "containerfile")) or name.endswith((".dockerfile", ".containerfile")):
+        return "dockerfile"
+    return "command"
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating a deployment
+# ---------------------------------------------------------------------------------------------
+
+# `vllm serve` flags -> (kvplan EngineArgs field, how vLLM 0.26.0 reads the value).
+# (utils/argparse_utils.py human_readable_int[_or_auto]; argparse int/float; BooleanOptionalAction)
+_ENGINE_FIELDS = {
+    "tensor-parallel-size": ("tensor_parallel_size", int),
+    "pipeline-parallel-size": ("pipeline_parallel_size", int),
+    "max-model-len": ("max_model_len", parse_max_model_len),
+    "gpu-memory-utilization": ("gpu_memory_utilization", float),
+    "kv-cache-dtype": ("kv_cache_dtype", str),
+    "block-size": ("block_size", int),
+    "dtype": ("dtype", str),
+    "quantization": ("quantization", str),
+    "max-num-seqs": ("max_num_seqs", int),
+    "max-num-batched-tokens": ("max_num_batched_tokens", parse_human_int),
+    "enforce-eager": ("enforce_eager", bool),
+    "kv-cache-memory-bytes": ("kv_cache_memory_bytes", parse_human_int),
+    "enable-prefix-caching": ("enable_prefix_caching", bool),
+    "disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", bool),
+}
+_OTHER_INT_FLAGS = ("data-parallel-size", "data-parallel-size-local", "nnodes")
+
+# Flags that change vLLM's memory or KV-cache sizing but that kvplan's planner does not model.
+_NOT_MODELLED = {
+    "cpu-offload-gb": "weights offloaded to CPU free GPU memory for the KV cache",
+    "num-gpu-blocks-override": "vLLM allocates exactly this many blocks",
+    "speculative-config": "a draft model and its KV cache take GPU memory",
+    "spec-model": "a draft model and its KV cache take GPU memory",
+    "enable-lora": "LoRA adapters take GPU memory",
+    "kv-offloading-size": "KV blocks offloaded to CPU",
+    "kv-transfer-config": "KV transfer connectors change the cache layout",
+    "decode-context-parallel-size": "decode context parallel splits the KV cache",
+    "prefill-context-parallel-size": "prefill context parallel splits the KV cache",
+    "compilation-config": "CUDA-graph settings change the graph memory vLLM reserves",
+    "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
+    "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",
+    "kv-cache-dtype-skip-layers": "unquantized layers change the page size",
+}
+
+
+@dataclass
+class DeploymentResult:
+    """The outcome for one deployment: which checks ran, what they found, and the plan figures."""
+
+    name: str
+    file: str
+    line: int | None
+    kind: str
+    model: str | None
+    gpu: str | None
+    checks: list[str]
+    diagnostics: list[Diagnostic]
+    figures: dict | None = None
+
+
+@dataclass
+class FileResult:
+    """One input file: its kind, its deployments, and file-level diagnostics."""
+
+    file: str
+    kind: str | None
+    deployments: list[DeploymentResult] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def exit_code_for(diagnostics: list[Diagnostic], strict: bool = False) -> int:
+    """0 all pass (warnings too unless ``strict``), 1 a check failed, 2 an input could not be
+    read/parsed/resolved (parse-error, unknown GPU or model, bad kvplan keys)."""
+    if any(d.severity == "error" and d.check_id in INPUT_ERROR_IDS for d in diagnostics):
+        return EXIT_BAD_INPUT
+    if any(d.severity == "error" for d in diagnostics):
+        return EXIT_FAIL
+    if strict and any(d.severity == "warning" for d in diagnostics):
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+@dataclass
+class Report:
+    """Everything one `kvplan check` run found."""
+
+    files: list[FileResult]
+    stats: dict
+    vllm_version: str
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        out = []
+        for f in self.files:
+            out += f.diagnostics
+            for d in f.deployments:
+                out += d.diagnostics
+        return out
+
+    def exit_code(self, strict: bool = False) -> int:
+        return exit_code_for(self.diagnostics, strict)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        """The --format json document."""
+        from kvplan import __version__
+
+        diags = self.diagnostics
+        return {
+            "kvplan_version": __version__,
+            "vllm_version": self.vllm_version,
+            "exit_code": self.exit_code(strict),
+            "summary": {
+                "files": len(self.files),
+                "deployments": sum(len(f.deployments) for f in self.files),
+                "errors": sum(d.severity == "error" for d in diags),
+                "warnings": sum(d.severity == "warning" for d in diags),
+                "infos": sum(d.severity == "info" for d in diags),
+            },
+            "files": [
+                {
+                    "file": f.file,
+                    "kind": f.kind,
+                    "deployments": [
+                        {
+                            "name": d.name,
+                            "line": d.line,
+                            "kind": d.kind,
+                            "model": d.model,
+                            "gpu": d.gpu,
+                            "checks": d.checks,
+                            "figures": d.figures,
+                        }
+                        for d in f.deployments
+                    ],
+                }
+                for f in self.files
+            ],
+            "diagnostics": [d.model_dump() | {"text": d.text()} for d in diags],
+            "stats": self.stats,
+        }
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+class Checker:
+    """Runs the checks over files; caches model specs per (model, revision) and plans per
+    (model, revision, GPU, engine args) for the run.
+
+    Args:
+        gpu: GPU profile for deployments that declare none (the `--gpu` flag).
+        gpu_profiles: extra GPU profile YAML files.
+        vllm_version: whose flags and rules to use.
+    Raises:
+        KvplanError: unknown vLLM version or unreadable GPU profile files (exit 2).
+    """
+
+    def __init__(self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"):
+        from kvplan.engines.vllm.defaults import check_version
+        from kvplan.gpus import load_profiles
+
+        check_version(vllm_version)
+        self.cat = catalogue(vllm_version)
+        self.vllm_version = vllm_version
+        self.profiles = load_profiles(gpu_profiles)
+        self.default_gpu = gpu
+        self._specs: dict = {}
+        self._plans: dict = {}
+        self._manifests: dict = {}
+        self.stats = {"spec_loads": 0, "spec_cache_hits": 0, "plans": 0, "plan_cache_hits": 0}
+
+    # -- cached pieces of kvplan.cli.plan_from_options -------------------------------------
+    def spec(self, model: str, revision: str | None):
+        """(ModelSpec, ModelSource) for a model, cached; raises KvplanError when not found."""
+        key = (model, revision)
+        if key in self._specs:
+            self.stats["spec_cache_hits"] += 1
+            hit = self._specs[key]
+            if isinstance(hit, KvplanError):
+                raise hit
+            return hit
+        from kvplan.sources import resolve_model
+        from kvplan.specs.parse import parse_config
+
+        self.stats["spec_loads"] += 1
+        try:
+            source = resolve_model(model, revision=revision)
+            spec = parse_config(source.config, source.name)
+            if source.checkpoint_params or source.checkpoint_bytes:
+                spec = spec.model_copy(
+                    update={
+                        "checkpoint_params": source.checkpoint_params,
+                        "checkpoint_bytes": {"total": source.checkpoint_bytes} if source.checkpoint_bytes else None,
+                    }
+                )
+        except KvplanError as exc:
+            self._specs[key] = exc
+            raise
+        self._specs[key] = (spec, source)
+        return spec, source
+
+    def plan(self, model: str, revision: str | None, spec, gpu, args):
+        """The planner's Plan, cached per (model, revision, GPU, args); raises KvplanError."""
+        from kvplan.planner import plan
+
+        key = (model, revision, gpu.id, gpu.memory_bytes, args)
+        if key in self._plans:
+            self.stats["plan_cache_hits"] += 1
+            hit = self._plans[key]
+            if isinstance(hit, KvplanError):
+                raise hit
+            return hit
+        self.stats["plans"] += 1
+        try:
+            result = plan(spec, gpu, args)
+        except KvplanError as exc:
+            self._plans[key] = exc
+            raise
+        self._plans[key] = result
+        return result
+
+    # -- files ------------------------------------------------------------------------------
+    def check_paths(self, paths: list[str]) -> Report:
+        """Check every file; never raises for a bad file (it becomes a parse-error)."""
+        t0 = time.perf_counter()
+        files = [self.check_file(p) for p in paths]
+        stats = dict(self.stats, seconds=round(time.perf_counter() - t0, 4))
+        return Report(files=files, stats=stats, vllm_version=self.vllm_version)
+
+    def _parse_error(self, fr: FileResult, message: str, line: int | None = None, file: str | None = None) -> FileResult:
+        fr.diagnostics.append(
+            Diagnostic(check_id=PARSE_ERROR, severity="error", file=file or fr.file, line=line, message=message)
+        )
+        return fr
+
+    def check_file(self, path_text: str) -> FileResult:
+        """All deployments in one file, evaluated."""
+        shown = path_text[2:] if path_text.startswith("./") else path_text
+        fr = FileResult(file=shown, kind=None)
+        path = Path(path_text)
+        try:
+            text = read_text(path)
+        except InputError as exc:
+            return self._parse_error(fr, exc.message, exc.line)
+        raw = text.split("\n")
+        docs = None
+        if path.suffix.lower() in (".yaml", ".yml"):
+            try:
+                docs = load_yaml(text)
+            except InputError as exc:
+                return self._parse_error(fr, exc.message, exc.line)
+        kind = detect_kind(path, docs, self.cat)
+        fr.kind = kind
+        directives, bad = find_directives(raw)
+        for line, msg in bad:
+            fr.diagnostics.append(
+                Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=line, key="kvplan", message=msg)
+            )
+        deps: list[Deployment] = []
+        if kind == "manifest":
+            assert docs is not None
+            deps = self._manifest_deployments(docs, path, shown, raw, fr)
+            if fr.diagnostics and any(d.check_id == PARSE_ERROR for d in fr.diagnostics):
+                return fr
+        elif kind == "vllm-config":
+            assert docs is not None
+            deps = [deployment_from_config(docs[0], shown, self.cat)]
+        elif kind == "k8s":
+            assert docs is not None
+            node_map = self._node_map(path, fr)
+            deps = k8s_deployments(docs, shown, raw, self.cat, node_map)
+        elif kind == "compose":
+            assert docs is not None
+            deps = compose_deployments(docs[0], shown, raw, self.cat)
+        else:
+            calls, _ = serve_calls_in_text(raw, {}, dockerfile=kind == "dockerfile")
+            deps = [
+                deployment_from_invocation(inv, shown, f"{shown}:{inv.line}", kind, self.cat) for inv in calls
+            ]
+        if kind != "manifest":
+            for dep in deps:
+                apply_directives(dep, directives)
+        if not deps and not fr.diagnostics:
+            fr.diagnostics.append(
+                Diagnostic(
+                    check_id=NO_DEPLOYMENT,
+                    severity="info",
+                    file=shown,
+                    line=None,
+                    message=f"no `vllm serve` command or vLLM config found (read as {kind})",
+                )
+            )
+        fr.deployments = [self.evaluate(dep) for dep in deps]
+        return fr
+
+    def _node_map(self, path: Path, fr: FileResult) -> dict:
+        """kvplan.yaml's node_selectors from the nearest ancestor directory (up to the git root)."""
+        d = path.resolve().parent
+        seen = []
+        while True:
+            if d in self._manifests:
+                found = self._manifests[d]
+                break
+            seen.append(d)
+            cand = next((d / n for n in ("kvplan.yaml", "kvplan.yml") if (d / n).is_file()), None)
+            if cand is not None:
+                found = self._load_manifest_file(cand, fr)
+                break
+            if (d / ".git").exists() or d.parent == d:
+                found = None
+                break
+            d = d.parent
+        for s in seen:
+            self._manifests[s] = found
+        return found.node_selectors if found is not None else {}
+
+    def _load_manifest_file(self, cand: Path, fr: FileResult) -> Manifest | None:
+        shown = os.path.relpath(cand) if not os.path.relpath(cand).startswith("..") else str(cand)
+        try:
+            docs = load_yaml(read_text(cand))
+            data = docs[0].data if docs else {}
+            return Manifest.model_validate(data or {})
+        except InputError as exc:
+            self._parse_error(fr, exc.message, exc.line, file=shown)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            fr.diagnostics.append(
+                Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, key=loc, message=err["msg"])
+            )
+        return None
+
+    def _manifest_deployments(self, docs: list[YamlDoc], path: Path, shown: str, raw: list[str], fr: FileResult) -> list[Deployment]:
+        if len(docs) != 1 or not isinstance(docs[0].data, dict):
+            self._parse_error(fr, "kvplan.yaml must be one YAML mapping (node_selectors, deployments)", docs[0].line if docs else None)
+            return []
+        doc = docs[0]
+        data = doc.data
+        problems = []
+        try:
+            Manifest.model_validate({k: v for k, v in data.items() if k != "deployments"})
+        except ValidationError as exc:
+            problems = exc.errors()
+        for err in problems:
+            loc = tuple(str(p) if not isinstance(p, int) else p for p in err["loc"])
+            fr.diagnostics.append(
+                Diagnostic(
+                    check_id=INVALID_KVPLAN_KEY,
+                    severity="error",
+                    file=shown,
+                    line=doc.line_of(loc),
+                    key=".".join(str(p) for p in loc),
+                    message=_pydantic_message(err, Manifest),
+                )
+            )
+        entries = data.get("deployments") or []
+        if not isinstance(entries, list):
+            fr.diagnostics.append(
+                Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=doc.line_of(("deployments",)), key="deployments", message="must be a list")
+            )
+            return []
+        deps = []
+        base = path.parent
+        for i, entry in enumerate(entries):
+            epath = ("deployments", i)
+            eline = doc.line_of(epath)
+            if not isinstance(entry, dict):
+                fr.diagnostics.append(
+                    Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=eline, key=f"deployments[{i}]", message="must be a mapping")
+                )
+                continue
+            name = str(entry.get("name") or f"deployments[{i}]")
+            sources = [k for k in ("config", "command", "args") if entry.get(k) is not None]
+            dep: Deployment | None = None
+            if len(sources) > 1:
+                fr.diagnostics.append(
+                    Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=eline, key=f"deployments[{i}]", message=f"give one of config, command or args (got {', '.join(sources)})")
+                )
+                continue
+            if "config" in sources:
+                cfg = base / str(entry["config"])
+                cshown = os.path.relpath(cfg) if not os.path.relpath(cfg).startswith("..") else str(cfg)
+                try:
+                    cdocs = load_yaml(read_text(cfg))
+                except InputError as exc:
+                    self._parse_error(fr, f"{exc.message} (deployment {name!r} of {shown})", exc.line, file=cshown)
+                    continue
+                if len(cdocs) != 1 or not isinstance(cdocs[0].data, dict):
+                    self._parse_error(fr, f"a vLLM --config file must be one YAML mapping (deployment {name!r} of {shown})", None, file=cshown)
+                    continue
+                dep = deployment_from_config(cdocs[0], cshown, self.cat, name=name)
+            elif "command" in sources:
+                cmd = str(entry["command"])
+                span = doc.spans.get(epath + ("command",)) or (eline, eline)
+                calls, _ = serve_calls_in_text(cmd.split("\n"), {})
+                if not calls:
+                    fr.diagnostics.append(
+                        Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=span[0], key=f"deployments[{i}].command", message="no `vllm serve` call in the command")
+                    )
+                    continue
+                inv = calls[0]
+                inv.lines = list(_locate(inv.words, raw, span[0] - 1, span[1] - 1))
+                dep = deployment_from_invocation(inv, shown, name, "manifest", self.cat)
+                dep.line = eline
+            else:
+                dep = Deployment(name=name, file=shown, line=eline, kind="manifest")
+                args = entry.get("args") or {}
+                if not isinstance(args, dict):
+                    dep.diag(INVALID_KVPLAN_KEY, "error", "must be a mapping of `vllm serve` flags", key=f"deployments[{i}].args")
+                    args = {}
+                toks = config_tokens(dep, args, lambda k: doc.lines.get(epath + ("args", k), eline), self.cat, key_prefix=f"deployments[{i}].args.")
+                parse_serve_args(dep, toks, self.cat, positional_model=False)
+                if entry.get("model") is not None:
+                    dep.model, dep.model_line, dep.model_key = str(entry["model"]), doc.line_of(epath + ("model",)), f"deployments[{i}].model"
+            served_here = "config" not in sources and "command" not in sources
+            for k, v in entry.items():
+                if k in ("name", "config", "command", "args") or (k == "model" and served_here):
+                    continue  # (for args/model entries `model` is the served model, set above)
+                dep.set_target(str(k), v, doc.line_of(epath + (str(k),)), f"deployments[{i}].{k}")
+            deps.append(dep)
+        return deps
+
+    # -- checks -----------------------------------------------------------------------------
+    def evaluate(self, dep: Deployment) -> DeploymentResult:
+        """Run every check on one deployment (see the module docstring for the list)."""
+        from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
+        from kvplan.gpus import find_gpu
+        from kvplan.planner import QUANTIZATIONS, EngineArgs
+
+        checks: list[str] = [UNKNOWN_FLAG]
+        targets = self._targets(dep)
+        model = targets.model or dep.model
+        # -- the model ----------------------------------------------------------------------
+        checks.append(MODEL_MISSING)
+        if dep.model is None:
+            dep.diag(
+                MODEL_MISSING,
+                "error",
+                "no model: `vllm serve` exits with 'No model specified'",
+                key="model",
+                hint="give the model as `vllm serve MODEL` or a `model:` key",
+            )
+        elif dep.model_unresolved and targets.model is None:
+            dep.diag(
+                MODEL_UNRESOLVED,
+                "error",
+                f"the model {dep.model!r} uses {', '.join('$' + v for v in dep.model_unresolved)}, which is not set in this file",
+                line=dep.model_line,
+                key=dep.model_key,
+                hint="set the variable in the file or add a `# kvplan: model=<hub id>` comment",
+            )
+            model = None
+        # -- engine arguments --------------------------------------------------------------
+        kwargs: dict[str, Any] = {"vllm_version": self.vllm_version}
+        keys: dict[str, Setting] = {}
+        blockers: list[str] = []
+        other: dict[str, int] = {}
+        revision = None
+        checks.append(INVALID_VALUE)
+        for name, s in dep.settings.items():
+            if s.unresolved and (name in _ENGINE_FIELDS or name in _OTHER_INT_FLAGS or name == "revision"):
+                dep.diag(
+                    UNRESOLVED_VALUE,
+                    "warning",
+                    f"{s.value!r} uses {', '.join('$' + v for v in s.unresolved)}, which is not set in this file; "
+                    f"kvplan checks with vLLM's default for --{name}",
+                    line=s.line,
+                    key=s.key,
+                )
+                continue
+            if name == "revision":
+                revision = str(s.value)
+                continue
+            if name in _OTHER_INT_FLAGS:
+                try:
+                    other[name] = int(str(s.value))
+                except ValueError:
+                    dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
+                continue
+            if name in _NOT_MODELLED:
+                dep.diag(
+                    NOT_MODELLED,
+                    "info",
+                    f"kvplan does not model --{name} ({_NOT_MODELLED[name]}); its figures assume it is unset",
+                    line=s.line,
+                    key=s.key,
+                )
+                continue
+            if name not in _ENGINE_FIELDS:
+                continue
+            fname, conv = _ENGINE_FIELDS[name]
+            try:
+                value = conv(s.value) if conv is not bool else bool(s.value)
+            except (TypeError, ValueError) as exc:
+                why = str(exc) if "decimals" in str(exc) else f"expected {'a number' if conv is float else 'an integer'}"
+                dep.diag(INVALID_VALUE, "error", f"{why}, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
+                continue
+            if name == "gpu-memory-utilization":
+                checks.append(UTILIZATION_RANGE)
+                if not (0 < value <= 1):
+                    dep.diag(
+                        UTILIZATION_RANGE,
+                        "error",
+                        f"{value} is outside (0, 1]: vLLM's CacheConfig rejects it and `vllm serve` exits",
+                        line=s.line,
+                        key=s.key,
+                        hint="use a fraction such as 0.9",
+                    )
+                    continue
+            if name == "kv-cache-dtype":
+                if value not in self.cat.cache_dtypes:
+                    dep.diag(
+                        INVALID_VALUE,
+                        "error",
+                        f"{value!r} is not a vLLM {self.vllm_version} KV-cache dtype; `vllm serve` exits "
+                        f"(choose from {', '.join(self.cat.cache_dtypes[:6])}, ...)",
+                        line=s.line,
+                        key=s.key,
+                    )
+                    continue
+                if value not in KV_CACHE_DTYPES:
+                    dep.diag(NOT_MODELLED, "warning", f"kvplan cannot size a {value} KV cache; memory checks skipped", line=s.line, key=s.key)
+                    blockers.append(name)
+                    continue
+            if name == "dtype" and value not in self.cat.model_dtypes:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"{value!r} is not a vLLM {self.vllm_version} dtype; `vllm serve` exits (choose from {', '.join(self.cat.model_dtypes)})",
+                    line=s.line,
+                    key=s.key,
+                )
+                continue
+            if name == "quantization" and value.lower() not in QUANTIZATIONS:
+                dep.diag(NOT_MODELLED, "warning", f"kvplan does not model --quantization {value}; memory checks skipped", line=s.line, key=s.key)
+                blockers.append(name)
+                continue
+            kwargs[fname] = value
+            keys[fname] = s
+        args = None
+        while args is None:
+            try:
+                args = EngineArgs(**kwargs)
+            except ValidationError as exc:
+                for err in exc.errors():
+                    fname = str(err["loc"][0]) if err["loc"] else ""
+                    s = keys.get(fname)
+                    dep.diag(
+                        INVALID_VALUE,
+                        "error",
+                        f"{err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})",
+                        line=s.line if s else None,
+                        key=s.key if s else fname,
+                    )
+                    kwargs.pop(fname, None)
+                    if not fname:
+                        kwargs = {"vllm_version": self.vllm_version}
+        tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+        # -- GPU ---------------------------------------------------------------------------
+        gpu = None
+        gpu_name = targets.gpu or self.default_gpu
+        checks.append(GPU_MISSING)
+        if gpu_name is None:
+            dep.diag(
+                GPU_MISSING,
+                "error",
+                "no GPU declared, so kvplan cannot check memory",
+                key="gpu",
+                hint=dep.gpu_hint or "pass --gpu to kvplan check, add `# kvplan: gpu=H100-80GB`, or a kvplan: mapping with gpu",
+            )
+        else:
+            try:
+                gpu = find_gpu(str(gpu_name), self.profiles)
+            except KvplanError as exc:
+                line = dep.target_lines.get("gpu") if targets.gpu else None
+                dep.diag(
+                    GPU_UNKNOWN,
+                    "error",
+                    f"unknown GPU {gpu_name!r}",
+                    line=line,
+                    key=dep.target_keys.get("gpu", "--gpu") if targets.gpu else "--gpu",
+                    hint=exc.hint,
+                )
+        # -- GPU count -----------------------------------------------------------------------
+        count = targets.gpu_count if targets.gpu_count is not None else dep.gpu_count
+        if count is not None:
+            checks.append(GPU_COUNT)
+            dp = other.get("data-parallel-size-local") or other.get("data-parallel-size") or 1
+            nnodes = max(other.get("nnodes") or 1, 1)
+            need = -(-tp * pp * dp // nnodes)
+            if targets.gpu_count is not None:
+                cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
+            else:
+                cline, ckey = dep.gpu_count_line, dep.gpu_count_key
+            tp_key = keys["tensor_parallel_size"].key if "tensor_parallel_size" in keys else "--tensor-parallel-size"
+            if need > count:
+                dep.diag(
+                    GPU_COUNT,
+                    "error",
+                    f"{count} GPU(s) but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
+                    + (f" / {nnodes} nodes" if nnodes > 1 else "")
+                    + f" needs {need}: vLLM cannot start its workers",
+                    line=cline,
+                    key=ckey,
+                    hint=f"give {need} GPUs or lower {tp_key}",
+                )
+            elif need < count:
+                dep.diag(GPU_COUNT, "info", f"{count} GPU(s) but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+        # -- utilization target --------------------------------------------------------------
+        if targets.max_gpu_memory_utilization is not None:
+            checks.append(MAX_GPU_MEMORY_UTILIZATION)
+            util = args.gpu_memory_utilization
+            if util > targets.max_gpu_memory_utilization:
+                s = keys.get("gpu_memory_utilization")
+                dep.diag(
+                    MAX_GPU_MEMORY_UTILIZATION,
+                    "error",
+                    f"gpu-memory-utilization {util} is above the target {targets.max_gpu_memory_utilization}"
+                    + ("" if s else " (vLLM's default, since the flag is not set)"),
+                    line=s.line if s else dep.target_lines.get("max_gpu_memory_utilization"),
+                    key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
+                )
+        # -- the model's own limits ---------------------------------------------------------
+        spec = None
+        if model is not None:
+            try:
+                spec, _ = self.spec(model, revision)
+            except KvplanError as exc:
+                dep.diag(
+                    MODEL_UNRESOLVED,
+                    "error",
+                    f"kvplan cannot read the model's config: {exc.message}",
+                    line=dep.target_lines.get("model") if targets.model else dep.model_line,
+                    key=dep.target_keys.get("model") if targets.model else dep.model_key,
+                    hint=exc.hint or "add `# kvplan: model=<hub id>` naming a bundled or cached model",
+                )
+        figures = None
+        if spec is not None:
+            ok = self._model_checks(dep, spec, args, keys, checks)
+            if ok and gpu is not None and not blockers:
+                figures = self._plan_checks(dep, model, revision, spec, gpu, args, keys, targets, checks)
+        order = {"error": 0, "warning": 1, "info": 2}
+        dep.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))
+        return DeploymentResult(
+            name=dep.name,
+            file=dep.file,
+            line=dep.line,
+            kind=dep.kind,
+            model=model,
+            gpu=gpu.id if gpu else (str(gpu_name) if gpu_name else None),
+            checks=checks,
+            diagnostics=dep.diagnostics,
+            figures=figures,
+        )
+
+    def _targets(self, dep: Deployment) -> Targets:
+        """Validate the deployment's kvplan targets; a bad key becomes an invalid-kvplan-key error."""
+        import difflib
+
+        values = dict(dep.targets)
+        while True:
+            try:
+                return Targets.model_validate(values)
+            except ValidationError as exc:
+                for err in exc.errors():
+                    name = str(err["loc"][0]) if err["loc"] else ""
+                    msg = _pydantic_message(err, Targets)
+                    if err["type"] == "extra_forbidden":
+                        close = difflib.get_close_matches(name, list(Targets.model_fields), n=1)
+                        msg = f"not a kvplan key" + (f"; did you mean {close[0]}?" if close else f" (use {', '.join(Targets.model_fields)})")
+                    dep.diag(INVALID_KVPLAN_KEY, "error", msg, line=dep.target_lines.get(name), key=dep.target_keys.get(name, name))
+                    values.pop(name, None)
+                    if not name:
+                        values = {}
+
+    def _model_checks(self, dep: Deployment, spec, args, keys: dict, checks: list[str]) -> bool:
+        """Checks that need only the model: tensor-parallel divisibility and KV-head replication
+        (vLLM 0.26.0 config/parallel.py + model_executor attention layers), max_model_len over the
+        model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse."""
+        ok = True
+        tp = args.tensor_parallel_size
+        s = keys.get("tensor_parallel_size")
+        tline, tkey = (s.line, s.key) if s else (dep.line, "--tensor-parallel-size")
+        checks.append(TP_DIVISIBILITY)
+        heads = spec.attention.num_attention_heads
+        kv = spec.attention.num_key_value_heads
+        if heads % tp:
+            valid = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+            dep.diag(
+                TP_DIVISIBILITY,
+                "error",
+                f"tensor-parallel-size {tp} does not divide the model's {heads} attention heads; vLLM refuses it",
+                line=tline,
+                key=tkey,
+                hint="valid sizes: " + ", ".join(map(str, valid)),
+            )
+            ok = False
+        elif not spec.uses_mla and ((tp > kv and tp % kv) or (tp <= kv and kv % tp)):
+            dep.diag(
+                TP_DIVISIBILITY,
+                "error",
+                f"tensor-parallel-size {tp} and the model's {kv} KV heads: one must divide the other; vLLM refuses it",
+                line=tline,
+                key=tkey,
+            )
+            ok = False
+        elif not spec.uses_mla and tp > kv:
+            checks.append(KV_HEAD_REPLICATION)
+            dep.diag(
+                KV_HEAD_REPLICATION,
+                "info",
+                f"tensor-parallel-size {tp} > {kv} KV heads: each KV head is replicated on {tp // kv} GPUs, "
+                "so every GPU stores a full head's KV cache",
+                line=tline,
+                key=tkey,
+            )
+        mml = args.max_model_len
+        if mml is not None and mml != -1:
+            checks.append(MAX_MODEL_LEN_LIMIT)
+            limit = spec.derived_max_model_len
+            if mml > limit:
+                s = keys["max_model_len"]
+                base = spec.max_position_embeddings
+                how = (
+                    f"max_position_embeddings {base}"
+                    if base is None or base == limit
+                    else f"max_position_embeddings {base} with rope scaling"
+                )
+                dep.diag(
+                    MAX_MODEL_LEN_LIMIT,
+                    "error",
+                    f"{mml} tokens is over the model's limit of {limit} ({how}); vLLM refuses it "
+                    "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+                    line=s.line,
+                    key=s.key,
+                    hint=f"use {limit} or less",
+                )
+                ok = False
+        return ok
+
+    def _plan_checks(self, dep: Deployment, model, revision, spec, gpu, args, keys: dict, targets: Targets, checks: list[str]):
+        """Checks on the planner's Plan: weights fit, one max_model_len request fits (vLLM 0.26.0
+        v1/core/kv_cache_utils.py check_enough_kv_cache_memory), max_num_seqs vs concurrency,
+        min_concurrency, fp8 KV cache support."""
+        try:
+            p = self.plan(model, revision, spec, gpu, args)
+        except KvplanError as exc:
+            m = re.match(r"(--[a-z0-9-]+)", exc.message)
+            s = None
+            if m:
+                s = keys.get(m.group(1)[2:].replace("-", "_"))
+            dep.diag(
+                ENGINE_REJECTS,
+                "error",
+                exc.message,
+                line=s.line if s else dep.line,
+                key=s.key if s else (m.group(1) if m else None),
+                hint=exc.hint,
+            )
+            return None
+        mml = p.effective["max_model_len"]
+        ms = keys.get("max_model_len")
+        mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
+        checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
+        starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
+        if starved:
+            st = starved[0]
+            b = st.budget
+            dep.diag(
+                WEIGHTS_FIT,
+                "error",
+                f"{spec.name} on {gpu.display_name} (tensor-parallel-size {args.tensor_parallel_size}): weights "
+                f"{_gib(b.weights_bytes)} + activations {_gib(b.activation_peak_bytes)} + non-torch "
+                f"{_gib(b.non_torch_bytes)} per GPU leave no KV cache within {_gib(b.requested_bytes)} "
+                f"(gpu-memory-utilization {args.gpu_memory_utilization}); vLLM will refuse to start",
+                line=dep.model_line or dep.line,
+                key=dep.model_key,
+                hint="use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint",
+            )
+        elif not p.fits:
+            largest = p.largest_max_model_len or 0
+            worst = p.worst_stage
+            default = "" if ms else f" (max-model-len not set: vLLM uses the model's {spec.derived_max_model_len})"
+            dep.diag(
+                MAX_MODEL_LEN_FITS,
+                "error",
+                f"one {mml}-token request needs {_gib(worst.bytes_for_max_len)} of KV cache but only "
+                f"{_gib(worst.budget.kv_cache_bytes)} is available on {gpu.display_name}{default}: "
+                "vLLM will refuse to start"
+                + (f"; the largest max-model-len that fits is {largest}" if largest > 0 else ""),
+                line=mline,
+                key=mkey if ms else "max-model-len",
+                hint=f"set --max-model-len {largest}" if largest > 0 else "use more GPUs or a larger GPU",
+            )
+        figures = {
+            "gpu": gpu.id,
+            "tensor_parallel_size": args.tensor_parallel_size,
+            "pipeline_parallel_size": args.pipeline_parallel_size,
+            "max_model_len": mml,
+            "max_num_seqs": p.effective["max_num_seqs"],
+            "kv_cache_dtype": p.effective["kv_cache_dtype"],
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+            "kv_cache_bytes": p.worst_stage.budget.kv_cache_bytes,
+            "num_gpu_blocks": p.num_gpu_blocks,
+            "block_size": p.block_size,
+            "gpu_kv_cache_tokens": p.gpu_kv_cache_tokens,
+            "max_concurrency": round(p.max_concurrency, 2),
+            "fits": p.fits,
+            "largest_max_model_len": p.largest_max_model_len,
+        }
+        kvd = p.effective["kv_cache_dtype"]
+        if kvd.startswith("fp8"):
+            checks.append(FP8_KV_UNSUPPORTED)
+            if not gpu.fp8_supported:
+                s = keys.get("kv_cache_dtype")
+                dep.diag(
+                    FP8_KV_UNSUPPORTED,
+                    "warning",
+                    f"{kvd} KV cache on {gpu.display_name}, which has no fp8 support: attention backends may "
+                    "refuse it or run slowly",
+                    line=s.line if s else dep.line,
+                    key=s.key if s else "kv-cache-dtype",
+                    hint="use --kv-cache-dtype auto on this GPU",
+                )
+        for w in p.warnings:
+            if w.startswith(("--kv-cache-dtype", "tensor-parallel-size")):
+                continue  # reported above as fp8-kv-unsupported-gpu / kv-head-replication
+            dep.diag(PLANNER_NOTE, "info", w)
+        if not p.fits:
+            return figures
+        seqs = p.effective["max_num_seqs"]
+        checks.append(MAX_NUM_SEQS)
+        ss = keys.get("max_num_seqs")
+        conc = p.max_concurrency
+        if seqs > conc:
+            dep.diag(
+                MAX_NUM_SEQS,
+                "info",
+                f"max-num-seqs {seqs}{'' if ss else ' (default)'}: the KV cache holds {conc:.1f} requests of "
+                f"{mml} tokens at once; more run together only when requests are shorter",
+                line=ss.line if ss else dep.line,
+                key=ss.key if ss else "max-num-seqs",
+            )
+        elif ss is not None and seqs < int(conc):
+            dep.diag(
+                MAX_NUM_SEQS,
+                "info",
+                f"max-num-seqs {seqs} caps concurrency below the {conc:.1f} requests of {mml} tokens the KV cache holds",
+                line=ss.line,
+                key=ss.key,
+            )
+        if targets.min_concurrency is not None:
+            checks.append(MIN_CONCURRENCY)
+            req = targets.request_len or mml
+            tline, tkey = dep.target_lines.get("min_concurrency"), dep.target_keys.get("min_concurrency")
+            if req > mml:
+                dep.diag(
+                    INVALID_KVPLAN_KEY,
+                    "error",
+                    f"request_len {req} is longer than max-model-len {mml}; vLLM rejects such requests",
+                    line=dep.target_lines.get("request_len"),
+                    key=dep.target_keys.get("request_len"),
+                )
+            else:
+                kv_conc = p.layout.max_concurrency(p.num_gpu_blocks, req, p.max_in_flight_tokens)
+                achievable = min(kv_conc, float(seqs))
+                figures["concurrency_at_request_len"] = round(achievable, 2)
+                figures["request_len"] = req
+                if achievable < targets.min_concurrency:
+                    cap = "max-num-seqs" if seqs < kv_conc else "the KV cache"
+                    dep.diag(
+                        MIN_CONCURRENCY,
+                        "error",
+                        f"{achievable:.1f} requests of {req} tokens fit at once ({cap} limits it; "
+                        f"{p.num_gpu_blocks} blocks of {p.block_size} tokens), below the target {targets.min_concurrency:g}",
+                        line=tline,
+                        key=tkey,
+                        hint="raise max-num-seqs" if cap == "max-num-seqs" else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
+                    )
+        return figures
+
+
+def _pydantic_message(err: dict, model: type[BaseModel]) -> str:
+    import difflib
+
+    if err.get("type") == "extra_forbidden":
+        name = str(err["loc"][-1])
+        close = difflib.get_close_matches(name, list(model.model_fields), n=1)
+        return "not a kvplan key" + (f"; did you mean {close[0]}?" if close else "")
+    return f"{err['msg']} (got {err.get('input')!r})"
+
+
+def check_files(
+    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"
+) -> Report:
+    """Check deployment files; see Checker.
+
+    Raises:
+        KvplanError: unknown vLLM version or unreadable --gpu-profiles files (not file problems).
+    """
+    return Checker(gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version).check_paths(paths)
