@@ -1476,6 +1476,18 @@ class Report:
         }
 
 
+def _display_path(path_text: str) -> str:
+    """The path as diagnostics show it: relative to the working directory when it lies below
+    it (GitHub annotations need repository-relative paths), else as given."""
+    try:
+        rel = os.path.relpath(os.path.abspath(path_text))
+    except ValueError:  # another drive (Windows)
+        return path_text
+    if rel.startswith(".."):
+        return path_text
+    return rel
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -1572,7 +1584,7 @@ class Checker:
 
     def check_file(self, path_text: str) -> FileResult:
         """All deployments in one file, evaluated."""
-        shown = path_text[2:] if path_text.startswith("./") else path_text
+        shown = _display_path(path_text)
         fr = FileResult(file=shown, kind=None)
         path = Path(path_text)
         try:
@@ -1652,7 +1664,7 @@ class Checker:
         return found.node_selectors if found is not None else {}
 
     def _load_manifest_file(self, cand: Path, fr: FileResult) -> Manifest | None:
-        shown = os.path.relpath(cand) if not os.path.relpath(cand).startswith("..") else str(cand)
+        shown = _display_path(str(cand))
         try:
             docs = load_yaml(read_text(cand))
             data = docs[0].data if docs else {}
@@ -1716,7 +1728,7 @@ class Checker:
                 continue
             if "config" in sources:
                 cfg = base / str(entry["config"])
-                cshown = os.path.relpath(cfg) if not os.path.relpath(cfg).startswith("..") else str(cfg)
+                cshown = _display_path(str(cfg))
                 try:
                     cdocs = load_yaml(read_text(cfg))
                 except InputError as exc:
@@ -1913,7 +1925,7 @@ class Checker:
                 dep.diag(
                     GPU_UNKNOWN,
                     "error",
-                    f"unknown GPU {gpu_name!r}",
+                    exc.message.removeprefix("--gpu: "),
                     line=line,
                     key=dep.target_keys.get("gpu", "--gpu") if targets.gpu else "--gpu",
                     hint=exc.hint,
@@ -2159,24 +2171,30 @@ class Checker:
                     key=s.key if s else "kv-cache-dtype",
                     hint="use --kv-cache-dtype auto on this GPU",
                 )
+        notes = []
         for w in p.warnings:
             if w.startswith(("--kv-cache-dtype", "tensor-parallel-size")):
                 continue  # reported above as fp8-kv-unsupported-gpu / kv-head-replication
+            if "unverified" in w:
+                notes.append(w)  # about kvplan's own confidence, not the deployment
+                continue
             dep.diag(PLANNER_NOTE, "info", w)
+        if notes:
+            figures["notes"] = notes
         if not p.fits:
             return figures
         seqs = p.effective["max_num_seqs"]
         checks.append(MAX_NUM_SEQS)
         ss = keys.get("max_num_seqs")
         conc = p.max_concurrency
-        if seqs > conc:
+        if ss is not None and seqs > conc:
             dep.diag(
                 MAX_NUM_SEQS,
                 "info",
-                f"max-num-seqs {seqs}{'' if ss else ' (default)'}: the KV cache holds {conc:.1f} requests of "
-                f"{mml} tokens at once; more run together only when requests are shorter",
-                line=ss.line if ss else dep.line,
-                key=ss.key if ss else "max-num-seqs",
+                f"max-num-seqs {seqs}: the KV cache holds {conc:.1f} requests of {mml} tokens at once; "
+                "more run together only when requests are shorter",
+                line=ss.line,
+                key=ss.key,
             )
         elif ss is not None and seqs < int(conc):
             dep.diag(

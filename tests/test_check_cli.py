@@ -1,0 +1,130 @@
+"""`kvplan check` output formats (human, json, github, --junit-xml) and `kvplan schema`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.helpers import run_cli
+
+DATA = Path(__file__).parent / "data" / "check"
+
+
+def rel(name: str) -> str:
+    """How kvplan shows a fixture path (relative to the working directory)."""
+    return os.path.relpath(DATA / name)
+
+FAIL = str(DATA / "fail/llama70b-long-context.yaml")
+PASS = str(DATA / "pass/chat-llama8b.yaml")
+BAD = str(DATA / "bad/syntax-error.yaml")
+
+
+def test_human_output_names_file_line_check_and_key():
+    code, out, err = run_cli("check", FAIL)
+    assert code == 1 and err == ""
+    assert rel("fail/llama70b-long-context.yaml") in out
+    line = next(x for x in out.splitlines() if "max-model-len-fits" in x)
+    assert line.split()[0] == "3" and "error" in line and "max-model-len:" in line
+    assert "-> exit 1" in out.splitlines()[-1]
+
+
+def test_human_output_passing_file():
+    code, out, _ = run_cli("check", PASS, "--gpu", "H100")
+    assert code == 0
+    assert "✓" in out and "-> exit 0" in out
+
+
+def test_json_diagnostics_carry_id_severity_file_line_key():
+    code, out, _ = run_cli("check", FAIL, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["exit_code"] == 1
+    d = next(x for x in doc["diagnostics"] if x["check_id"] == "unknown-flag")
+    assert set(d) >= {"check_id", "severity", "file", "line", "key", "message", "hint", "text"}
+    assert d["text"].startswith(f"{d['file']}:6: error [unknown-flag] max-modl-len: ")
+    assert doc["summary"]["errors"] == 3 and doc["summary"]["warnings"] == 1
+
+
+def test_github_annotations():
+    code, out, _ = run_cli("check", FAIL, BAD, "--format", "github")
+    assert code == 2
+    lines = out.splitlines()
+    fits = next(x for x in lines if "max-model-len-fits" in x)
+    assert fits.startswith(f"::error file={rel('fail/llama70b-long-context.yaml')},line=3,title=kvplan max-model-len-fits::")
+    assert any(x.startswith("::warning file=") and "kvplan-key-in-vllm-config" in x for x in lines)
+    assert any(x.startswith(f"::error file={rel('bad/syntax-error.yaml')},line=3,title=kvplan parse-error::") for x in lines)
+    assert lines[-1].endswith("-> exit 2")
+
+
+def test_github_escaping():
+    from kvplan.cli_check import _gh_data, _gh_prop
+
+    assert _gh_data("90% of\nmemory") == "90%25 of%0Amemory"
+    assert _gh_prop("a:b,c") == "a%3Ab%2Cc"
+
+
+def test_junit_xml_is_written_after_all_checks(tmp_path):
+    out_file = tmp_path / "report.xml"
+    code, _, _ = run_cli("check", FAIL, BAD, str(DATA / "pass/serve-qwen32b.sh"), "--junit-xml", str(out_file))
+    assert code == 2
+    root = ET.parse(out_file).getroot()
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {rel("fail/llama70b-long-context.yaml"), rel("bad/syntax-error.yaml"), rel("pass/serve-qwen32b.sh")}
+    bad = suites[rel("bad/syntax-error.yaml")]
+    assert bad.get("errors") == "1" and bad.find("testcase/error").get("type") == "parse-error"
+    fail = suites[rel("fail/llama70b-long-context.yaml")]
+    types = {f.get("type") for f in fail.findall("testcase/failure")}
+    assert types == {"max-model-len-fits", "removed-flag", "unknown-flag"}
+    ok = suites[rel("pass/serve-qwen32b.sh")]
+    assert ok.get("failures") == "0" and ok.get("errors") == "0" and int(ok.get("tests")) >= 5
+    assert [p.name for p in tmp_path.iterdir()] == ["report.xml"]  # no temporary file left
+
+
+def test_junit_xml_strict_turns_warnings_into_failures(tmp_path):
+    out_file = tmp_path / "r.xml"
+    code, _, _ = run_cli("check", str(DATA / "pass/docker-compose.yml"), "--strict", "--junit-xml", str(out_file))
+    assert code == 1
+    failures = ET.parse(out_file).getroot().findall(".//failure")
+    assert [f.get("type") for f in failures] == ["fp8-kv-unsupported-gpu"]
+
+
+def test_nothing_written_when_the_run_itself_fails(tmp_path):
+    out_file = tmp_path / "report.xml"
+    out_file.write_text("previous")
+    code, out, err = run_cli("check", PASS, "--format", "sarif", "--junit-xml", str(out_file))
+    assert code == 2 and "--format" in err and "Traceback" not in err
+    code, out, err = run_cli("check", PASS, "--gpu-profiles", str(tmp_path / "nope.yaml"), "--junit-xml", str(out_file))
+    assert code == 2 and "Traceback" not in err
+    assert out_file.read_text() == "previous"
+    code, out, err = run_cli("check", PASS, "--gpu", "H100", "--junit-xml", str(tmp_path / "no-such-dir" / "r.xml"))
+    assert code == 2 and "--junit-xml" in err
+
+
+def test_schema_for_config_and_manifest():
+    code, out, _ = run_cli("schema")
+    assert code == 0
+    schema = json.loads(out)
+    props = schema["properties"]
+    assert {"model", "max-model-len", "tensor-parallel-size", "no-enable-prefix-caching", "kvplan"} <= set(props)
+    assert "swap-space" not in props  # not a vLLM 0.26.0 flag
+    targets = schema["$defs"]["Targets"]["properties"]
+    assert {"gpu", "gpu_count", "min_concurrency", "request_len", "max_gpu_memory_utilization"} <= set(targets)
+    code, out, _ = run_cli("schema", "manifest")
+    manifest = json.loads(out)
+    assert code == 0 and {"deployments", "node_selectors"} <= set(manifest["properties"])
+    code, _, err = run_cli("schema", "helm")
+    assert code == 2 and "config or manifest" in err
+
+
+def test_version_does_not_import_the_checker():
+    code = (
+        "import sys; import kvplan.cli; "
+        "bad = [m for m in ('kvplan.check', 'kvplan.planner', 'pydantic', 'rich', 'yaml') if m in sys.modules]; "
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), check=True)
+    assert out.stdout.strip() == "[]"
