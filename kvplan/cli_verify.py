@@ -262,7 +262,7 @@ def _fmt_value(key: str, value, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "bytes":
-        return f"{value / GiB:,.3f} GiB"
+        return f"{value / GiB:,.3f}"
     if unit == "x":
         return f"{value:,.2f}x"
     return f"{int(value):,}"
@@ -273,13 +273,13 @@ def _fmt_error(key: str, err: dict | None, unit: str) -> tuple[str, str]:
         return "", ""
     diff = err["abs"]
     if unit == "bytes":
-        text = f"{diff / GiB:+,.3f} GiB"
+        text = f"{diff / GiB:+,.3f}"
     elif unit == "x":
         text = f"{diff:+,.2f}"
     else:
         text = f"{int(diff):+,}"
     if err.get("within_log_rounding"):
-        text += " (rounding)"
+        text += "*"
     pct = "" if err.get("pct") is None else f"{err['pct']:+.3f}%"
     return text, pct
 
@@ -291,7 +291,7 @@ def print_comparison(doc: dict, console) -> None:
 
     from kvplan.verify import FIGURES
 
-    head = f"{doc.get('model')} - vLLM {doc.get('vllm_version') or '?'} ({doc.get('usage')})"
+    head = f"{doc.get('model')}" + (f" - vLLM {doc['vllm_version']}" if doc.get("vllm_version") else "") + f" ({doc.get('usage')})"
     if doc.get("gpu"):
         head += f" - GPU: {doc['gpu']}"
     console.print(Text(head, style="bold"))
@@ -306,8 +306,18 @@ def print_comparison(doc: dict, console) -> None:
             continue
         e, pct = _fmt_error(key, errs.get(key), unit)
         style = "bold" if key == doc.get("compared_on") else None
-        t.add_row(label, _fmt_value(key, pred.get(key), unit), _fmt_value(key, meas.get(key), unit), e, pct, src.get(key, ""), style=style)
+        t.add_row(
+            label + (" GiB" if unit == "bytes" else ""),
+            _fmt_value(key, pred.get(key), unit),
+            _fmt_value(key, meas.get(key), unit),
+            e,
+            pct,
+            src.get(key, ""),
+            style=style,
+        )
     console.print(t)
+    if any(err.get("within_log_rounding") for err in errs.values()):
+        console.print(Text("* within the log's rounding (vLLM prints GiB to 2 decimals)", style="dim"))
     status = doc.get("status")
     on = doc.get("compared_on")
     if status == "pass":

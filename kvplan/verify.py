@@ -237,7 +237,9 @@ class GpuChoice:
     source: str
 
 
-def _machine_profile_file(name: str | None, total: int, compute_capability: str | None, user_profiles) -> str:
+def _machine_profile_file(
+    name: str | None, total: int, compute_capability: str | None, user_profiles, nvml_total: int | None = None, quality: str = "measured"
+) -> str:
     """Write a one-profile YAML for the GPU this log/child measured and return its path."""
     import yaml
 
@@ -254,12 +256,17 @@ def _machine_profile_file(name: str | None, total: int, compute_capability: str 
         "name": name or (base.display_name if base else "measured GPU"),
         "reported_name": name,
         "memory_bytes": int(total),
-        "memory_source": "torch.cuda.mem_get_info total measured on the verified machine",
+        "memory_quality": quality,
+        "memory_source": "the verified start (torch.cuda.mem_get_info total)" if quality == "measured" else "the vLLM log",
     }
+    if nvml_total:
+        entry["nvidia_smi_total_mib"] = int(nvml_total) // MiB
     if base is not None:
         entry["fp8_supported"] = base.fp8_supported
         entry["bf16_supported"] = base.bf16_supported
         entry["compute_capability"] = base.compute_capability
+        if not nvml_total and base.nvidia_smi_total_mib:
+            entry["nvidia_smi_total_mib"] = base.nvidia_smi_total_mib
     elif compute_capability:
         try:
             major, minor = (int(x) for x in compute_capability.split(".")[:2])
@@ -299,7 +306,7 @@ def choose_gpu(log: VllmLog, *, gpu: Optional[str], gpu_memory: Optional[str], g
         total = total or int(env["cuda_total_bytes"])
         name = name or env.get("cuda_device")
     if total:
-        path = _machine_profile_file(name, total, env.get("compute_capability"), user)
+        path = _machine_profile_file(name, total, env.get("compute_capability"), user, env.get("nvml_total_bytes"))
         return GpuChoice("measured-gpu", gpu_memory, user + (path,), f"{name or 'GPU'}: {total:,} B measured by CUDA")
     if log.total_bytes:
         from kvplan.gpus import load_profiles
@@ -309,7 +316,7 @@ def choose_gpu(log: VllmLog, *, gpu: Optional[str], gpu_memory: Optional[str], g
         if len(matches) == 1:
             p = matches[0]
             return GpuChoice(p.id, gpu_memory, user, f"{p.id}: the only profile whose memory matches the log's {log.total_bytes / GiB:.2f} GiB")
-        path = _machine_profile_file(None, log.total_bytes, None, user)
+        path = _machine_profile_file(None, log.total_bytes, None, user, quality="vllm-log-gib")
         return GpuChoice(
             "measured-gpu",
             gpu_memory,
@@ -1167,6 +1174,10 @@ def run_case(
     else:
         vllm_model, cfg = _materialize_model(model, revision, workdir, dummy_weights)
         kvplan_model = vllm_model if Path(vllm_model).is_dir() else model
+        if cfg is None and (Path(vllm_model) / "config.json").is_file():
+            from kvplan.sources.local import read_config
+
+            cfg = read_config(Path(vllm_model) / "config.json")
     name = name or default_name(model, engine_args, usage)
     if validate:
         probe = parse_log("")

@@ -324,6 +324,12 @@ def _environment(expect_vllm: str | None) -> dict:
         pynvml.nvmlInit()
         drv = pynvml.nvmlSystemGetDriverVersion()
         env["driver"] = drv.decode() if isinstance(drv, bytes) else str(drv)
+        # vLLM 0.26.0 platforms/cuda.py get_device_total_memory reads NVML's total (it decides
+        # the default batch sizes); map CUDA device 0 to its physical index as vLLM does.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        index = int(visible) if visible.isdigit() else 0
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        env["nvml_total_bytes"] = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
     except Exception:
         pass
     emit("KVPLAN_ENV", env)
