@@ -220,7 +220,7 @@ def run_plan(**kw) -> int:
 
             print_pictures(pics, console)
         if kw["plot"]:
-            console.print(f"plot written to {kw['plot']}")
+            console.print(f"plot written to {kw['plot']}", soft_wrap=True)
     return EXIT_OK if result.options else EXIT_FAIL
 
 
@@ -332,7 +332,7 @@ def print_result(result, console, kw, capacity=None, wl=None) -> None:
     else:
         console.print(Text("no option meets the target", style="bold red"))
         if result.closest_note:
-            console.print(result.closest_note)
+            console.print(result.closest_note, soft_wrap=True)
         if result.closest is not None:
             console.print("   " + result.closest.serve_command(kw.get("revision")), soft_wrap=True)
     if result.unpriced:

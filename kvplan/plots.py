@@ -22,12 +22,13 @@ UTILIZATIONS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.92, 0.95, 0.98)
 class CurvePoint:
     """One re-plan: x (tokens or a utilization fraction), vLLM's max concurrency for
     max_model_len-token requests (0 when it does not start), and the workload's requests
-    (None without a workload)."""
+    (None without a workload) with the fraction of its requests too long for that max_model_len."""
 
     x: float
     max_concurrency: float
     workload_requests: float | None
     fits: bool
+    workload_excluded: float = 0.0  # fraction of the workload longer than max_model_len (left out)
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,14 @@ def pictures(plan, workload=None) -> PlanPictures:
             return CurvePoint(x, 0.0, None, False)
         if not p.fits:
             return CurvePoint(x, 0.0, 0.0 if workload is not None else None, False)
-        wl = None
+        wl, excluded = None, 0.0
         if workload is not None:
             try:
-                wl = workload.capacity(p).requests
+                cap = workload.capacity(p)
+                wl, excluded = cap.requests, cap.excluded_fraction
             except KvplanError:
-                wl = 0.0
-        return CurvePoint(x, p.max_concurrency, wl, True)
+                wl, excluded = 0.0, 1.0
+        return CurvePoint(x, p.max_concurrency, wl, True, excluded)
 
     eff = plan.effective
     mml = int(eff["max_model_len"]) or plan.spec.derived_max_model_len
@@ -119,7 +121,7 @@ def _fmt_tokens(x: float) -> str:
     return f"{x // 1024}k" if x % 1024 == 0 and x >= 1024 else str(x)
 
 
-def print_pictures(pics: PlanPictures, console, width: int = 40) -> None:
+def print_pictures(pics: PlanPictures, console, width: int = 30) -> None:
     """The three pictures as rich bar charts (one row per point)."""
     from rich.text import Text
 
@@ -134,17 +136,19 @@ def print_pictures(pics: PlanPictures, console, width: int = 40) -> None:
             if p.workload_requests is not None and p.workload_requests > p.max_concurrency:
                 extra = int(round(width * p.workload_requests / top)) - cells
                 row.append("▒" * max(extra, 0), style="cyan")
-            row.append(" " * max(0, width - len(row.plain) + 10))
+            row.append(" " * max(0, width + 9 - len(row.plain)))
             txt = f" {p.max_concurrency:8.2f}x" if p.fits else "  does not start"
             if p.workload_requests is not None and p.fits:
-                txt += f"  workload {p.workload_requests:8.1f}"
+                txt += f"  wl {p.workload_requests:7.1f}"
+                if p.workload_excluded:
+                    txt += f" ({p.workload_excluded:.0%} too long)"
             row.append(txt)
             if mark(p.x):
-                row.append("  <- this plan", style="bold")
+                row.append(" <- this plan", style="bold")
             console.print(row)
 
     bars(
-        "concurrency vs --max-model-len (█ max-length requests, ▒ workload requests)",
+        "concurrency vs --max-model-len (█ max-length requests, ▒ wl: workload requests)",
         pics.by_max_model_len,
         _fmt_tokens,
         lambda x: int(x) == pics.current_max_model_len,
@@ -160,7 +164,7 @@ def print_pictures(pics: PlanPictures, console, width: int = 40) -> None:
     styles = {"weights": "blue", "activation peak": "magenta", "non-torch": "yellow", "KV cache": "green", "unused": "dim"}
     bar = Text("  ")
     for name, n in pics.memory:
-        bar.append("█" * int(round(2 * width * n / total)), style=styles.get(name, "cyan"))
+        bar.append("█" * int(round((2 * width + 10) * n / total)), style=styles.get(name, "cyan"))
     console.print(bar)
     for name, n in pics.memory:
         console.print(Text(f"  {name:<28} {n / GiB:8.2f} GiB", style=styles.get(name, "cyan")))
@@ -187,14 +191,22 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     try:
+        from matplotlib.ticker import FuncFormatter
+
         ax = axes[0]
-        xs = [p.x for p in pics.by_max_model_len]
-        ax.plot(xs, [p.max_concurrency for p in pics.by_max_model_len], marker="o", label="max-length requests (vLLM)")
-        if any(p.workload_requests is not None for p in pics.by_max_model_len):
-            ax.plot(xs, [p.workload_requests or 0 for p in pics.by_max_model_len], marker="s", label="workload requests")
+        pts = pics.by_max_model_len
+        xs = [p.x for p in pts]
+        ax.plot(xs, [p.max_concurrency for p in pts], marker="o", label="max-length requests (vLLM)")
+        if any(p.workload_requests is not None for p in pts):
+            ax.plot(xs, [p.workload_requests or 0 for p in pts], marker="s", label="workload requests")
+            cut = [p for p in pts if p.workload_excluded]
+            if cut:
+                ax.plot([p.x for p in cut], [p.workload_requests or 0 for p in cut], "x", color="red", markersize=10,
+                        label="part of the workload longer than max-model-len")
         ax.axhline(pics.max_num_seqs, color="grey", linestyle=":", label="--max-num-seqs")
         ax.axvline(pics.current_max_model_len, color="black", linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_tokens(v)))
         ax.set_yscale("log")
         ax.set_xlabel("--max-model-len (tokens)")
         ax.set_ylabel("concurrent requests")

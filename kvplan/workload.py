@@ -111,10 +111,13 @@ class Workload:
 
 def _lognormal_points(mean: float, p95: float | None, what: str, n: int) -> list[int]:
     """``n`` equally likely token counts: the mean alone gives a fixed length; MEAN,P95 gives the
-    quantiles (k + 0.5) / n of the lognormal with that mean and 95th percentile.
+    lognormal with that mean and 95th percentile, cut into ``n`` equal-probability bins, each
+    represented by its conditional mean (so the mean is kept exactly, up to rounding to tokens).
 
     Lognormal: mean = exp(mu + s^2 / 2), p95 = exp(mu + z95 * s)  =>
-    s^2 / 2 - z95 * s + ln(p95 / mean) = 0, the smaller root.
+    s^2 / 2 - z95 * s + ln(p95 / mean) = 0, the smaller root. The bin between the standard-normal
+    quantiles z_k = Phi^-1(k/n) and z_k+1 has conditional mean
+    mean * n * (Phi(z_k+1 - s) - Phi(z_k - s)).
 
     Raises:
         KvplanError: P95 below the mean, or a P95/mean ratio no lognormal reaches (> e^(z95^2/2),
@@ -134,9 +137,13 @@ def _lognormal_points(mean: float, p95: float | None, what: str, n: int) -> list
             hint="give a CSV/JSONL of (prompt_tokens, output_tokens) pairs for heavy tails",
         )
     s = _Z95 - math.sqrt(disc)
-    mu = math.log(mean) - s * s / 2
     nd = NormalDist()
-    return [max(1, round(math.exp(mu + s * nd.inv_cdf((k + 0.5) / n)))) for k in range(n)]
+
+    def phi(z: float) -> float:
+        return 0.0 if z == -math.inf else 1.0 if z == math.inf else nd.cdf(z)
+
+    z = [-math.inf] + [nd.inv_cdf(k / n) for k in range(1, n)] + [math.inf]
+    return [max(1, round(mean * n * (phi(z[k + 1] - s) - phi(z[k] - s)))) for k in range(n)]
 
 
 def _number(text: str, what: str) -> float:
@@ -352,26 +359,51 @@ def _held(rule: GroupRule, tokens: int, s_n: int, s_p: int) -> tuple[int, int, i
     return a, b, c, private_tokens
 
 
-def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[int, int, int, int, int]:
-    """Sums over token counts L = lo..hi of _held(L): (max a, sum b, sum c, sum private tokens).
+def _sum_cdiv(m: int, bs: int) -> int:
+    """sum_{L=1..m} cdiv(L, bs) (0 for m <= 0)."""
+    if m <= 0:
+        return 0
+    q, r = divmod(m, bs)
+    return bs * q * (q + 1) // 2 + r * (q + 1)
 
-    Full attention in closed form; windowed kinds by constant segments."""
+
+def _sum_floor(m: int, bs: int) -> int:
+    """sum_{k=1..m} floor(k / bs) (0 for m <= 0)."""
+    if m <= 0:
+        return 0
+    q, r = divmod(m, bs)
+    return bs * q * (q - 1) // 2 + q * (r + 1)
+
+
+def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[int, int, int, int, int]:
+    """Sums over token counts L = lo..hi of _held(L): (max a, sum b, sum c, sum private tokens,
+    steps). Full attention and sliding windows in closed form; chunked local attention by
+    constant segments.
+
+    With skip(L) the freed blocks and M(s) = sum max(skip(L), s): sum c = sum cdiv(L, bs) - M(s_p),
+    sum b = M(s_p) - M(s_n), sum private tokens = sum L - bs * M(s_p), max a = s_n - skip(lo)."""
+    steps = hi - lo + 1
     if rule.kind == "mamba":
-        steps = hi - lo + 1
         return 0, 0, steps, steps * rule.block_size, steps
     bs = rule.block_size
-    if rule.kind not in ("sliding", "chunked"):
-        def f(m: int) -> int:  # sum_{L=1..m} cdiv(L, bs)
-            q, r = divmod(m, bs)
-            return bs * q * (q + 1) // 2 + r * (q + 1)
+    total_sum = _sum_cdiv(hi, bs) - _sum_cdiv(lo - 1, bs)
+    l_sum = (lo + hi) * steps // 2
+    if rule.kind == "sliding" and rule.sliding_window:
+        w = rule.sliding_window
 
-        steps = hi - lo + 1
-        total_sum = f(hi) - f(lo - 1)
-        a = s_n
-        b = s_p - s_n
-        c_sum = total_sum - steps * s_p
-        tok_sum = (lo + hi) * steps // 2 - steps * s_p * bs
-        return a, b * steps, c_sum, tok_sum, steps
+        def skip_sum(a: int, b: int) -> int:  # sum_{L=a..b} floor(max(0, L - w) / bs)
+            return _sum_floor(b - w, bs) - _sum_floor(a - 1 - w, bs) if b >= a else 0
+
+        def m_sum(s_: int) -> int:  # sum_{L=lo..hi} max(skip(L), s_); skip(L) >= s_ iff L >= w + s_*bs
+            below_end = min(hi, w + s_ * bs - 1)
+            extra = (below_end - lo + 1) * s_ - skip_sum(lo, below_end) if below_end >= lo else 0
+            return skip_sum(lo, hi) + extra
+
+        m_p, m_n = m_sum(s_p), m_sum(s_n)
+        a_max = max(0, s_n - rule.skipped_blocks(lo))
+        return a_max, m_p - m_n, total_sum - m_p, l_sum - bs * m_p, steps
+    if rule.kind != "chunked" or not rule.chunk_size:
+        return s_n, (s_p - s_n) * steps, total_sum - steps * s_p, l_sum - steps * s_p * bs, steps
     a_max = b_sum = c_sum = tok_sum = 0
     L = lo
     while L <= hi:
@@ -384,7 +416,7 @@ def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[i
         start = max(rule.skipped_blocks(L), s_p) * bs  # first token of the private blocks
         tok_sum += (L + nxt - 1) * seg // 2 - start * seg
         L = nxt
-    return a_max, b_sum, c_sum, tok_sum, hi - lo + 1
+    return a_max, b_sum, c_sum, tok_sum, steps
 
 
 @dataclass(frozen=True)
@@ -423,7 +455,9 @@ def sequence_blocks(
             shared prefix (names --workload / --shared-prefix-tokens).
     """
     n = sharing.n
-    glob = [0] * len(rules)  # per group: the most shared-prefix blocks any running sequence holds
+    counted = Counter(rules)  # identical groups (e.g. a sliding type split over several groups)
+    uniq = list(counted)
+    glob = [0] * len(uniq)  # per group: the most shared-prefix blocks any running sequence holds
     per = real = state = 0.0
     denom = 0.0
     any_kept = False
@@ -438,13 +472,14 @@ def sequence_blocks(
         any_kept = True
         lo = prompt if not at_completion else prompt + output - 1
         hi = prompt + output - 1
-        for j, rule in enumerate(rules):
+        for j, rule in enumerate(uniq):
+            k = counted[rule]
             s_n, s_p = _shared_ends(rule, prompt, sharing.shared_prefix_tokens, n, sharing.enable_prefix_caching)
             a_max, b_sum, c_sum, tok_sum, _ = _sum_range(rule, lo, hi, s_n, s_p)
             glob[j] = max(glob[j], a_max)
-            seq_blocks = b_sum / n + c_sum
+            seq_blocks = k * (b_sum / n + c_sum)
             per += w * seq_blocks
-            real += w * (b_sum / n + tok_sum / rule.block_size)
+            real += w * k * (b_sum / n + tok_sum / rule.block_size)
             if rule.kind in STATE_KINDS:
                 state += w * seq_blocks
         denom += w * (hi - lo + 1)
@@ -453,7 +488,7 @@ def sequence_blocks(
             f"--workload: every request has prompt + output tokens > --max-model-len {max_model_len}",
             hint="raise --max-model-len or check the workload's lengths",
         )
-    return SequenceBlocks(global_shared=float(sum(glob)), per_sequence=per / denom, real_per_sequence=real / denom, state_per_sequence=state / denom)
+    return SequenceBlocks(global_shared=float(sum(g * counted[r] for g, r in zip(glob, uniq))), per_sequence=per / denom, real_per_sequence=real / denom, state_per_sequence=state / denom)
 
 
 def excluded_weight(workload: Workload, max_model_len: int) -> float:
