@@ -1516,6 +1516,7 @@ class Checker:
         self._specs: dict = {}
         self._plans: dict = {}
         self._manifests: dict = {}
+        self._gpus: dict = {}
         self.stats = {"spec_loads": 0, "spec_cache_hits": 0, "plans": 0, "plan_cache_hits": 0}
 
     # -- cached pieces of kvplan.cli.plan_from_options -------------------------------------
@@ -1567,6 +1568,20 @@ class Checker:
             raise
         self._plans[key] = result
         return result
+
+    def gpu(self, name: str):
+        """The GPU profile for a name or alias, cached; raises KvplanError (unknown GPU)."""
+        from kvplan.gpus import find_gpu
+
+        if name not in self._gpus:
+            try:
+                self._gpus[name] = find_gpu(name, self.profiles)
+            except KvplanError as exc:
+                self._gpus[name] = exc
+        hit = self._gpus[name]
+        if isinstance(hit, KvplanError):
+            raise hit
+        return hit
 
     # -- files ------------------------------------------------------------------------------
     def check_paths(self, paths: list[str]) -> Report:
@@ -1773,7 +1788,6 @@ class Checker:
     def evaluate(self, dep: Deployment) -> DeploymentResult:
         """Run every check on one deployment (see the module docstring for the list)."""
         from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
-        from kvplan.gpus import find_gpu
         from kvplan.planner import QUANTIZATIONS, EngineArgs
 
         checks: list[str] = [UNKNOWN_FLAG]
@@ -1919,7 +1933,7 @@ class Checker:
             )
         else:
             try:
-                gpu = find_gpu(str(gpu_name), self.profiles)
+                gpu = self.gpu(str(gpu_name))
             except KvplanError as exc:
                 line = dep.target_lines.get("gpu") if targets.gpu else None
                 dep.diag(
