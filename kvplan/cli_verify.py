@@ -56,6 +56,7 @@ def verify(
     from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
     batch: Optional[str] = typer.Option(None, "--batch", help="YAML file of cases to run one after another."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="With --batch: start no case after this many seconds."),
+    skip_existing: bool = typer.Option(False, "--skip-existing", help="With --batch --record: do not rerun cases already recorded there."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
     """Start vLLM with these arguments (or read its log) and compare with kvplan's prediction."""
@@ -118,6 +119,10 @@ def _run(kw: dict) -> int:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
 
+    if kw["skip_existing"] and not (kw["batch"] and kw["record"]):
+        raise KvplanError("--skip-existing: only with --batch and --record DIR")
+    if kw["deadline"] is not None and not kw["batch"]:
+        raise KvplanError("--deadline: only with --batch")
     if kw["batch"]:
         if kw["model"]:
             raise KvplanError(f"MODEL: not used with --batch (the cases name their models), got {kw['model']!r}")
@@ -192,6 +197,7 @@ def _run_batch(kw: dict, fmt: str) -> int:
             deadline_s=kw["deadline"],
             gpu_profiles=kw["gpu_profiles"],
             vllm_version=kw["vllm_version"],
+            skip_existing=kw["skip_existing"],
             on_case=on_case,
             on_stage=progress.stage,
             on_result=on_result,

@@ -1374,6 +1374,7 @@ def run_batch(
     deadline_s: Optional[float] = None,
     gpu_profiles=None,
     vllm_version: str = VERIFIED_VLLM,
+    skip_existing: bool = False,
     on_case: Callable[[int, int, str], None] = lambda i, n, name: None,
     on_stage: Callable[[str], None] = lambda s: None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
@@ -1382,6 +1383,8 @@ def run_batch(
 
     ``deadline_s``: seconds from now after which no new case starts (each case's timeout is cut
     to the time left), so records written so far survive a short device session.
+    ``skip_existing``: cases whose ``<name>.json`` is already in ``record_dir`` are not run again
+    (their recorded verdict is reported), so a batch split over several calls resumes.
     Returns:
         (results, exit code): 0 all pass; 1 any mismatch/refusal/error; 3 the environment is
         missing (stops the batch: every later case would fail the same way).
@@ -1399,6 +1402,26 @@ def run_batch(
     code = EXIT_OK
     cases = batch["cases"]
     for i, case in enumerate(cases):
+        existing = record_dir / f"{case['name']}.json" if record_dir is not None else None
+        if skip_existing and existing is not None and existing.is_file():
+            try:
+                verdict = json.loads(existing.read_text(encoding="utf-8")).get("verify") or {}
+            except (OSError, json.JSONDecodeError):
+                verdict = {}
+            status = verdict.get("status", "recorded")
+            r = CaseResult(
+                name=case["name"],
+                doc={"name": case["name"], "status": status, "compared_on": verdict.get("compared_on"), "errors": verdict.get("errors", {})},
+                exit_code=EXIT_OK if status == "pass" else EXIT_FAIL,
+                record_path=existing,
+                log_path=existing.with_suffix(".log") if existing.with_suffix(".log").is_file() else None,
+                extra={"reused": True},
+            )
+            results.append(r)
+            on_result(r)
+            if r.exit_code != EXIT_OK:
+                code = max(code, EXIT_FAIL)
+            continue
         limit = case["timeout"] if timeout_s is None else timeout_s
         if deadline_s is not None:
             left = deadline_s - (time.monotonic() - start)
@@ -1454,6 +1477,7 @@ def run_batch(
                 "status": r.doc.get("status"),
                 "exit_code": r.exit_code,
                 "error": r.error,
+                "reused": bool(r.extra.get("reused")),
                 "record": r.record_path.name if r.record_path else None,
                 "log": r.log_path.name if r.log_path else None,
                 "compared_on": r.doc.get("compared_on"),

@@ -150,11 +150,18 @@ def _find_worker(engine):
         return _STATE.get("worker")
 
 
-def _kv_layout(engine) -> dict | None:
-    try:
-        cfg = engine.engine_core.engine_core.scheduler.kv_cache_config
-    except AttributeError:
-        return None
+def _kv_layout(engine, worker) -> dict | None:
+    """The KV-cache groups and tensors: the worker's own KVCacheConfig (its groups keep vLLM's
+    UniformTypeKVCacheSpecs), else the scheduler's copy (v1/core/kv_cache_utils.py
+    generate_scheduler_kv_cache_config)."""
+    cfg = getattr(getattr(worker, "model_runner", None), "kv_cache_config", None)
+    source = "worker.model_runner.kv_cache_config"
+    if cfg is None:
+        try:
+            cfg = engine.engine_core.engine_core.scheduler.kv_cache_config
+            source = "engine_core.scheduler.kv_cache_config"
+        except AttributeError:
+            return None
     groups = []
     for g in cfg.kv_cache_groups:
         spec = g.kv_cache_spec
@@ -179,6 +186,7 @@ def _kv_layout(engine) -> dict | None:
     if len(groups) > 1:
         padding = sum(max(0, len(groups) - t["shared_by"]) for t in tensors)
     return {
+        "source": source,
         "num_blocks": int(cfg.num_blocks),
         "groups": groups,
         "num_tensors": len(tensors),
@@ -239,7 +247,7 @@ def collect_exact(engine, startup_s: float) -> dict:
         put("compilation_mode", lambda: str(vc.compilation_config.mode))
         put("max_cudagraph_capture_size", lambda: _num(vc.compilation_config.max_cudagraph_capture_size))
         put("num_cudagraph_capture_sizes", lambda: len(vc.compilation_config.cudagraph_capture_sizes or []))
-    put("kv_cache_layout", lambda: _kv_layout(engine))
+    put("kv_cache_layout", lambda: _kv_layout(engine, worker))
 
     def after_init():
         import torch

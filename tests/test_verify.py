@@ -589,3 +589,26 @@ def test_verify_imports_no_torch_vllm_or_transformers(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == ""
+
+
+def test_batch_skip_existing_resumes(fake, tmp_path):
+    cfg = json.dumps(record("llama3-8b_eager")["config"])
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(f"cases:\n  - name: a\n    config: {cfg}\n    engine_args: {{max_model_len: 8192, enforce_eager: true}}\n"
+                     f"  - name: b\n    config: {cfg}\n    engine_args: {{max_model_len: 8192, enforce_eager: true}}\n")
+    fake("a", started_lines("llama3-8b_eager"))
+    fake("b", started_lines("llama3-8b_eager"))
+    out_dir = tmp_path / "rec"
+    code, _, _ = run_cli("verify", "--batch", str(cases), "--record", str(out_dir))
+    assert code == 0 and len(fake.requests()) == 2
+    (out_dir / "b.json").unlink()
+    code, out, _ = run_cli("verify", "--batch", str(cases), "--record", str(out_dir), "--skip-existing")
+    assert code == 0
+    assert [r["name"] for r in fake.requests()] == ["a", "b", "b"]  # only b ran again
+    summary = json.loads((out_dir / "batch-summary.json").read_text())
+    assert [(s["name"], s["status"], s["reused"]) for s in summary] == [("a", "pass", True), ("b", "pass", False)]
+
+
+def test_skip_existing_needs_batch_and_record(fake):
+    code, _, err = run_cli("verify", "x", "--skip-existing")
+    assert code == 2 and "--skip-existing" in err
