@@ -342,7 +342,7 @@ class YamlDoc:
         return default if default is not None else self.line
 
 
-def _expanded_size(node, memo: dict, active: set, budget: list) -> int:
+def _expanded_size(node, memo: dict, active: set) -> int:
     """Nodes ``node`` stands for once aliases are expanded; raises InputError past the budget."""
     key = id(node)
     if key in memo:
@@ -355,9 +355,9 @@ def _expanded_size(node, memo: dict, active: set, budget: list) -> int:
     if isinstance(value, list):
         for item in value:
             if isinstance(item, tuple):
-                total += _expanded_size(item[0], memo, active, budget) + _expanded_size(item[1], memo, active, budget)
+                total += _expanded_size(item[0], memo, active) + _expanded_size(item[1], memo, active)
             else:
-                total += _expanded_size(item, memo, active, budget)
+                total += _expanded_size(item, memo, active)
             if total > MAX_YAML_NODES:
                 raise InputError(
                     f"YAML document expands to more than {MAX_YAML_NODES:,} nodes (alias bomb?)", node.start_mark.line + 1
@@ -406,7 +406,7 @@ def load_yaml(text: str) -> list[YamlDoc]:
             node = loader.get_node()
             if node is None:
                 continue
-            _expanded_size(node, {}, set(), [0])
+            _expanded_size(node, {}, set())
             data = loader.construct_document(node)
             lines: dict = {}
             spans: dict = {}
@@ -808,6 +808,10 @@ def _assignments(line: str, env: dict[str, str]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 _API_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+_VLLM_OPENAI_IMAGE = re.compile(r"/vllm-openai([:@]|$)|^vllm-openai[:@]")
+# Container images whose entrypoint is `vllm serve` (vLLM's published image and a plain
+# ".../vllm:TAG"), so a container with only args passes them to `vllm serve`.
+_VLLM_IMAGE = re.compile(r"vllm-openai|(^|/)vllm([:@]|$)", re.IGNORECASE)
 _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
 
 
@@ -831,6 +835,14 @@ def find_serve(words: list[str]) -> tuple[int, str] | None:
                 return i + 2, "api_server"
             if mod == "vllm.entrypoints.cli.main" and i + 2 < len(words) and words[i + 2] == "serve":
                 return i + 3, "serve"
+    # `docker run [options] vllm/vllm-openai:TAG [args]`: the image's entrypoint is `vllm serve`
+    for i, w in enumerate(words[:-1]):
+        if w.rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl") and words[i + 1] == "run":
+            for j in range(i + 2, len(words)):
+                if _is_operator(words[j]):
+                    break
+                if _VLLM_OPENAI_IMAGE.search(words[j]) and not words[j].startswith("-"):
+                    return j + 1, "serve"
     return None
 
 
@@ -1022,7 +1034,7 @@ def serve_calls_in_text(lines: list[str], env: dict[str, str], *, dockerfile: bo
                     words += part[0]
                     wl += part[1]
         line = (ent or cmd)[2]  # type: ignore[index]
-        implicit = ent is None and "vllm-openai" in base_image
+        implicit = ent is None and bool(_VLLM_IMAGE.search(base_image))
         calls += serve_calls_in_argv(words, wl, line, implicit=implicit, env=env)
     return calls, env
 
@@ -1213,7 +1225,7 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                 for e in c.get("env") or []:
                     if isinstance(e, dict) and "name" in e and "value" in e:
                         env[str(e["name"])] = str(e["value"])
-                implicit = not cmd and "vllm" in str(c.get("image", "")).lower()
+                implicit = not cmd and bool(_VLLM_IMAGE.search(str(c.get("image", ""))))
                 invs = serve_calls_in_argv(words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans)
                 for inv in invs:
                     name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
@@ -1269,7 +1281,7 @@ def compose_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalo
                     words.append(str(w))
                     lines.append(doc.lines.get(spath + (part, j), sline))
                     spans.append(doc.spans.get(spath + (part, j)))
-        implicit = svc.get("entrypoint") is None and "vllm" in str(svc.get("image", "")).lower()
+        implicit = svc.get("entrypoint") is None and bool(_VLLM_IMAGE.search(str(svc.get("image", ""))))
         for inv in serve_calls_in_argv(words, lines, sline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans):
             dep = deployment_from_invocation(inv, file, f"service {sname}", "compose", cat)
             try:
@@ -1474,6 +1486,25 @@ class Report:
             "diagnostics": [d.model_dump() | {"text": d.text()} for d in diags],
             "stats": self.stats,
         }
+
+
+@dataclass
+class _EngineInputs:
+    """A deployment's flags as kvplan's EngineArgs, with where each came from.
+
+    Attributes:
+        args: the EngineArgs (invalid values left at vLLM's defaults).
+        keys: EngineArgs field -> the Setting it came from (for lines and keys in messages).
+        blockers: flags whose values kvplan cannot size (memory checks are skipped).
+        other: integer flags kvplan reads but EngineArgs does not hold (data parallel, nnodes).
+        revision: --revision of the model, if given.
+    """
+
+    args: Any = None
+    keys: dict = field(default_factory=dict)
+    blockers: list = field(default_factory=list)
+    other: dict = field(default_factory=dict)
+    revision: str | None = None
 
 
 def _display_path(path_text: str) -> str:
@@ -1786,222 +1817,19 @@ class Checker:
 
     # -- checks -----------------------------------------------------------------------------
     def evaluate(self, dep: Deployment) -> DeploymentResult:
-        """Run every check on one deployment (see the module docstring for the list)."""
-        from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
-        from kvplan.planner import QUANTIZATIONS, EngineArgs
-
-        checks: list[str] = [UNKNOWN_FLAG]
+        """Run every check on one deployment (see docs/ci.md for the list); never raises."""
+        checks: list[str] = [UNKNOWN_FLAG, INVALID_VALUE]
         targets = self._targets(dep)
-        model = targets.model or dep.model
-        # -- the model ----------------------------------------------------------------------
-        checks.append(MODEL_MISSING)
-        if dep.model is None:
-            dep.diag(
-                MODEL_MISSING,
-                "error",
-                "no model: `vllm serve` exits with 'No model specified'",
-                key="model",
-                hint="give the model as `vllm serve MODEL` or a `model:` key",
-            )
-        elif dep.model_unresolved and targets.model is None:
-            dep.diag(
-                MODEL_UNRESOLVED,
-                "error",
-                f"the model {dep.model!r} uses {', '.join('$' + v for v in dep.model_unresolved)}, which is not set in this file",
-                line=dep.model_line,
-                key=dep.model_key,
-                hint="set the variable in the file or add a `# kvplan: model=<hub id>` comment",
-            )
-            model = None
-        # -- engine arguments --------------------------------------------------------------
-        kwargs: dict[str, Any] = {"vllm_version": self.vllm_version}
-        keys: dict[str, Setting] = {}
-        blockers: list[str] = []
-        other: dict[str, int] = {}
-        revision = None
-        checks.append(INVALID_VALUE)
-        for name, s in dep.settings.items():
-            if s.unresolved and (name in _ENGINE_FIELDS or name in _OTHER_INT_FLAGS or name == "revision"):
-                dep.diag(
-                    UNRESOLVED_VALUE,
-                    "warning",
-                    f"{s.value!r} uses {', '.join('$' + v for v in s.unresolved)}, which is not set in this file; "
-                    f"kvplan checks with vLLM's default for --{name}",
-                    line=s.line,
-                    key=s.key,
-                )
-                continue
-            if name == "revision":
-                revision = str(s.value)
-                continue
-            if name in _OTHER_INT_FLAGS:
-                try:
-                    other[name] = int(str(s.value))
-                except ValueError:
-                    dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
-                continue
-            if name in _NOT_MODELLED:
-                dep.diag(
-                    NOT_MODELLED,
-                    "info",
-                    f"kvplan does not model --{name} ({_NOT_MODELLED[name]}); its figures assume it is unset",
-                    line=s.line,
-                    key=s.key,
-                )
-                continue
-            if name not in _ENGINE_FIELDS:
-                continue
-            fname, conv = _ENGINE_FIELDS[name]
-            try:
-                value = conv(s.value) if conv is not bool else bool(s.value)
-            except (TypeError, ValueError) as exc:
-                why = str(exc) if "decimals" in str(exc) else f"expected {'a number' if conv is float else 'an integer'}"
-                dep.diag(INVALID_VALUE, "error", f"{why}, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
-                continue
-            if name == "gpu-memory-utilization":
-                checks.append(UTILIZATION_RANGE)
-                if not (0 < value <= 1):
-                    dep.diag(
-                        UTILIZATION_RANGE,
-                        "error",
-                        f"{value} is outside (0, 1]: vLLM's CacheConfig rejects it and `vllm serve` exits",
-                        line=s.line,
-                        key=s.key,
-                        hint="use a fraction such as 0.9",
-                    )
-                    continue
-            if name == "kv-cache-dtype":
-                if value not in self.cat.cache_dtypes:
-                    dep.diag(
-                        INVALID_VALUE,
-                        "error",
-                        f"{value!r} is not a vLLM {self.vllm_version} KV-cache dtype; `vllm serve` exits "
-                        f"(choose from {', '.join(self.cat.cache_dtypes[:6])}, ...)",
-                        line=s.line,
-                        key=s.key,
-                    )
-                    continue
-                if value not in KV_CACHE_DTYPES:
-                    dep.diag(NOT_MODELLED, "warning", f"kvplan cannot size a {value} KV cache; memory checks skipped", line=s.line, key=s.key)
-                    blockers.append(name)
-                    continue
-            if name == "dtype" and value not in self.cat.model_dtypes:
-                dep.diag(
-                    INVALID_VALUE,
-                    "error",
-                    f"{value!r} is not a vLLM {self.vllm_version} dtype; `vllm serve` exits (choose from {', '.join(self.cat.model_dtypes)})",
-                    line=s.line,
-                    key=s.key,
-                )
-                continue
-            if name == "quantization" and value.lower() not in QUANTIZATIONS:
-                dep.diag(NOT_MODELLED, "warning", f"kvplan does not model --quantization {value}; memory checks skipped", line=s.line, key=s.key)
-                blockers.append(name)
-                continue
-            kwargs[fname] = value
-            keys[fname] = s
-        args = None
-        while args is None:
-            try:
-                args = EngineArgs(**kwargs)
-            except ValidationError as exc:
-                for err in exc.errors():
-                    fname = str(err["loc"][0]) if err["loc"] else ""
-                    s = keys.get(fname)
-                    dep.diag(
-                        INVALID_VALUE,
-                        "error",
-                        f"{err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})",
-                        line=s.line if s else None,
-                        key=s.key if s else fname,
-                    )
-                    kwargs.pop(fname, None)
-                    if not fname:
-                        kwargs = {"vllm_version": self.vllm_version}
-        tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
-        # -- GPU ---------------------------------------------------------------------------
-        gpu = None
-        gpu_name = targets.gpu or self.default_gpu
-        checks.append(GPU_MISSING)
-        if gpu_name is None:
-            dep.diag(
-                GPU_MISSING,
-                "error",
-                "no GPU declared, so kvplan cannot check memory",
-                key="gpu",
-                hint=dep.gpu_hint or "pass --gpu to kvplan check, add `# kvplan: gpu=H100-80GB`, or a kvplan: mapping with gpu",
-            )
-        else:
-            try:
-                gpu = self.gpu(str(gpu_name))
-            except KvplanError as exc:
-                line = dep.target_lines.get("gpu") if targets.gpu else None
-                dep.diag(
-                    GPU_UNKNOWN,
-                    "error",
-                    exc.message.removeprefix("--gpu: "),
-                    line=line,
-                    key=dep.target_keys.get("gpu", "--gpu") if targets.gpu else "--gpu",
-                    hint=exc.hint,
-                )
-        # -- GPU count -----------------------------------------------------------------------
-        count = targets.gpu_count if targets.gpu_count is not None else dep.gpu_count
-        if count is not None:
-            checks.append(GPU_COUNT)
-            dp = other.get("data-parallel-size-local") or other.get("data-parallel-size") or 1
-            nnodes = max(other.get("nnodes") or 1, 1)
-            need = -(-tp * pp * dp // nnodes)
-            if targets.gpu_count is not None:
-                cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
-            else:
-                cline, ckey = dep.gpu_count_line, dep.gpu_count_key
-            tp_key = keys["tensor_parallel_size"].key if "tensor_parallel_size" in keys else "--tensor-parallel-size"
-            if need > count:
-                dep.diag(
-                    GPU_COUNT,
-                    "error",
-                    f"{count} GPU(s) but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
-                    + (f" / {nnodes} nodes" if nnodes > 1 else "")
-                    + f" needs {need}: vLLM cannot start its workers",
-                    line=cline,
-                    key=ckey,
-                    hint=f"give {need} GPUs or lower {tp_key}",
-                )
-            elif need < count:
-                dep.diag(GPU_COUNT, "info", f"{count} GPU(s) but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
-        # -- utilization target --------------------------------------------------------------
-        if targets.max_gpu_memory_utilization is not None:
-            checks.append(MAX_GPU_MEMORY_UTILIZATION)
-            util = args.gpu_memory_utilization
-            if util > targets.max_gpu_memory_utilization:
-                s = keys.get("gpu_memory_utilization")
-                dep.diag(
-                    MAX_GPU_MEMORY_UTILIZATION,
-                    "error",
-                    f"gpu-memory-utilization {util} is above the target {targets.max_gpu_memory_utilization}"
-                    + ("" if s else " (vLLM's default, since the flag is not set)"),
-                    line=s.line if s else dep.target_lines.get("max_gpu_memory_utilization"),
-                    key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
-                )
-        # -- the model's own limits ---------------------------------------------------------
-        spec = None
-        if model is not None:
-            try:
-                spec, _ = self.spec(model, revision)
-            except KvplanError as exc:
-                dep.diag(
-                    MODEL_UNRESOLVED,
-                    "error",
-                    f"kvplan cannot read the model's config: {exc.message}",
-                    line=dep.target_lines.get("model") if targets.model else dep.model_line,
-                    key=dep.target_keys.get("model") if targets.model else dep.model_key,
-                    hint=exc.hint or "add `# kvplan: model=<hub id>` naming a bundled or cached model",
-                )
+        model = self._model_name(dep, targets, checks)
+        eng = self._engine_args(dep, checks)
+        gpu, gpu_name = self._resolve_gpu(dep, targets, checks)
+        self._gpu_count_check(dep, targets, eng, checks)
+        self._utilization_target(dep, targets, eng, checks)
+        spec = self._load_spec(dep, targets, model, eng.revision)
         figures = None
-        if spec is not None:
-            ok = self._model_checks(dep, spec, args, keys, checks)
-            if ok and gpu is not None and not blockers:
-                figures = self._plan_checks(dep, model, revision, spec, gpu, args, keys, targets, checks)
+        if spec is not None and self._model_checks(dep, spec, eng.args, eng.keys, checks):
+            if gpu is not None and not eng.blockers:
+                figures = self._plan_checks(dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks)
         order = {"error": 0, "warning": 1, "info": 2}
         dep.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))
         return DeploymentResult(
@@ -2015,6 +1843,239 @@ class Checker:
             diagnostics=dep.diagnostics,
             figures=figures,
         )
+
+    def _model_name(self, dep: Deployment, targets: Targets, checks: list[str]) -> str | None:
+        """The model to check: the kvplan ``model`` override, else the deployment's own.
+        No model at all fails (`vllm serve` exits: entrypoints/cli/serve.py / argparse_utils)."""
+        checks.append(MODEL_MISSING)
+        if dep.model is None:
+            dep.diag(
+                MODEL_MISSING,
+                "error",
+                "no model: `vllm serve` exits with 'No model specified'",
+                key="model",
+                hint="give the model as `vllm serve MODEL` or a `model:` key",
+            )
+            return targets.model
+        if dep.model_unresolved and targets.model is None:
+            dep.diag(
+                MODEL_UNRESOLVED,
+                "error",
+                f"the model {dep.model!r} uses {', '.join('$' + v for v in dep.model_unresolved)}, which is not set in this file",
+                line=dep.model_line,
+                key=dep.model_key,
+                hint="set the variable in the file or add a `# kvplan: model=<hub id>` comment",
+            )
+            return None
+        return targets.model or dep.model
+
+    def _engine_args(self, dep: Deployment, checks: list[str]) -> "_EngineInputs":
+        """Map the deployment's `vllm serve` flags onto kvplan's EngineArgs, reading values as
+        vLLM 0.26.0 does (human-readable ints, choices); every rejected value is a diagnostic."""
+        from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
+        from kvplan.planner import QUANTIZATIONS, EngineArgs
+
+        kwargs: dict[str, Any] = {"vllm_version": self.vllm_version}
+        eng = _EngineInputs()
+        for name, s in dep.settings.items():
+            base = name.split(".", 1)[0]
+            if s.unresolved and (name in _ENGINE_FIELDS or name in _OTHER_INT_FLAGS or name == "revision"):
+                dep.diag(
+                    UNRESOLVED_VALUE,
+                    "warning",
+                    f"{s.value!r} uses {', '.join('$' + v for v in s.unresolved)}, which is not set in this file; "
+                    f"kvplan checks with vLLM's default for --{name}",
+                    line=s.line,
+                    key=s.key,
+                )
+                continue
+            if name == "revision":
+                eng.revision = str(s.value)
+                continue
+            if name in _OTHER_INT_FLAGS:
+                try:
+                    eng.other[name] = int(str(s.value))
+                except ValueError:
+                    dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
+                continue
+            if base in _NOT_MODELLED:
+                dep.diag(
+                    NOT_MODELLED,
+                    "info",
+                    f"kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
+                    line=s.line,
+                    key=s.key,
+                )
+                continue
+            if name not in _ENGINE_FIELDS:
+                continue
+            fname, conv = _ENGINE_FIELDS[name]
+            try:
+                value = conv(s.value) if conv is not bool else bool(s.value)
+            except (TypeError, ValueError) as exc:
+                why = str(exc) if "decimals" in str(exc) else f"expected {'a number' if conv is float else 'an integer'}"
+                dep.diag(INVALID_VALUE, "error", f"{why}, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
+                continue
+            problem = self._value_problem(name, value, KV_CACHE_DTYPES, QUANTIZATIONS, checks)
+            if problem is not None:
+                check_id, severity, message, hint = problem
+                dep.diag(check_id, severity, message, line=s.line, key=s.key, hint=hint)
+                if check_id == NOT_MODELLED:
+                    eng.blockers.append(name)
+                continue
+            kwargs[fname] = value
+            eng.keys[fname] = s
+        while eng.args is None:
+            try:
+                eng.args = EngineArgs(**kwargs)
+            except ValidationError as exc:
+                for err in exc.errors():
+                    fname = str(err["loc"][0]) if err["loc"] else ""
+                    s = eng.keys.get(fname)
+                    dep.diag(
+                        INVALID_VALUE,
+                        "error",
+                        f"{err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})",
+                        line=s.line if s else None,
+                        key=s.key if s else fname,
+                    )
+                    kwargs.pop(fname, None)
+                    if not fname:
+                        kwargs = {"vllm_version": self.vllm_version}
+        return eng
+
+    def _value_problem(self, name: str, value: Any, kv_dtypes, quantizations, checks: list[str]):
+        """(check id, severity, message, hint) when vLLM 0.26.0 rejects a value (CacheConfig
+        gpu_memory_utilization in (0, 1], CacheDType / ModelDType choices) or kvplan cannot
+        size it; None when the value is fine."""
+        if name == "gpu-memory-utilization":
+            checks.append(UTILIZATION_RANGE)
+            if not (0 < value <= 1):
+                return (
+                    UTILIZATION_RANGE,
+                    "error",
+                    f"{value} is outside (0, 1]: vLLM's CacheConfig rejects it and `vllm serve` exits",
+                    "use a fraction such as 0.9",
+                )
+        elif name == "kv-cache-dtype":
+            if value not in self.cat.cache_dtypes:
+                return (
+                    INVALID_VALUE,
+                    "error",
+                    f"{value!r} is not a vLLM {self.vllm_version} KV-cache dtype; `vllm serve` exits",
+                    "choose from " + ", ".join(self.cat.cache_dtypes[:6]) + ", ...",
+                )
+            if value not in kv_dtypes:
+                return (NOT_MODELLED, "warning", f"kvplan cannot size a {value} KV cache; memory checks skipped", None)
+        elif name == "block-size" and value > 0 and value % 16:
+            return (
+                NOT_MODELLED,
+                "warning",
+                f"kvplan models block sizes that are multiples of 16 (FlashAttention); {value} is not: memory checks skipped",
+                None,
+            )
+        elif name == "dtype" and value not in self.cat.model_dtypes:
+            return (
+                INVALID_VALUE,
+                "error",
+                f"{value!r} is not a vLLM {self.vllm_version} dtype; `vllm serve` exits",
+                "choose from " + ", ".join(self.cat.model_dtypes),
+            )
+        elif name == "quantization" and value.lower() not in quantizations:
+            return (NOT_MODELLED, "warning", f"kvplan does not model --quantization {value}; memory checks skipped", None)
+        return None
+
+    def _resolve_gpu(self, dep: Deployment, targets: Targets, checks: list[str]):
+        """(GPUProfile or None, the name asked for): the deployment's own GPU, else --gpu."""
+        gpu_name = targets.gpu or self.default_gpu
+        checks.append(GPU_MISSING)
+        if gpu_name is None:
+            dep.diag(
+                GPU_MISSING,
+                "error",
+                "no GPU declared, so kvplan cannot check memory",
+                key="gpu",
+                hint=dep.gpu_hint or "pass --gpu to kvplan check, add `# kvplan: gpu=H100-80GB`, or a kvplan: mapping with gpu",
+            )
+            return None, None
+        try:
+            return self.gpu(str(gpu_name)), gpu_name
+        except KvplanError as exc:
+            dep.diag(
+                GPU_UNKNOWN,
+                "error",
+                exc.message.removeprefix("--gpu: "),
+                line=dep.target_lines.get("gpu") if targets.gpu else None,
+                key=dep.target_keys.get("gpu", "--gpu") if targets.gpu else "--gpu",
+                hint=exc.hint,
+            )
+            return None, gpu_name
+
+    def _gpu_count_check(self, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
+        """vLLM starts tensor x pipeline x data-parallel workers, one GPU each (per node:
+        divided by --nnodes); fewer GPUs than that and it cannot start (vLLM 0.26.0
+        config/parallel.py world_size)."""
+        count = targets.gpu_count if targets.gpu_count is not None else dep.gpu_count
+        if count is None:
+            return
+        checks.append(GPU_COUNT)
+        tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
+        dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
+        nnodes = max(eng.other.get("nnodes") or 1, 1)
+        need = -(-tp * pp * dp // nnodes)
+        if targets.gpu_count is not None:
+            cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
+        else:
+            cline, ckey = dep.gpu_count_line, dep.gpu_count_key
+        tp_key = eng.keys["tensor_parallel_size"].key if "tensor_parallel_size" in eng.keys else "--tensor-parallel-size"
+        if need > count:
+            dep.diag(
+                GPU_COUNT,
+                "error",
+                f"{count} GPU(s) but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
+                + (f" / {nnodes} nodes" if nnodes > 1 else "")
+                + f" needs {need}: vLLM cannot start its workers",
+                line=cline,
+                key=ckey,
+                hint=f"give {need} GPUs or lower {tp_key}",
+            )
+        elif need < count:
+            dep.diag(GPU_COUNT, "info", f"{count} GPU(s) but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+
+    def _utilization_target(self, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
+        """--gpu-memory-utilization (vLLM 0.26.0 default 0.92, config/cache.py) against the
+        ``max_gpu_memory_utilization`` target."""
+        if targets.max_gpu_memory_utilization is None:
+            return
+        checks.append(MAX_GPU_MEMORY_UTILIZATION)
+        util = eng.args.gpu_memory_utilization
+        if util > targets.max_gpu_memory_utilization:
+            s = eng.keys.get("gpu_memory_utilization")
+            dep.diag(
+                MAX_GPU_MEMORY_UTILIZATION,
+                "error",
+                f"gpu-memory-utilization {util} is above the target {targets.max_gpu_memory_utilization}"
+                + ("" if s else " (vLLM's default, since the flag is not set)"),
+                line=s.line if s else dep.target_lines.get("max_gpu_memory_utilization"),
+                key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
+            )
+
+    def _load_spec(self, dep: Deployment, targets: Targets, model: str | None, revision: str | None):
+        """The model's ModelSpec (cached), or None with a model-unresolved diagnostic."""
+        if model is None:
+            return None
+        try:
+            return self.spec(model, revision)[0]
+        except KvplanError as exc:
+            dep.diag(
+                MODEL_UNRESOLVED,
+                "error",
+                f"kvplan cannot read the model's config: {exc.message}",
+                line=dep.target_lines.get("model") if targets.model else dep.model_line,
+                key=dep.target_keys.get("model") if targets.model else dep.model_key,
+                hint=exc.hint or "add `# kvplan: model=<hub id>` naming a bundled or cached model",
+            )
+            return None
 
     def _targets(self, dep: Deployment) -> Targets:
         """Validate the deployment's kvplan targets; a bad key becomes an invalid-kvplan-key error."""

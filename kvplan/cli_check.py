@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from typing import Optional
@@ -181,6 +182,14 @@ def print_github(report, strict: bool) -> None:
     )
 
 
+# Characters XML 1.0 cannot hold (control characters copied from an input file).
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml_safe(text: str) -> str:
+    return _XML_BAD.sub("\ufffd", text)
+
+
 def junit_xml_text(report, strict: bool) -> str:
     """The JUnit XML document: one <testsuite> per file, one <testcase> per deployment and check
     (input problems as <error>, failed checks as <failure>, warnings under --strict as <failure>)."""
@@ -191,25 +200,25 @@ def junit_xml_text(report, strict: bool) -> str:
     root = ET.Element("testsuites", name="kvplan check")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     for f in report.files:
-        suite = ET.SubElement(root, "testsuite", name=f.file)
+        suite = ET.SubElement(root, "testsuite", name=_xml_safe(f.file))
         counts = {"tests": 0, "failures": 0, "errors": 0}
         groups = [(f.file, ["parse-error"] if f.diagnostics else [], f.diagnostics)]
         groups += [(dep.name, dep.checks, dep.diagnostics) for dep in f.deployments]
         for name, checks, diags in groups:
             ids = list(dict.fromkeys(list(checks) + [d.check_id for d in diags]))
             for cid in ids:
-                case = ET.SubElement(suite, "testcase", classname=f.file, name=f"{name} :: {cid}")
+                case = ET.SubElement(suite, "testcase", classname=_xml_safe(f.file), name=_xml_safe(f"{name} :: {cid}"))
                 counts["tests"] += 1
                 mine = [d for d in diags if d.check_id == cid]
                 bad = [d for d in mine if d.severity == "error" or (strict and d.severity == "warning")]
                 if bad:
                     tag = "error" if any(d.check_id in INPUT_ERROR_IDS for d in bad) else "failure"
                     counts["errors" if tag == "error" else "failures"] += 1
-                    el = ET.SubElement(case, tag, message=bad[0].message, type=cid)
-                    el.text = "\n".join(d.text() + (f"\n  hint: {d.hint}" if d.hint else "") for d in bad)
+                    el = ET.SubElement(case, tag, message=_xml_safe(bad[0].message), type=cid)
+                    el.text = _xml_safe("\n".join(d.text() + (f"\n  hint: {d.hint}" if d.hint else "") for d in bad))
                 others = [d for d in mine if d not in bad]
                 if others:
-                    ET.SubElement(case, "system-out").text = "\n".join(d.text() for d in others)
+                    ET.SubElement(case, "system-out").text = _xml_safe("\n".join(d.text() for d in others))
         for k, v in counts.items():
             suite.set(k, str(v))
             totals[k] += v

@@ -511,3 +511,65 @@ def test_specs_are_loaded_once_per_model_and_plans_reused(tmp_path):
     report = Checker(gpu="H100").check_paths(files)
     assert report.stats["spec_loads"] == 1 and report.stats["spec_cache_hits"] == 3
     assert report.stats["plans"] == 2 and report.stats["plan_cache_hits"] == 2
+
+
+def test_docker_run_with_the_vllm_image_and_an_unmodelled_block_size(tmp_path):
+    f = write(
+        tmp_path,
+        "run.sh",
+        """
+        # kvplan: gpu=H100
+        docker run --gpus all -p 8000:8000 --ipc=host --name vllm-openai \\
+          vllm/vllm-openai:v0.26.0 \\
+          --model mistralai/Mistral-7B-Instruct-v0.3 --max-model-len 16k --block-size 24
+        """,
+    )
+    code, doc, _ = check(f)
+    assert code == 0
+    dep = doc["files"][0]["deployments"][0]
+    assert dep["model"] == "mistralai/Mistral-7B-Instruct-v0.3" and dep["figures"] is None
+    d = diag(doc, "not-modelled")
+    assert (d["line"], d["key"], d["severity"]) == (4, "--block-size", "warning")
+
+
+def test_switch_with_a_value_and_a_model_given_twice(tmp_path):
+    f = write(
+        tmp_path,
+        "x.sh",
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --model meta-llama/Llama-3.1-8B --enforce-eager=true\n",
+    )
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 1
+    msgs = {d["message"] for d in doc["diagnostics"] if d["check_id"] == "invalid-value"}
+    assert any("given twice" in m for m in msgs) and any("is a switch" in m for m in msgs)
+
+
+def test_random_input_never_raises(tmp_path):
+    """Whatever a file holds, check returns diagnostics (no exception, no traceback)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from kvplan.check import Checker
+
+    checker = Checker(gpu="H100")
+    pieces = st.sampled_from(
+        [
+            "vllm serve ", "meta-llama/Llama-3.1-8B-Instruct ", "--max-model-len ", "32k ", "-tp ", "3 ",
+            "--tensor-parallel-size=", "\\\n", '"', "'", "$MODEL ", "${X:-y} ", "# kvplan: gpu=H100\n",
+            "model: ", "kvplan:\n  gpu: L4\n", "- ", "&a ", "*a ", "{", "}", "[", "]", ": ", "\n", "  ",
+            "--no-enable-prefix-caching ", "--swap-space 4 ", "-O3 ", "--compilation-config.mode 3 ",
+            "apiVersion: v1\nkind: Pod\n", "services:\n", "containers:\n", "\t", "\x85", "é",
+        ]
+    )
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(text=st.lists(pieces, max_size=30).map("".join), suffix=st.sampled_from([".yaml", ".sh", ".yml", ""]))
+    def run(text, suffix):
+        p = tmp_path / f"f{suffix}"
+        if suffix == "":
+            p = tmp_path / "Dockerfile"
+        p.write_text(text, encoding="utf-8")
+        report = checker.check_paths([str(p)])
+        assert report.exit_code() in (0, 1, 2)
+
+    run()

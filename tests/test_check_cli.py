@@ -128,3 +128,13 @@ def test_version_does_not_import_the_checker():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_junit_xml_survives_control_characters_from_the_input(tmp_path):
+    f = tmp_path / "s.sh"
+    f.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --max\x01model-len 8192\n")
+    out_file = tmp_path / "r.xml"
+    code, _, _ = run_cli("check", str(f), "--gpu", "H100", "--junit-xml", str(out_file))
+    assert code == 1
+    failure = ET.parse(out_file).getroot().find(".//failure")
+    assert failure.get("type") == "unknown-flag" and "\ufffd" in failure.get("message")
