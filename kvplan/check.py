@@ -955,7 +955,9 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, int, str]]:
     return out
 
 
-def serve_calls_in_text(lines: list[str], env: dict[str, str], *, dockerfile: bool = False):
+def serve_calls_in_text(
+    lines: list[str], env: dict[str, str], *, dockerfile: bool = False, problems: list | None = None
+):
     """Every `vllm serve` call in a text file (shell, Dockerfile, CI YAML, Markdown).
 
     Lines are joined at backslash-newline; a quoted string left open continues onto the next
@@ -964,7 +966,8 @@ def serve_calls_in_text(lines: list[str], env: dict[str, str], *, dockerfile: bo
     base image without ENTRYPOINT runs CMD as `vllm serve` arguments.
 
     Returns:
-        (invocations, env): ``env`` holds the variables assigned in the file.
+        (invocations, env): ``env`` holds the variables assigned in the file. A `vllm` line that
+        cannot be split (a quote never closed) is appended to ``problems`` as (line, message).
     """
     calls: list[Invocation] = []
     entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool]] = {}
@@ -1020,6 +1023,8 @@ def serve_calls_in_text(lines: list[str], env: dict[str, str], *, dockerfile: bo
                 k += 1
                 text = text + "\n" + more
         if words is None:
+            if problems is not None and re.search(r"\bvllm\b.*\bserve\b|api_server", text):
+                problems.append((first + 1, "cannot split this `vllm serve` command: a quote is never closed"))
             continue
         calls += serve_calls_in_argv(words, list(_locate(words, lines, first, last)), first + 1, env=env)
     if dockerfile and entry_cmd:
@@ -1668,7 +1673,10 @@ class Checker:
             assert docs is not None
             deps = compose_deployments(docs[0], shown, raw, self.cat)
         else:
-            calls, _ = serve_calls_in_text(raw, {}, dockerfile=kind == "dockerfile")
+            problems: list[tuple[int, str]] = []
+            calls, _ = serve_calls_in_text(raw, {}, dockerfile=kind == "dockerfile", problems=problems)
+            for line, msg in problems:
+                self._parse_error(fr, msg, line)
             deps = [
                 deployment_from_invocation(inv, shown, f"{shown}:{inv.line}", kind, self.cat) for inv in calls
             ]

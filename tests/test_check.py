@@ -456,6 +456,8 @@ def test_manifest_lists_deployments_of_every_form():
         ("bad/latin1.yaml", 2, "not UTF-8"),
         ("bad/alias-bomb.yaml", None, "alias bomb"),
         ("repo/k8s/broken.yaml", 11, "not valid YAML"),
+        ("bad/docker-compose.yml", 3, "not valid YAML"),  # tab indentation
+        ("bad/serve-unclosed-quote.sh", 2, "quote is never closed"),
     ],
 )
 def test_malformed_files_exit_2_with_a_parse_error(name, line, words):
