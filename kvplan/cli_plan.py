@@ -106,7 +106,9 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
     return out
 
 
-def _workload_model(workload, shared_prefix_tokens, n, enable_prefix_caching):
+def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_prefix_caching=None):
+    """--workload/--shared-prefix-tokens/--n/--enable-prefix-caching -> WorkloadModel (None without
+    --workload). Raises KvplanError naming the flag."""
     if workload is None:
         if shared_prefix_tokens or n != 1:
             raise KvplanError(
@@ -176,7 +178,7 @@ def run_plan(**kw) -> int:
     profiles = load_profiles(kw["gpu_profiles"])
     gpus = _gpus(kw["gpus"], profiles)
     prices = parse_prices(kw["price"], profiles)
-    wl = _workload_model(kw["workload"], kw["shared_prefix_tokens"], kw["n"], kw["enable_prefix_caching"])
+    wl = workload_model_from_flags(kw["workload"], kw["shared_prefix_tokens"], kw["n"], kw["enable_prefix_caching"])
 
     spec = load_spec(kw["model"], kw["revision"])
     mml = parse_max_model_len(kw["max_model_len"])
@@ -361,7 +363,7 @@ def print_capacity(cap, wl, console) -> None:
 
     w = wl.workload
     console.print(
-        Text("workload on the first option (one engine)", style="bold")
+        Text("workload per engine", style="bold")
         + Text(
             f": prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
             f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens"
@@ -390,6 +392,32 @@ def print_capacity(cap, wl, console) -> None:
         console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
     if cap.excluded_fraction:
         console.print(f"warning: {cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)")
+
+
+def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload: str | None = None,
+                    shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None,
+                    plot: str | None = None, curves: bool = False) -> None:
+    """The workload report and pictures for one `estimate` plan (for kvplan.cli, which owns
+    `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
+    writes --plot. Call after the plan is rendered; does nothing without those flags.
+
+    Raises:
+        KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
+    """
+    wl = workload_model_from_flags(workload, shared_prefix_tokens, n, enable_prefix_caching)
+    cap = wl.capacity_with_fixes(plan) if (wl is not None and plan.fits) else None
+    if doc is not None:
+        doc["workload"] = cap.to_dict() if cap is not None else None
+    if console is not None and fmt == "table" and cap is not None:
+        print_capacity(cap, wl, console)
+    if plot or curves:
+        from kvplan.plots import pictures, print_pictures, save_plot
+
+        pics = pictures(plan, wl)
+        if plot:
+            save_plot(pics, plot)
+        if curves and console is not None and fmt == "table":
+            print_pictures(pics, console)
 
 
 def register(app: typer.Typer) -> None:

@@ -285,8 +285,10 @@ def memoized_planner():
     none depends on the GPU, so across GPU profiles they repeat. Their results are cached for
     the duration of the block, keyed by the arguments (the ModelSpec by identity - the sweep
     reuses one parsed spec). The planner's own module references are swapped for memoizing
-    proxies and restored on exit; other modules are untouched. Names the planner no longer has
-    are skipped, so a changed planner only loses the speed-up.
+    proxies and restored on exit; other modules are untouched, except that
+    KVCacheLayout.bytes_for_max_len is cached per layout object for the duration (the
+    largest-max-model-len binary search repeats it across GPUs). Names the planner no longer has
+    are skipped, so a changed planner only loses the speed-up. Not thread-safe.
     """
     from kvplan import planner
     from kvplan.specs.model_spec import ModelSpec
@@ -345,11 +347,28 @@ def memoized_planner():
         overrides = {f: memo(f"{modname}.{f}", getattr(mod, f)) for f in fns if hasattr(mod, f)}
         saved[modname] = mod
         setattr(planner, modname, _Proxy(mod, overrides))
+    # The binary search for the largest max_model_len (vLLM _estimate_max_model_len_from_groups)
+    # probes the same lengths on the same (memoized) layouts for every GPU profile.
+    layout_cls = getattr(planner, "KVCacheLayout", None)
+    orig_bytes = getattr(layout_cls, "bytes_for_max_len", None)
+    if orig_bytes is not None:
+        byte_cache: dict = {}
+
+        def bytes_for_max_len(self, max_model_len, max_in_flight_tokens):
+            key = (id(self), max_model_len, max_in_flight_tokens)
+            hit = byte_cache.get(key)
+            if hit is None or hit[0] is not self:  # identity check: ids of dead objects are reused
+                hit = byte_cache[key] = (self, orig_bytes(self, max_model_len, max_in_flight_tokens))
+            return hit[1]
+
+        layout_cls.bytes_for_max_len = bytes_for_max_len
     try:
         yield
     finally:
         for name, value in saved.items():
             setattr(planner, name, value)
+        if orig_bytes is not None:
+            layout_cls.bytes_for_max_len = orig_bytes
 
 
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:

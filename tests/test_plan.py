@@ -227,3 +227,19 @@ def test_estimate_max_model_len_auto_is_the_largest_that_fits():
     doc = json.loads(out)
     assert doc["kv_cache"]["num_gpu_blocks"] == 128
     assert doc["engine"]["max_model_len"] == 2048
+
+
+def test_estimate_extras_adds_the_workload_to_an_estimate_document():
+    # The hook kvplan.cli's `estimate` can call for --workload (see docs/plan.md).
+    from kvplan.cli_plan import estimate_extras, load_spec
+    from kvplan.gpus import find_gpu, load_profiles
+    from kvplan.planner import EngineArgs, plan
+
+    p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=2048, kv_cache_memory_bytes=1 << 30))
+    doc: dict = {}
+    estimate_extras(p, fmt="json", doc=doc, workload="prompt=100 output=29", enable_prefix_caching=False)
+    assert doc["workload"]["paged"]["kv_sequences_steady_state"] == pytest.approx(512 * 29 / 219, abs=0.01)
+    assert doc["workload"]["static"]["sequences"] == 4  # 512 blocks / 128 per 2048-token sequence
+    doc = {}
+    estimate_extras(p, fmt="json", doc=doc)
+    assert doc["workload"] is None

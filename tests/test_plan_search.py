@@ -1,0 +1,49 @@
+"""The sweep's memoization must not change a single number, and must undo itself."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from kvplan import search as search_mod
+from kvplan.cli_plan import load_spec
+from kvplan.gpus import find_gpu, load_profiles
+from kvplan.search import SearchSpace, Target, search
+
+
+def _summary(result):
+    return [
+        (o.gpu.id, o.tensor_parallel_size, o.pipeline_parallel_size, o.data_parallel_size, o.kv_cache_dtype,
+         o.quantization, o.plan.num_gpu_blocks, o.plan.largest_max_model_len, round(o.engine_concurrency, 6))
+        for o in result.options + result.dominated
+    ] + [(s.gpu, s.tensor_parallel_size, s.pipeline_parallel_size, s.kv_cache_dtype, s.quantization, s.category, s.reason)
+         for s in result.skipped]
+
+
+@pytest.mark.parametrize(
+    "model, mml",
+    [("meta-llama/Llama-3.3-70B-Instruct", 32768), ("google/gemma-3-27b-it", 8192), ("ai21labs/Jamba-v0.1", 8192),
+     ("deepseek-ai/DeepSeek-V3", 8192)],
+)
+def test_memoized_sweep_equals_plain_sweep(model, mml, monkeypatch):
+    profiles = load_profiles()
+    gpus = tuple(find_gpu(g, profiles) for g in ("H200", "A100-80GB", "L40S", "B200"))
+    space = SearchSpace(gpus=gpus, max_gpus=32)
+    spec = load_spec(model, None)
+    fast = search(spec, Target(mml, 16), space)
+    monkeypatch.setattr(search_mod, "memoized_planner", contextlib.nullcontext)
+    slow = search(spec, Target(mml, 16), space)
+    assert _summary(fast) == _summary(slow)
+    assert fast.evaluated == slow.evaluated
+
+
+def test_memoization_is_undone_after_the_sweep():
+    from kvplan import planner
+    from kvplan.engines.vllm.allocator import KVCacheLayout
+
+    before = (planner.weight_bytes_per_rank, planner.build_layout, planner.act_mod, planner.runner, KVCacheLayout.bytes_for_max_len)
+    with search_mod.memoized_planner():
+        assert planner.build_layout is not before[1]
+    after = (planner.weight_bytes_per_rank, planner.build_layout, planner.act_mod, planner.runner, KVCacheLayout.bytes_for_max_len)
+    assert after == before
