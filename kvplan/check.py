@@ -2209,6 +2209,22 @@ class Checker:
                 key=dep.model_key,
                 hint="use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint",
             )
+        elif any(_override_overflows(s.budget) for s in p.stages):
+            st = next(s for s in p.stages if _override_overflows(s.budget))
+            b = st.budget
+            ks = keys.get("kv_cache_memory_bytes")
+            used = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_bytes
+            dep.diag(
+                WEIGHTS_FIT,
+                "error",
+                f"kv-cache-memory-bytes {_gib(b.kv_cache_bytes)} + weights {_gib(b.weights_bytes)} + activations, "
+                f"non-torch and CUDA graphs {_gib(used - b.weights_bytes)} per GPU exceed the "
+                f"{_gib(b.total_bytes)} of {gpu.display_name}: vLLM runs out of memory allocating the KV cache",
+                line=ks.line if ks else dep.line,
+                key=ks.key if ks else "kv-cache-memory-bytes",
+                hint=f"use at most {max(b.total_bytes - used, 0) // 2**20} MiB (e.g. --kv-cache-memory-bytes "
+                f"{max(b.total_bytes - used, 0) // 2**30}G)",
+            )
         elif not p.fits:
             largest = p.largest_max_model_len or 0
             worst = p.worst_stage
@@ -2316,6 +2332,16 @@ class Checker:
                         hint="raise max-num-seqs" if cap == "max-num-seqs" else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
                     )
         return figures
+
+
+def _override_overflows(b) -> bool:
+    """With --kv-cache-memory-bytes vLLM allocates exactly that KV cache, whatever else is on the
+    GPU (vLLM 0.26.0 v1/worker/gpu_worker.py determine_available_memory): it must fit next to
+    the weights, activations, non-torch memory and CUDA graphs in the GPU's total bytes."""
+    if not b.kv_cache_memory_override:
+        return False
+    used = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_bytes
+    return used + b.kv_cache_bytes > b.total_bytes
 
 
 def _pydantic_message(err: dict, model: type[BaseModel]) -> str:

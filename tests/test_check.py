@@ -575,3 +575,25 @@ def test_random_input_never_raises(tmp_path):
         assert report.exit_code() in (0, 1, 2)
 
     run()
+
+
+def test_kv_cache_memory_bytes_that_cannot_sit_next_to_the_weights(tmp_path):
+    # Llama-3.1-8B weights 16,060,522,496 B + 10G (10 x 2^30 = 10,737,418,240 B) of KV cache
+    # = 26.8e9 B, more than an L4's < 24e9 B in total: vLLM runs out of memory.
+    f = write(
+        tmp_path,
+        "l4.sh",
+        """
+        # kvplan: gpu=L4
+        vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 \\
+            --kv-cache-memory-bytes 10G
+        """,
+    )
+    code, doc, _ = check(f)
+    assert code == 1
+    d = diag(doc, "weights-fit")
+    assert (d["line"], d["key"]) == (3, "--kv-cache-memory-bytes") and "out of memory" in d["message"]
+    # 4G (4,294,967,296 B) + 16.06e9 B = 20.4e9 B leaves > 3e9 B on an L4 for the rest: no error.
+    g = write(tmp_path, "l4b.sh", "# kvplan: gpu=L4\nvllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --kv-cache-memory-bytes 4G\n")
+    code, doc, _ = check(g)
+    assert "weights-fit" not in {x["check_id"] for x in doc["diagnostics"]}
