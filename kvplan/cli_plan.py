@@ -394,17 +394,23 @@ def print_capacity(cap, wl, console) -> None:
         console.print(f"warning: {cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)")
 
 
-def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload: str | None = None,
+def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,
                     shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None,
                     plot: str | None = None, curves: bool = False) -> None:
     """The workload report and pictures for one `estimate` plan (for kvplan.cli, which owns
     `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
     writes --plot. Call after the plan is rendered; does nothing without those flags.
+    ``workload`` is the --workload text or a WorkloadModel already built with
+    workload_model_from_flags (build it before planning so a bad --workload fails before output).
 
     Raises:
         KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
     """
-    wl = workload_model_from_flags(workload, shared_prefix_tokens, n, enable_prefix_caching)
+    from kvplan.workload import WorkloadModel
+
+    wl = workload if isinstance(workload, WorkloadModel) else workload_model_from_flags(
+        workload, shared_prefix_tokens, n, enable_prefix_caching
+    )
     cap = wl.capacity_with_fixes(plan) if (wl is not None and plan.fits) else None
     if doc is not None:
         doc["workload"] = cap.to_dict() if cap is not None else None

@@ -240,6 +240,12 @@ def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     estimate_extras(p, fmt="json", doc=doc, workload="prompt=100 output=29", enable_prefix_caching=False)
     assert doc["workload"]["paged"]["kv_sequences_steady_state"] == pytest.approx(512 * 29 / 219, abs=0.01)
     assert doc["workload"]["static"]["sequences"] == 4  # 512 blocks / 128 per 2048-token sequence
+    from kvplan.cli_plan import workload_model_from_flags
+
+    doc = {}
+    wl = workload_model_from_flags("prompt=100 output=29", 64, 1, True)
+    estimate_extras(p, fmt="json", doc=doc, workload=wl)
+    assert doc["workload"]["paged"]["kv_sequences_steady_state"] == pytest.approx(508 * 29 / 103, abs=0.01)  # 4 prefix blocks once
     doc = {}
     estimate_extras(p, fmt="json", doc=doc)
     assert doc["workload"] is None
