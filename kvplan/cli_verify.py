@@ -375,26 +375,32 @@ def _print_batch(results) -> None:
     from rich.table import Table
 
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("case", "status", "blocks pred", "blocks meas", "tokens pred", "tokens meas", "error %", "KV bytes err", "startup s"):
+    for col in ("case", "status", "blocks pred", "blocks meas", "tokens pred", "tokens meas", "error %", "KV err GiB", "start s"):
         t.add_column(col, justify="left" if col in ("case", "status") else "right")
+    problems = []
     for r in results:
         d = r.doc
         p, m, e = d.get("predicted") or {}, d.get("measured") or {}, d.get("errors") or {}
         on = d.get("compared_on")
         pct = "" if not on or e.get(on, {}).get("pct") is None else f"{e[on]['pct']:+.3f}%"
         kv = e.get("kv_cache_bytes")
+        if r.error:
+            problems.append(f"{r.name}: {r.error}")
         t.add_row(
             r.name,
-            str(d.get("status")) + (f" ({r.error})" if r.error else ""),
+            str(d.get("status")),
             _fmt_value("", p.get("num_gpu_blocks"), "blocks"),
             _fmt_value("", m.get("num_gpu_blocks"), "blocks"),
             _fmt_value("", p.get("gpu_kv_cache_tokens"), "tokens"),
             _fmt_value("", m.get("gpu_kv_cache_tokens"), "tokens"),
             pct,
-            "" if not kv else f"{kv['abs'] / GiB:+.3f} GiB",
+            "" if not kv else f"{kv['abs'] / GiB:+.3f}",
             "" if d.get("startup_s") is None else f"{d['startup_s']:.1f}",
         )
-    Console(highlight=False).print(t)
+    console = Console(highlight=False)
+    console.print(t)
+    for line in problems:
+        console.print(line, markup=False)
 
 
 __all__ = ["register", "verify", "print_comparison", "EXIT_OK", "EXIT_FAIL", "EXIT_BAD_INPUT", "EXIT_ENVIRONMENT"]

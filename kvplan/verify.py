@@ -31,6 +31,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -813,7 +814,14 @@ def _predict_for(log: VllmLog, model_for_kvplan: str, options: dict, usage: str,
     opts = dict(options)
     opts["usage"] = usage
     opts.setdefault("vllm_version", vllm_version)
-    plan, source = predict(model_for_kvplan, opts, choice, revision=revision)
+    try:
+        plan, source = predict(model_for_kvplan, opts, choice, revision=revision)
+    finally:
+        for path in choice.extra_profiles[len(tuple(gpu_profiles or ())):]:  # the generated ones
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     return plan, source, choice
 
 
@@ -831,8 +839,12 @@ def comparison_document(
     log_path: Optional[str],
     mode: str,
     notes: list[str],
+    vllm_failed: bool = False,
 ) -> tuple[dict, int]:
-    """Build the verify document and its exit code (0 pass, 1 mismatch/refused/incomplete)."""
+    """Build the verify document and its exit code (0 pass, 1 mismatch/refused/incomplete).
+
+    ``vllm_failed``: the child exited with an error (vLLM did not finish starting), whatever
+    figures it printed before."""
     enforce_eager = bool(options.get("enforce_eager", False))  # vLLM's default: graphs on
     if log.exact and isinstance(log.exact.get("enforce_eager"), bool):
         enforce_eager = log.exact["enforce_eager"]
@@ -843,7 +855,7 @@ def comparison_document(
     if log.refusal is not None:
         r = log.refusal
         refusal = {k: v for k, v in r.__dict__.items() if v is not None}
-        if not log.started or r.kind in ("max_model_len", "no_memory", "free_memory", "oom"):
+        if vllm_failed or not log.started or r.kind in ("max_model_len", "no_memory", "free_memory", "oom"):
             status = "refused"
     if plan_doc is None:
         status = "refused" if refusal else "error"
@@ -974,7 +986,15 @@ def verify_log(
     if not (log.families or log.excerpt or log.refusal or log.case):
         raise KvplanError(f"--from-log: {path}: no vLLM start-up lines found", hint="pass the log vLLM printed while starting")
     notes: list[str] = []
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+    if workdir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+        try:
+            return verify_log(
+                path, model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, overrides=overrides,
+                usage=usage, tolerance_pct=tolerance_pct, revision=revision, vllm_version=vllm_version, workdir=tmp,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     # model for kvplan
     model_for_kvplan = model
@@ -1001,6 +1021,11 @@ def verify_log(
     options, unmodelled = engine_kwargs_to_options(engine_args)
     if unmodelled:
         notes.append("engine arguments kvplan does not model: " + ", ".join(sorted(unmodelled)))
+    args_known = log.case is not None or log.non_default_args is not None
+    if not args_known and "max_model_len" not in options and log.max_model_len:
+        # No argument line: take the length vLLM ran with ("Maximum concurrency for N tokens").
+        options["max_model_len"] = log.max_model_len
+        notes.append(f"max_model_len {log.max_model_len} taken from the log (it shows no engine-argument line)")
     for key, value in (overrides or {}).items():
         if value is not None:
             options[key] = value
@@ -1162,7 +1187,17 @@ def run_case(
         EnvironmentMissing: no torch/vLLM, wrong vLLM version, no GPU, timeout (exit 3).
         KeyboardInterrupt: after the child is stopped.
     """
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+    if workdir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
+        try:
+            return run_case(
+                model=model, engine_args=engine_args, usage=usage, dummy_weights=dummy_weights, name=name, gpu=gpu,
+                gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, revision=revision, tolerance_pct=tolerance_pct,
+                timeout_s=timeout_s, record_dir=record_dir, vllm_version=vllm_version, config=config, on_stage=on_stage,
+                workdir=tmp, validate=validate,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     options, unmodelled = engine_kwargs_to_options(engine_args)
     notes = []
     if unmodelled:
@@ -1179,6 +1214,8 @@ def run_case(
 
             cfg = read_config(Path(vllm_model) / "config.json")
     name = name or default_name(model, engine_args, usage)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise KvplanError(f"--name: {name!r} must be letters, digits, '.', '_' or '-' (it names the record files)")
     if validate:
         probe = parse_log("")
         _predict_for(
@@ -1205,18 +1242,17 @@ def run_case(
     err = log.child_error or {}
     if child.returncode == EXIT_ENVIRONMENT or err.get("kind") == "environment":
         raise EnvironmentMissing(f"{err.get('message') or 'the vLLM child reported a missing environment'} (log: {log_path})")
-    if child.returncode not in (0, 1) and not log.started:
-        tail = "\n    ".join(log.error_lines[-8:]) if log.error_lines else "(no error lines)"
-        notes.append(f"vLLM exited with status {child.returncode} before sizing the KV cache")
+    vllm_failed = child.returncode != 0
+    if vllm_failed:
+        notes.append(
+            f"vLLM exited with status {child.returncode} "
+            + ("after sizing the KV cache" if log.started else "before sizing the KV cache")
+        )
         if log.refusal is None:
             from kvplan.vllm_log import Refusal
 
-            log.refusal = Refusal(kind="error", message=(log.error_lines[-1] if log.error_lines else f"exit status {child.returncode}"))
-        notes.append("last error lines:\n    " + tail)
-    if child.returncode == 1 and log.refusal is None and not log.started:
-        from kvplan.vllm_log import Refusal
-
-        log.refusal = Refusal(kind="error", message=err.get("message") or (log.error_lines[-1] if log.error_lines else "vLLM raised while starting"))
+            message = err.get("message") or (log.error_lines[-1] if log.error_lines else f"exit status {child.returncode}")
+            log.refusal = Refusal(kind="error", message=message)
 
     plan_doc = None
     prediction_error = None
@@ -1249,6 +1285,7 @@ def run_case(
         log_path=str(log_path),
         mode="run",
         notes=notes,
+        vllm_failed=vllm_failed,
     )
     doc["name"] = name
     doc["startup_s"] = log.startup_s or round(child.duration_s, 1)
@@ -1398,6 +1435,20 @@ def run_batch(
         record_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="kvplan-batch-"))
+    try:
+        return _run_batch_cases(
+            batch, workdir, start, record_dir=record_dir, tol=tol, timeout_s=timeout_s, deadline_s=deadline_s,
+            gpu_profiles=gpu_profiles, vllm_version=vllm_version, skip_existing=skip_existing,
+            on_case=on_case, on_stage=on_stage, on_result=on_result,
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_batch_cases(
+    batch, workdir, start, *, record_dir, tol, timeout_s, deadline_s, gpu_profiles, vllm_version, skip_existing,
+    on_case, on_stage, on_result,
+) -> tuple[list[CaseResult], int]:
     results: list[CaseResult] = []
     code = EXIT_OK
     cases = batch["cases"]

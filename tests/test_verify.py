@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +48,9 @@ def fake(tmp_path, monkeypatch):
     """Set up the stand-in child; returns a function that scripts one case's output."""
     lines_dir = tmp_path / "lines"
     lines_dir.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # verify's temporary logs and configs
     monkeypatch.setenv("KVPLAN_VERIFY_CHILD", str(FAKE_CHILD))
     monkeypatch.setenv("FAKE_LINES_DIR", str(lines_dir))
     monkeypatch.setenv("FAKE_REQUEST_OUT", str(tmp_path / "requests.jsonl"))
@@ -125,10 +129,13 @@ def test_serve_usage_reaches_the_child(fake, tmp_path):
 
 def test_bundled_model_is_written_as_a_config_dir(fake, tmp_path):
     fake("qwen", started_lines("llama3-8b_eager"))
-    run_cli("verify", "Qwen/Qwen3-8B", "--dummy-weights", "--max-model-len", "8192", "--name", "qwen", "--format", "json")
+    _, out, _ = run_cli("verify", "Qwen/Qwen3-8B", "--dummy-weights", "--max-model-len", "8192", "--name", "qwen", "--format", "json")
     (req,) = fake.requests()
-    cfg = json.loads((Path(req["model"]) / "config.json").read_text())
-    assert cfg["model_type"] == "qwen3"
+    assert Path(req["model"]).name == "Qwen__Qwen3-8B"
+    assert not Path(req["model"]).exists()  # the temporary config directory is removed afterwards
+    log = Path(json.loads(out)["log"]).read_text()  # the child saw it: its KVPLAN_CONFIG line
+    config_line = next(s for s in log.splitlines() if s.startswith("KVPLAN_CONFIG "))
+    assert json.loads(config_line.split(" ", 1)[1])["model_type"] == "qwen3"
 
 
 # --- mismatch, refusal, environment --------------------------------------------------------------
@@ -525,9 +532,10 @@ def test_from_log_gpu_from_the_log_total(tmp_path):
 
 def test_from_log_v0_refusal(tmp_path):
     code, out, _ = run_cli("verify", "meta-llama/Llama-3.1-8B-Instruct", "--from-log", str(OLDER / "v0.6.4_llama31-8b_rtx3090_29k.log"),
-                           "--gpu", "rtx-3090", "--max-model-len", "29000", "--format", "json")
+                           "--gpu", "rtx-3090", "--format", "json")
     assert code == 1
     doc = json.loads(out)
+    assert doc["predicted"]["max_model_len"] == 29_000  # from "Maximum concurrency for 29000 tokens"
     assert doc["status"] == "refused"
     assert doc["refusal"]["kv_capacity_tokens"] == 23_648
     assert doc["measured"]["num_gpu_blocks"] == 1478
@@ -612,3 +620,21 @@ def test_batch_skip_existing_resumes(fake, tmp_path):
 def test_skip_existing_needs_batch_and_record(fake):
     code, _, err = run_cli("verify", "x", "--skip-existing")
     assert code == 2 and "--skip-existing" in err
+
+
+def test_crash_after_sizing_the_kv_cache_is_a_failed_start(fake, tmp_path):
+    model = config_dir(tmp_path, "llama3-8b_eager")
+    lines = started_lines("llama3-8b_eager", result=False) + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    fake("llama", lines, exit_code=1)
+    code, out, _ = run_cli("verify", str(model), "--dummy-weights", "--max-model-len", "8192", "--enforce-eager", "--name", "llama", "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["status"] == "refused"
+    assert doc["measured"]["gpu_kv_cache_tokens"] == 915_152  # what it printed before failing
+    assert any("after sizing the KV cache" in n for n in doc["notes"])
+
+
+def test_bad_record_name(fake, tmp_path):
+    model = config_dir(tmp_path, "llama3-8b_eager")
+    code, _, err = run_cli("verify", str(model), "--dummy-weights", "--name", "../x")
+    assert code == 2 and "--name" in err
