@@ -90,6 +90,9 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict)
     if fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
     report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # text from input files on an ASCII CI log: escape, never crash
+        reconfigure(errors="backslashreplace")
     code = report.exit_code(strict)
     if fmt == "json":
         print(json.dumps(report.to_dict(strict), indent=2))
@@ -109,8 +112,21 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict)
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+def _encodable(con):
+    """A function making text printable on the console's encoding (ASCII CI logs included)."""
+    enc = (getattr(con, "encoding", None) or "utf-8").lower()
+    if enc.replace("-", "").startswith("utf"):
+        return lambda text: text
+    return lambda text: text.encode(enc, "backslashreplace").decode(enc)
+
+
 def _print_diags(con, diags, group_file: str) -> None:
-    from rich.markup import escape
+    from rich.markup import escape as _escape
+
+    safe = _encodable(con)
+
+    def escape(text: str) -> str:
+        return _escape(safe(text))
 
     for d in diags:
         where = (f"{d.file}:" if d.file != group_file else "") + (f"{d.line}" if d.line else "-")
@@ -128,12 +144,14 @@ def print_human(report, strict: bool, console=None) -> None:
     from rich.markup import escape
 
     con = console or Console(highlight=False, soft_wrap=True)
+    safe = _encodable(con)
+    ok_mark, bad_mark = ("✓", "✗") if safe("✓") == "✓" else ("ok", "FAIL")
     for f in report.files:
-        con.print(f"[bold]{escape(f.file)}[/bold]" + (f" [dim]({f.kind})[/dim]" if f.kind else ""))
+        con.print(f"[bold]{escape(safe(f.file))}[/bold]" + (f" [dim]({f.kind})[/dim]" if f.kind else ""))
         _print_diags(con, f.diagnostics, f.file)
         for dep in f.deployments:
             errors = [d for d in dep.diagnostics if d.severity == "error"]
-            mark = "[red]✗[/red]" if errors else "[green]✓[/green]"
+            mark = f"[red]{bad_mark}[/red]" if errors else f"[green]{ok_mark}[/green]"
             what = f"{dep.model or '?'} on {dep.gpu or '?'}"
             fig = dep.figures
             if fig and fig.get("fits"):
@@ -141,7 +159,7 @@ def print_human(report, strict: bool, console=None) -> None:
                     f": {fig['num_gpu_blocks']:,} blocks, {fig['gpu_kv_cache_tokens']:,} tokens, "
                     f"{fig['max_concurrency']:.1f} x {fig['max_model_len']}-token requests"
                 )
-            con.print(f"  {mark} {escape(dep.name)}: {escape(what)}")
+            con.print(f"  {mark} {escape(safe(dep.name))}: {escape(safe(what))}")
             _print_diags(con, dep.diagnostics, f.file)
     diags = report.diagnostics
     n_err = sum(d.severity == "error" for d in diags)

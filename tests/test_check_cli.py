@@ -138,3 +138,18 @@ def test_junit_xml_survives_control_characters_from_the_input(tmp_path):
     assert code == 1
     failure = ET.parse(out_file).getroot().find(".//failure")
     assert failure.get("type") == "unknown-flag" and "\ufffd" in failure.get("message")
+
+
+def test_ascii_ci_log_does_not_crash_on_non_ascii_input(tmp_path):
+    f = tmp_path / "café.sh"
+    f.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --café 1\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONIOENCODING="ascii", HF_HUB_OFFLINE="1")
+    for fmt in ("human", "github"):
+        run = subprocess.run(
+            [sys.executable, "-m", "kvplan", "check", str(f), "--gpu", "H100", "--format", fmt],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert run.returncode == 1, run.stderr
+        assert "Traceback" not in run.stderr and "unknown-flag" in run.stdout
