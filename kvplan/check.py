@@ -1565,20 +1565,11 @@ class Checker:
             if isinstance(hit, KvplanError):
                 raise hit
             return hit
-        from kvplan.sources import resolve_model
-        from kvplan.specs.parse import parse_config
+        from kvplan.sources import load_spec
 
         self.stats["spec_loads"] += 1
         try:
-            source = resolve_model(model, revision=revision)
-            spec = parse_config(source.config, source.name)
-            if source.checkpoint_params or source.checkpoint_bytes:
-                spec = spec.model_copy(
-                    update={
-                        "checkpoint_params": source.checkpoint_params,
-                        "checkpoint_bytes": {"total": source.checkpoint_bytes} if source.checkpoint_bytes else None,
-                    }
-                )
+            spec, source = load_spec(model, revision)
         except KvplanError as exc:
             self._specs[key] = exc
             raise

@@ -53,23 +53,38 @@ def fail(message: str, hint: str | None = None, code: int = EXIT_BAD_INPUT) -> N
 
 
 def parse_max_model_len(value: Optional[str]) -> Optional[int]:
-    """--max-model-len: tokens, '32k'/'128K' (x1024, as vLLM accepts), or 'auto' (-1)."""
+    """--max-model-len as `vllm serve` reads it: tokens, "32k" (x1000) / "32K" (x1024), or "auto" (-1).
+
+    Raises:
+        KvplanError: not a positive number or auto (names the flag).
+    """
     if value is None:
         return None
-    v = value.strip().lower()
-    if v in ("auto", "-1"):
-        return -1
-    mult = 1
-    if v.endswith("k"):
-        mult, v = 1024, v[:-1]
-    elif v.endswith("m"):
-        mult, v = 1024 * 1024, v[:-1]
+    from kvplan.engines.vllm.serve_flags import parse_max_model_len as vllm_parse
+
     try:
-        n = int(float(v) * mult) if "." in v else int(v) * mult
-    except ValueError:
-        raise KvplanError(f"--max-model-len: expected a number of tokens or 'auto', got {value!r}") from None
-    if n <= 0:
+        n = vllm_parse(value)
+    except ValueError as exc:
+        raise KvplanError(f"--max-model-len: expected a number of tokens or 'auto', got {value!r} ({exc})") from None
+    if n != -1 and n <= 0:
         raise KvplanError(f"--max-model-len: must be positive, got {value!r}")
+    return n
+
+
+def parse_kv_cache_memory(value: Optional[str]) -> Optional[int]:
+    """--kv-cache-memory-bytes as `vllm serve` reads it ("80g" = 80e9, "80G" = 80 GiB) or with
+    an IEC unit ("80GiB"). Raises KvplanError naming the flag."""
+    if value is None:
+        return None
+    from kvplan.engines.vllm.serve_flags import parse_human_int
+    from kvplan.units import parse_bytes
+
+    try:
+        n = parse_human_int(value)
+    except ValueError:
+        n = parse_bytes(value, what="--kv-cache-memory-bytes")
+    if n <= 0:
+        raise KvplanError(f"--kv-cache-memory-bytes: must be a positive number of bytes, got {value!r}")
     return n
 
 
@@ -91,8 +106,7 @@ def build_engine_args(**kw):
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "argument"
         flag = "--" + field.replace("_", "-")
-        if field == "kv_cache_memory_bytes":
-            flag = "--kv-cache-memory"
+
         msg = err["msg"].removeprefix("Value error, ")
         raise KvplanError(f"{flag}: {msg} (got {err.get('input')!r})") from None
 
@@ -114,7 +128,9 @@ def estimate(
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
     max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
     enforce_eager: bool = typer.Option(False, "--enforce-eager"),
-    kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."),
+    kv_cache_memory: Optional[str] = typer.Option(
+        None, "--kv-cache-memory-bytes", "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."
+    ),
     revision: Optional[str] = typer.Option(None, "--revision"),
     vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
     usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
@@ -142,8 +158,7 @@ def plan_from_options(
     from kvplan.engines.vllm.defaults import check_version
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.planner import plan
-    from kvplan.sources import resolve_model
-    from kvplan.specs.parse import parse_config
+    from kvplan.sources import load_spec
     from kvplan.units import parse_bytes
 
     check_version(engine_kw.get("vllm_version") or "0.26.0")
@@ -151,18 +166,11 @@ def plan_from_options(
     profile = find_gpu(gpu, load_profiles(gpu_profiles))
     if gpu_memory is not None:
         profile = profile.with_memory(parse_bytes(gpu_memory, what="--gpu-memory"))
-    source = resolve_model(model, revision=revision)
-    spec = parse_config(source.config, source.name)
-    if source.checkpoint_params or source.checkpoint_bytes:
-        spec = spec.model_copy(
-            update={"checkpoint_params": source.checkpoint_params, "checkpoint_bytes": {"total": source.checkpoint_bytes} if source.checkpoint_bytes else None}
-        )
+    spec, source = load_spec(model, revision)
     return plan(spec, profile, args), source
 
 
 def run_estimate(**kw) -> int:
-    from kvplan.units import parse_bytes
-
     fmt = kw.pop("fmt")
     if fmt not in ("table", "json", "yaml", "serve"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table, json, yaml or serve")
@@ -173,8 +181,7 @@ def run_estimate(**kw) -> int:
     positive("--block-size", kw["block_size"])
     if kw["gpu_memory_utilization"] is not None and not (0 < kw["gpu_memory_utilization"] <= 1):
         raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {kw['gpu_memory_utilization']}")
-    kv_mem = kw.pop("kv_cache_memory")
-    kw["kv_cache_memory_bytes"] = parse_bytes(kv_mem, what="--kv-cache-memory") if kv_mem is not None else None
+    kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw.pop("kv_cache_memory"))
     kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
     revision = kw.get("revision")
     plan, source = plan_from_options(**kw)

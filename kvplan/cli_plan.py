@@ -42,25 +42,14 @@ def _ints(value: str, flag: str) -> tuple[int, ...]:
 
 @lru_cache(maxsize=8)
 def load_spec(model: str, revision: str | None):
-    """The parsed ModelSpec for (model, revision), parsed once per process (the sweep and the
-    curves re-plan it many times). Same resolution as kvplan.cli.plan_from_options.
+    """The parsed ModelSpec for (model, revision), once per process (kvplan.sources.load_spec).
 
     Raises:
         KvplanError: model not found / config not understood.
     """
-    from kvplan.sources import resolve_model
-    from kvplan.specs.parse import parse_config
+    from kvplan.sources import load_spec as _load
 
-    source = resolve_model(model, revision=revision)
-    spec = parse_config(source.config, source.name)
-    if source.checkpoint_params or source.checkpoint_bytes:
-        spec = spec.model_copy(
-            update={
-                "checkpoint_params": source.checkpoint_params,
-                "checkpoint_bytes": {"total": source.checkpoint_bytes} if source.checkpoint_bytes else None,
-            }
-        )
-    return spec
+    return _load(model, revision)[0]
 
 
 def _gpus(names: Optional[str], profiles: dict) -> tuple:

@@ -9,6 +9,7 @@ budget, the KV-cache layout and the block count, and takes the minimum over stag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -182,8 +183,8 @@ def _checkpoint_correction(
     """Extra weight bytes per GPU when the checkpoint's tensors (safetensors headers) disagree
     with the architecture formula by more than 1%: the gap, converted to the run dtype for
     unquantized checkpoints, split over TP. 0 when no checkpoint facts are known."""
-    params = spec.checkpoint_params
-    total = (spec.checkpoint_bytes or {}).get("total") if spec.checkpoint_bytes else None
+    params = dict(spec.checkpoint_params) if spec.checkpoint_params else None
+    total = spec.checkpoint_bytes
     if not params and not total:
         return 0
     ckpt_dtype_bytes = DTYPE_BYTES.get(spec.dtype, 2)
@@ -204,6 +205,40 @@ def _checkpoint_correction(
     )
     scale = dtype_bytes / ckpt_dtype_bytes if quant is None else 1.0
     return int(gap * scale / tp)
+
+
+@lru_cache(maxsize=8192)
+def _weights_cached(spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: int, quant, fp8_kv: bool, correction: int):
+    """Weight tally of one stage as (part, bytes) pairs; cached (ModelSpec is hashable)."""
+    w = weight_bytes_per_rank(
+        spec,
+        tensor_parallel_size=tp,
+        pipeline_rank=rank,
+        pipeline_parallel_size=pp,
+        dtype_bytes=dtype_bytes,
+        quant=quant,
+        fp8_kv_cache=fp8_kv,
+    )
+    layers = pp_layer_ranges(spec.num_hidden_layers, pp)[rank]
+    if correction:
+        w.add("checkpoint_correction", correction * len(layers) // spec.num_hidden_layers)
+    return tuple(w.parts.items())
+
+
+_activation_cached = lru_cache(maxsize=8192)(act_mod.activation_peak)
+
+
+@lru_cache(maxsize=2048)
+def _layout_cached(spec: ModelSpec, tp: int, block_size: int, kv_b: int, dtype_bytes: int, disable_hybrid: bool):
+    """(layer specs, effective block size, global KV-cache layout) of one rank; cached."""
+    layer_specs, eff_block = layer_cache_specs(
+        spec,
+        tensor_parallel_size=tp,
+        block_size=block_size,
+        kv_dtype_bytes_=kv_b,
+        model_dtype_bytes=dtype_bytes,
+    )
+    return tuple(layer_specs), eff_block, build_layout(layer_specs, disable_hybrid_kv_cache_manager=disable_hybrid)
 
 
 def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
@@ -328,19 +363,15 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     max_concurrent_batches = (pp + 1) if (async_sched and v2) else (2 if (async_sched and pp == 1) else pp)
     max_in_flight = max_concurrent_batches * mbt
 
-    layer_specs, eff_block = layer_cache_specs(
-        spec,
-        tensor_parallel_size=tp,
-        block_size=block_size,
-        kv_dtype_bytes_=kv_b,
-        model_dtype_bytes=dtype_bytes,
+    layer_specs, eff_block, global_layout = _layout_cached(
+        spec, tp, block_size, kv_b, dtype_bytes, args.disable_hybrid_kv_cache_manager
     )
+    layer_specs = list(layer_specs)
     if eff_block != block_size:
         warnings.append(
             f"block_size raised from {block_size} to {eff_block} tokens so one attention page holds a "
             "recurrent state (vLLM aligns hybrid models this way)"
         )
-    global_layout = build_layout(layer_specs, disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager)
     # Map per-layer specs back to layer indices (layers without KV keep no entry).
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
 
@@ -349,18 +380,10 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     stages: list[StagePlan] = []
     for rank, layers in enumerate(pp_layer_ranges(spec.num_hidden_layers, pp)):
         first, last = rank == 0, rank == pp - 1
-        w = weight_bytes_per_rank(
-            spec,
-            tensor_parallel_size=tp,
-            pipeline_rank=rank,
-            pipeline_parallel_size=pp,
-            dtype_bytes=dtype_bytes,
-            quant=quant,
-            fp8_kv_cache=kv_dtype.startswith("fp8"),
+        w_parts = dict(
+            _weights_cached(spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction)
         )
-        if correction:
-            w.add("checkpoint_correction", correction * len(layers) // spec.num_hidden_layers)
-        a = act_mod.activation_peak(
+        a = _activation_cached(
             spec,
             tensor_parallel_size=tp,
             act_dtype_bytes=dtype_bytes,
@@ -374,7 +397,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         b = memory.budget(
             total_bytes=gpu.memory_bytes,
             gpu_memory_utilization=args.gpu_memory_utilization,
-            weights=w.total,
+            weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
             non_torch=memory.non_torch_bytes(tp * pp),
             cudagraph=cg,
@@ -393,7 +416,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 pipeline_rank=rank,
                 layers=layers,
                 budget=b,
-                weights_breakdown=dict(w.parts),
+                weights_breakdown=w_parts,
                 activation=a,
                 layout=stage_layout,
                 num_blocks=nb,

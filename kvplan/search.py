@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kvplan.errors import KvplanError
@@ -276,101 +275,6 @@ class SearchResult:
     unpriced: list[str] = field(default_factory=list)
 
 
-@contextmanager
-def memoized_planner():
-    """Memoize the planner's pure sub-computations while a sweep runs (single-threaded use).
-
-    Weights depend on (model, TP, PP rank, dtype, quantization), the activation peak on
-    (model, TP, dtype, batch limits), the KV-cache layout on (model, TP, block size, KV dtype):
-    none depends on the GPU, so across GPU profiles they repeat. Their results are cached for
-    the duration of the block, keyed by the arguments (the ModelSpec by identity - the sweep
-    reuses one parsed spec). The planner's own module references are swapped for memoizing
-    proxies and restored on exit; other modules are untouched, except that
-    KVCacheLayout.bytes_for_max_len is cached per layout object for the duration (the
-    largest-max-model-len binary search repeats it across GPUs). Names the planner no longer has
-    are skipped, so a changed planner only loses the speed-up. Not thread-safe.
-    """
-    from kvplan import planner
-    from kvplan.specs.model_spec import ModelSpec
-
-    caches: dict = {}
-    lists: dict[int, list] = {}
-
-    def part(x):
-        if isinstance(x, ModelSpec):
-            return ("spec", id(x))
-        if isinstance(x, list):
-            return ("list", id(x)) if id(x) in lists else tuple(x)
-        return x
-
-    def memo(name, fn, remember_lists=False):
-        cache = caches.setdefault(name, {})
-
-        def wrapped(*args, **kw):
-            try:
-                key = (tuple(map(part, args)), tuple((k, part(v)) for k, v in kw.items()))
-                hash(key)
-            except TypeError:
-                return fn(*args, **kw)
-            hit = cache.get(key)
-            if hit is None:
-                hit = cache[key] = fn(*args, **kw)
-                if remember_lists and isinstance(hit, tuple) and hit and isinstance(hit[0], list):
-                    lists[id(hit[0])] = hit[0]
-            return hit
-
-        return wrapped
-
-    class _Proxy:
-        def __init__(self, mod, overrides):
-            self._mod = mod
-            self.__dict__.update(overrides)
-
-        def __getattr__(self, name):
-            return getattr(self._mod, name)
-
-    saved = {}
-    swaps = {
-        "weight_bytes_per_rank": lambda f: memo("weights", f),
-        "layer_cache_specs": lambda f: memo("specs", f, remember_lists=True),
-        "build_layout": lambda f: memo("layout", f),
-        "_project": lambda f: memo("project", f),
-    }
-    for name, wrap in swaps.items():
-        if hasattr(planner, name):
-            saved[name] = getattr(planner, name)
-            setattr(planner, name, wrap(saved[name]))
-    for modname, fns in (("act_mod", ("activation_peak",)), ("runner", ("cudagraph_bytes", "uses_v2_runner"))):
-        mod = getattr(planner, modname, None)
-        if mod is None:
-            continue
-        overrides = {f: memo(f"{modname}.{f}", getattr(mod, f)) for f in fns if hasattr(mod, f)}
-        saved[modname] = mod
-        setattr(planner, modname, _Proxy(mod, overrides))
-    # The binary search for the largest max_model_len (vLLM _estimate_max_model_len_from_groups)
-    # probes the same lengths on the same (memoized) layouts for every GPU profile.
-    layout_cls = getattr(planner, "KVCacheLayout", None)
-    orig_bytes = getattr(layout_cls, "bytes_for_max_len", None)
-    if orig_bytes is not None:
-        byte_cache: dict = {}
-
-        def bytes_for_max_len(self, max_model_len, max_in_flight_tokens):
-            key = (id(self), max_model_len, max_in_flight_tokens)
-            hit = byte_cache.get(key)
-            if hit is None or hit[0] is not self:  # identity check: ids of dead objects are reused
-                hit = byte_cache[key] = (self, orig_bytes(self, max_model_len, max_in_flight_tokens))
-            return hit[1]
-
-        layout_cls.bytes_for_max_len = bytes_for_max_len
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(planner, name, value)
-        if orig_bytes is not None:
-            layout_cls.bytes_for_max_len = orig_bytes
-
-
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:
     """vLLM 0.26.0 Fp8Config.get_min_capability() == 75 (Marlin weight-only fp8 below 8.9)."""
     if gpu.fp8_supported:
@@ -462,83 +366,82 @@ def search(
     def skip(gpu, tp, pp, kv, q, cat, why):
         skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why))
 
-    with memoized_planner():
-        for gpu in space.gpus:
-            price = prices.get(gpu.id, gpu.price_per_hour_usd)
-            for kv in space.kv_cache_dtypes:
-                for q in space.quantizations:
-                    for tp in space.tensor_parallel_sizes:
-                        for pp in space.pipeline_parallel_sizes:
-                            combos += 1
-                            engine = tp * pp
-                            if kv.startswith("fp8") and not gpu.fp8_supported and space.require_fp8_support:
-                                skip(gpu, tp, pp, kv, q, "no_fp8", f"{gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
-                                continue
-                            if q == "fp8" and not _fp8_weights_ok(gpu):
-                                skip(gpu, tp, pp, kv, q, "no_fp8", f"fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
-                                continue
-                            if tp > space.gpus_per_node:
-                                skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"TP={tp} exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
-                                continue
-                            if engine > space.max_gpus:
-                                skip(gpu, tp, pp, kv, q, "max_gpus", f"TP x PP = {engine} GPUs exceeds --max-gpus {space.max_gpus}")
-                                continue
-                            if (tp, pp) in invalid_parallel:
-                                skip(gpu, tp, pp, kv, q, "invalid_parallel", invalid_parallel[(tp, pp)])
-                                continue
-                            try:
-                                args = EngineArgs(
-                                    **{
-                                        **base,
-                                        "tensor_parallel_size": tp,
-                                        "pipeline_parallel_size": pp,
-                                        "kv_cache_dtype": kv,
-                                        "quantization": q,
-                                        "max_model_len": target.max_model_len,
-                                    }
-                                )
-                                evaluated += 1
-                                p = plan(spec, gpu, args)
-                            except KvplanError as exc:
-                                msg = exc.message
-                                if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):
-                                    invalid_parallel[(tp, pp)] = msg
-                                    skip(gpu, tp, pp, kv, q, "invalid_parallel", msg)
-                                else:
-                                    skip(gpu, tp, pp, kv, q, "unsupported", msg)
-                                continue
-                            if not p.fits:
-                                skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
-                                shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
-                                lim = p.largest_max_model_len or 0
-                                kv_bytes = min(s.budget.kv_cache_bytes for s in p.stages)
-                                why = (f"{shape} starts only with --max-model-len {lim}" if lim else f"{shape} does not start: {p.failure}")
-                                near.append(((0, lim, kv_bytes), None, why))
-                                continue
-                            cap = None
-                            if workload is not None:
-                                cap = workload.capacity(p)
-                                per_engine = cap.requests
-                                binding = cap.binding
+    for gpu in space.gpus:
+        price = prices.get(gpu.id, gpu.price_per_hour_usd)
+        for kv in space.kv_cache_dtypes:
+            for q in space.quantizations:
+                for tp in space.tensor_parallel_sizes:
+                    for pp in space.pipeline_parallel_sizes:
+                        combos += 1
+                        engine = tp * pp
+                        if kv.startswith("fp8") and not gpu.fp8_supported and space.require_fp8_support:
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"{gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
+                            continue
+                        if q == "fp8" and not _fp8_weights_ok(gpu):
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
+                            continue
+                        if tp > space.gpus_per_node:
+                            skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"TP={tp} exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
+                            continue
+                        if engine > space.max_gpus:
+                            skip(gpu, tp, pp, kv, q, "max_gpus", f"TP x PP = {engine} GPUs exceeds --max-gpus {space.max_gpus}")
+                            continue
+                        if (tp, pp) in invalid_parallel:
+                            skip(gpu, tp, pp, kv, q, "invalid_parallel", invalid_parallel[(tp, pp)])
+                            continue
+                        try:
+                            args = EngineArgs(
+                                **{
+                                    **base,
+                                    "tensor_parallel_size": tp,
+                                    "pipeline_parallel_size": pp,
+                                    "kv_cache_dtype": kv,
+                                    "quantization": q,
+                                    "max_model_len": target.max_model_len,
+                                }
+                            )
+                            evaluated += 1
+                            p = plan(spec, gpu, args)
+                        except KvplanError as exc:
+                            msg = exc.message
+                            if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):
+                                invalid_parallel[(tp, pp)] = msg
+                                skip(gpu, tp, pp, kv, q, "invalid_parallel", msg)
                             else:
-                                seqs = p.effective["max_num_seqs"]
-                                per_engine = min(p.max_concurrency, float(seqs))
-                                binding = "kv_cache" if p.max_concurrency < seqs else "max_num_seqs"
-                            if per_engine <= 0:
-                                skip(gpu, tp, pp, kv, q, "does_not_start", "no request fits")
-                                continue
-                            max_dp = space.max_gpus // engine
-                            dp = max(1, math.ceil(target.concurrency / per_engine - 1e-9))
-                            if dp > max_dp:
-                                best = Option(p, max_dp, per_engine, price, binding, target, space.gpus_per_node, cap)
-                                near.append(((1, best.achieved / target.concurrency, 0), best, ""))
-                                skip(
-                                    gpu, tp, pp, kv, q, "below_target",
-                                    f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
-                                    f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
-                                )
-                                continue
-                            candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))
+                                skip(gpu, tp, pp, kv, q, "unsupported", msg)
+                            continue
+                        if not p.fits:
+                            skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
+                            shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
+                            lim = p.largest_max_model_len or 0
+                            kv_bytes = min(s.budget.kv_cache_bytes for s in p.stages)
+                            why = (f"{shape} starts only with --max-model-len {lim}" if lim else f"{shape} does not start: {p.failure}")
+                            near.append(((0, lim, kv_bytes), None, why))
+                            continue
+                        cap = None
+                        if workload is not None:
+                            cap = workload.capacity(p)
+                            per_engine = cap.requests
+                            binding = cap.binding
+                        else:
+                            seqs = p.effective["max_num_seqs"]
+                            per_engine = min(p.max_concurrency, float(seqs))
+                            binding = "kv_cache" if p.max_concurrency < seqs else "max_num_seqs"
+                        if per_engine <= 0:
+                            skip(gpu, tp, pp, kv, q, "does_not_start", "no request fits")
+                            continue
+                        max_dp = space.max_gpus // engine
+                        dp = max(1, math.ceil(target.concurrency / per_engine - 1e-9))
+                        if dp > max_dp:
+                            best = Option(p, max_dp, per_engine, price, binding, target, space.gpus_per_node, cap)
+                            near.append(((1, best.achieved / target.concurrency, 0), best, ""))
+                            skip(
+                                gpu, tp, pp, kv, q, "below_target",
+                                f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
+                                f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
+                            )
+                            continue
+                        candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))
 
     # Best per (GPU, GPU count, kv dtype, quantization): the same bill, the simplest shape.
     best: dict[tuple, Option] = {}

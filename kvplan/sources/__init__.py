@@ -14,7 +14,7 @@ from kvplan.sources.base import ModelSource
 from kvplan.sources.bundled import bundled_ids, find_bundled
 from kvplan.sources.local import load_local, read_config
 
-__all__ = ["ModelSource", "resolve_model", "bundled_ids"]
+__all__ = ["ModelSource", "resolve_model", "bundled_ids", "load_spec"]
 
 
 def resolve_model(model: str, revision: str | None = None) -> ModelSource:
@@ -45,3 +45,25 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
     from kvplan.sources.hub import load_from_hub
 
     return load_from_hub(model, revision=revision)
+
+
+def load_spec(model: str, revision: str | None = None):
+    """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
+
+    Returns:
+        (ModelSpec, ModelSource).
+    Raises:
+        KvplanError: not found, unreadable, or a config kvplan cannot parse (names the key).
+    """
+    from kvplan.specs.parse import parse_config
+
+    source = resolve_model(model, revision=revision)
+    spec = parse_config(source.config, source.name)
+    if source.checkpoint_params or source.checkpoint_bytes:
+        spec = spec.model_copy(
+            update={
+                "checkpoint_params": tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None,
+                "checkpoint_bytes": source.checkpoint_bytes,
+            }
+        )
+    return spec, source

@@ -147,7 +147,10 @@ class ModelSpec(_Frozen):
         moe_layers: per layer, True where the feed-forward is a MoE.
         dtype: the checkpoint's torch dtype string (float32/float16/bfloat16).
         derived_max_model_len: vLLM's default ``--max-model-len`` for this config (rope scaling applied).
-        checkpoint_bytes: bytes of the checkpoint tensors by dtype, when known (safetensors metadata).
+        checkpoint_bytes: total bytes of the checkpoint tensors vLLM loads, when known.
+        checkpoint_params: (safetensors dtype, parameter count) pairs of those tensors, when known.
+
+    The model is frozen and hashable, so planner results can be cached per spec.
     """
 
     name: str
@@ -184,8 +187,8 @@ class ModelSpec(_Frozen):
     learned_positions: int = 0  # rows of a learned position embedding (OPT), 0 for RoPE
     is_multimodal: bool = False
     vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
-    checkpoint_bytes: dict[str, int] | None = None
-    checkpoint_params: dict[str, int] | None = None
+    checkpoint_bytes: int | None = None
+    checkpoint_params: tuple[tuple[str, int], ...] | None = None
 
     @property
     def is_hybrid(self) -> bool:

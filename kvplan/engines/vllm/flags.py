@@ -22,7 +22,7 @@ SERVE_FLAGS_0_26 = {
     "max_num_seqs": ("--max-num-seqs", None),
     "max_num_batched_tokens": ("--max-num-batched-tokens", None),
     "enforce_eager": ("--enforce-eager", False),
-    "kv_cache_memory_bytes": ("--kv-cache-memory", None),
+    "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", None),
     "revision": ("--revision", None),
 }
 
