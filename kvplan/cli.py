@@ -135,6 +135,16 @@ def estimate(
     vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
     usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option("table", "--format", help="table, json, yaml or serve."),
+    workload: Optional[str] = typer.Option(
+        None, "--workload", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
+    ),
+    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="System-prompt tokens shared by all requests."),
+    n: int = typer.Option(1, "--n", "--beam-width", help="Parallel samples / beams per request."),
+    enable_prefix_caching: Optional[bool] = typer.Option(
+        None, "--enable-prefix-caching/--no-enable-prefix-caching"
+    ),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
+    curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     try:
@@ -184,20 +194,34 @@ def run_estimate(**kw) -> int:
     kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw.pop("kv_cache_memory"))
     kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
     revision = kw.get("revision")
+    extras = {"plot": kw.pop("plot"), "curves": kw.pop("curves")}
+    wl_args = (kw.pop("workload"), kw.pop("shared_prefix_tokens"), kw.pop("n"), kw.get("enable_prefix_caching"))
+    if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] or extras["curves"]:
+        from kvplan.cli_plan import estimate_extras, workload_model_from_flags
+
+        extras["workload"] = workload_model_from_flags(*wl_args)  # bad input fails before any output
+    else:
+        estimate_extras = None
     plan, source = plan_from_options(**kw)
 
     from kvplan import render
 
     if fmt == "json":
-        print(json.dumps(render.to_dict(plan, source.provenance | {"origin": source.origin}, revision), indent=2))
-    elif fmt == "yaml":
-        sys.stdout.write(render.config_yaml(plan, revision))
-    elif fmt == "serve":
-        print(render.serve_command(plan, revision))
+        doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
+        if estimate_extras:
+            estimate_extras(plan, fmt=fmt, doc=doc, **extras)
+        print(json.dumps(doc, indent=2))
+    elif fmt in ("yaml", "serve"):
+        sys.stdout.write(render.config_yaml(plan, revision) if fmt == "yaml" else render.serve_command(plan, revision) + "\n")
+        if estimate_extras:
+            estimate_extras(plan, fmt=fmt, **extras)
     else:
         from rich.console import Console
 
-        render.print_table(plan, Console(), revision)
+        console = Console()
+        render.print_table(plan, console, revision)
+        if estimate_extras:
+            estimate_extras(plan, fmt=fmt, console=console, **extras)
     return EXIT_OK if plan.fits else EXIT_FAIL
 
 
