@@ -352,7 +352,7 @@ def print_comparison(doc: dict, console) -> None:
         for line in doc["error_lines"][-8:]:
             console.print("  " + line, markup=False, highlight=False)
     for key, why in (doc.get("missing") or {}).items():
-        if key in ("num_gpu_blocks",):
+        if key in ("num_gpu_blocks",) and status not in ("refused", "error"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
         console.print(Text("note: ", style="yellow") + Text(note))

@@ -56,6 +56,7 @@ VERIFIED_VLLM = "0.26.0"
 DEFAULT_TIMEOUT_S = 15 * 60
 DEFAULT_TOLERANCE_PCT = 1.0
 STOP_GRACE_S = 10.0
+MIN_CASE_S = 30.0  # with --deadline, do not start a case with less time than this left
 MAX_LOG_LINES = 4000
 CHILD_OVERRIDE_ENV = "KVPLAN_VERIFY_CHILD"  # a Python script used instead of kvplan.vllm_child (tests)
 
@@ -970,6 +971,11 @@ def verify_log(
             log.padding_layers = record["padding_layers"]
         if log.num_gpu_blocks is None and isinstance(record.get("num_gpu_blocks"), int):
             log.num_gpu_blocks, log.num_gpu_blocks_source = record["num_gpu_blocks"], "record"
+        outcome = str(record.get("outcome") or "")
+        if log.refusal is None and outcome.startswith("refused"):
+            from kvplan.vllm_log import Refusal
+
+            log.refusal = Refusal(kind="error", message=outcome.removeprefix("refused: "))
         renv = record.get("environment") if isinstance(record.get("environment"), dict) else {}
         if log.vllm_version is None and isinstance(renv.get("vllm"), str):
             log.vllm_version = renv["vllm"]
@@ -1096,6 +1102,11 @@ def build_record(*, name: str, request: dict, config: Optional[dict], log: VllmL
     excerpt = [line for line in log.excerpt if not line.startswith(("KVPLAN_", "MEMINFO "))]
     if log.result and not any(s.startswith("RESULT ") for s in excerpt):
         excerpt.append("RESULT " + " ".join(f"{k}={v}" for k, v in log.result.items()))
+    if doc["status"] in ("refused", "error"):
+        # keep why it failed: vLLM's last error lines and the child's verdict line
+        excerpt += [line for line in log.error_lines[-6:] if line not in excerpt]
+        if log.child_error:
+            excerpt.append("KVPLAN_ERROR " + json.dumps(log.child_error))
     return {
         "name": name,
         "engine_args": request.get("engine_args", {}),
@@ -1456,13 +1467,22 @@ def _run_batch_cases(
         existing = record_dir / f"{case['name']}.json" if record_dir is not None else None
         if skip_existing and existing is not None and existing.is_file():
             try:
-                verdict = json.loads(existing.read_text(encoding="utf-8")).get("verify") or {}
+                old = json.loads(existing.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
-                verdict = {}
+                old = {}
+            verdict = old.get("verify") or {}
             status = verdict.get("status", "recorded")
+            kv_pred = ((old.get("kvplan_prediction") or {}).get("kv_cache") or {})
             r = CaseResult(
                 name=case["name"],
-                doc={"name": case["name"], "status": status, "compared_on": verdict.get("compared_on"), "errors": verdict.get("errors", {})},
+                doc={
+                    "name": case["name"],
+                    "status": status,
+                    "compared_on": verdict.get("compared_on"),
+                    "errors": verdict.get("errors", {}),
+                    "measured": {k: old.get(k) for k in ("num_gpu_blocks", "gpu_kv_cache_tokens")},
+                    "predicted": {k: kv_pred.get(k) for k in ("num_gpu_blocks", "gpu_kv_cache_tokens")},
+                },
                 exit_code=EXIT_OK if status == "pass" else EXIT_FAIL,
                 record_path=existing,
                 log_path=existing.with_suffix(".log") if existing.with_suffix(".log").is_file() else None,
@@ -1476,9 +1496,9 @@ def _run_batch_cases(
         limit = case["timeout"] if timeout_s is None else timeout_s
         if deadline_s is not None:
             left = deadline_s - (time.monotonic() - start)
-            if left < 5:
+            if left < MIN_CASE_S:
                 for rest in cases[i:]:
-                    r = CaseResult(name=rest["name"], doc={"name": rest["name"], "status": "skipped"}, exit_code=EXIT_FAIL, error="skipped: --deadline reached")
+                    r = CaseResult(name=rest["name"], doc={"name": rest["name"], "status": "skipped"}, exit_code=EXIT_FAIL, error="--deadline reached")
                     results.append(r)
                     on_result(r)
                 code = max(code, EXIT_FAIL)

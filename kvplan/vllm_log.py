@@ -19,7 +19,8 @@ vLLM 0.26.x (V1 engine; earlier V1 releases print the same lines where they exis
     Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
     C GiB for CUDAGraph memory. Replace ... `--kv-cache-memory=B1` ... `--kv-cache-memory=B2` ...``
     v1/worker/gpu_worker.py compile_or_warm_up_model
-  * ``CUDA graph pool memory: X GiB (actual), Y GiB (estimated)``  v1/worker/gpu_worker.py
+  * ``CUDA graph pool memory: X GiB (actual), Y GiB (estimated)``  v1/worker/gpu_worker.py, and
+    ``Estimated CUDA graph memory: X GiB total`` (V1 runner, v1/worker/gpu_model_runner.py)
   * ``Add N padding layers``                 v1/core/kv_cache_utils.py
   * refusals: ``To serve at least one request with the model's max seq len (L), (X GiB KV cache
     is needed, ...available KV cache memory (Y GiB). ...estimated maximum model length is M.``
@@ -100,6 +101,7 @@ RE_SUGGEST = re.compile(
 )
 RE_IN_USE = re.compile(r"Current kv cache memory in use is " + _NUM + r" GiB")
 RE_CG_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
+RE_CG_ESTIMATED = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
 RE_GRAPH_CAPTURE = re.compile(r"Graph capturing finished in \d+ secs?, took " + _NUM + r" GiB")
 RE_KV_OVERRIDE = re.compile(r"reserved " + _NUM + r" GiB memory for KV Cache as specified by kv_cache_memory_bytes")
 RE_PADDING = re.compile(r"Add (\d+) padding layers")
@@ -594,6 +596,10 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
     m = RE_CG_POOL.search(msg)
     if m:
         b.set_gib("cudagraph_estimate_bytes", m.group(2), msg)
+        hit = True
+    m = RE_CG_ESTIMATED.search(msg)
+    if m:
+        b.set_gib("cudagraph_estimate_bytes", m.group(1), msg)
         hit = True
     m = RE_GRAPH_CAPTURE.search(msg)
     if m:

@@ -75,6 +75,10 @@ def test_replay(path: Path, tmp_path):
     lines = _lines(path)
     tokens = [int(m.group(1).replace(",", "")) for s in lines if (m := KV_TOKENS.search(s))]
     blocks = [int(m.group(1)) for s in lines if (m := RESULT_BLOCKS.search(s.strip()))]
+    if path.suffix == ".log" and not tokens and not any(
+        s.startswith("KVPLAN_ERROR ") or "Error" in s or "refused" in s for s in lines
+    ):
+        pytest.skip(f"{path.name}: an interrupted start (no KV line, no error): nothing to replay")
     code, out, err = run_cli("verify", *_model_args(path, lines, tmp_path), "--from-log", str(path), "--format", "json")
     assert code in (0, 1), f"{path.name}: exit {code}: {err}"
     doc = json.loads(out)

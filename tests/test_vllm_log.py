@@ -312,3 +312,48 @@ def test_lines_without_vllm_content():
     log = parse_log("hello\nworld\n")
     assert not log.families and not log.excerpt and log.refusal is None
     assert not log.started
+
+
+# --- real logs of kvplan's own child (vLLM 0.26.0 on the lent H200, 2026-11-29) ----------------
+
+DEVICE = DATA / "device-h200-2026-11-29"
+
+
+def test_device_child_log_reproduces_the_calibration_start():
+    # An independent start of the calibration case llama3-8b_eager, through kvplan.vllm_child.
+    log = parse_log((DEVICE / "llama3-8b_eager.log").read_text())
+    cal = json.loads((DATA / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text())
+    assert log.vllm_version == "0.26.0"
+    assert log.num_gpu_blocks == cal["num_gpu_blocks"] == 57_197
+    assert log.gpu_kv_cache_tokens == cal["gpu_kv_cache_tokens"] == 915_152
+    ex = log.exact
+    assert ex["available_kv_cache_memory_bytes"] == 119_951_721_575
+    # By hand: 32 layers x 65,536-byte pages = 2,097,152 bytes per block;
+    # 57,197 x 2,097,152 = 119,950,802,944 <= 119,951,721,575 < 57,198 x 2,097,152 = 119,952,900,096.
+    assert 57_197 * 2_097_152 <= ex["available_kv_cache_memory_bytes"] < 57_198 * 2_097_152
+    assert ex["kv_cache_layout"]["tensor_bytes_total"] == 57_197 * 2_097_152
+    # the eager-mode identity: --kv-cache-memory suggestion + 150 MiB = available KV bytes
+    assert log.suggested_fit_requested_bytes + 150 * MiB == ex["available_kv_cache_memory_bytes"]
+    assert ex["model_runner"] == "vllm.v1.worker.gpu.model_runner.GPUModelRunner"
+    assert log.usage == "llm" and log.config["num_hidden_layers"] == 32
+
+
+def test_device_child_log_v1_runner_graph_lines():
+    log = parse_log((DEVICE / "qwen3-30b-a3b_graphs.log").read_text())
+    assert log.cudagraph_bytes == round(0.8 * GiB)  # "... and 0.8 GiB for CUDAGraph memory"
+    assert log.cudagraph_estimate_bytes == round(0.64 * GiB)  # "Estimated CUDA graph memory: 0.64 GiB total"
+    assert log.exact["cudagraph_bytes"] == 855_638_016
+    assert log.exact["cudagraph_memory_estimate"] == 689_963_008
+    assert log.exact["model_runner"] == "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+    assert round(log.exact["cudagraph_memory_estimate"] / GiB, 2) == 0.64
+
+
+def test_device_child_log_refusal():
+    log = parse_log((DEVICE / "llama3-8b_eager_u012.log").read_text())
+    assert log.refusal.kind == "no_memory"
+    assert log.child_error["type"] == "ValueError"
+    assert log.exact["partial"] is True
+    # requested = ceil(150,109,880,320 x 0.12) = 18,013,185,639 (by hand: 18,013,185,638.4 -> up)
+    assert log.exact["requested_memory"] == 18_013_185_639
+    assert log.exact["available_kv_cache_memory_bytes"] == -136_182_681
+    assert not log.started
