@@ -638,3 +638,18 @@ def test_bad_record_name(fake, tmp_path):
     model = config_dir(tmp_path, "llama3-8b_eager")
     code, _, err = run_cli("verify", str(model), "--dummy-weights", "--name", "../x")
     assert code == 2 and "--name" in err
+
+
+def test_from_log_of_a_real_child_log_needs_nothing_else():
+    # A raw log of kvplan's child on the H200 carries the case, the config and the GPU memory.
+    log = DATA / "device-h200-2026-11-29" / "llama3-8b_eager.log"
+    code, out, _ = run_cli("verify", "--from-log", str(log), "--format", "json")
+    doc = json.loads(out)
+    assert doc["usage"] == "llm" and doc["vllm_version"] == "0.26.0"
+    assert doc["engine_args"]["max_model_len"] == 8192 and doc["engine_args"]["enforce_eager"] is True
+    assert doc["measured"]["num_gpu_blocks"] == 57_197
+    assert doc["measured"]["kv_cache_bytes"] == 119_951_721_575
+    assert doc["measured"]["non_torch_bytes"] == 241_172_480
+    assert doc["measured_source"]["non_torch_bytes"] == "exact: worker"
+    assert doc["predicted"]["total_bytes"] == 150_109_880_320  # the GPU the child measured
+    assert code in (0, 1)
