@@ -64,10 +64,12 @@ def emit(tag: str, payload) -> None:
 
 
 def stage(name: str) -> None:
+    """Tell the parent which start-up stage vLLM is in (for its spinner)."""
     emit("KVPLAN_STAGE", name)
 
 
 def fail(kind: str, exc_type: str, message: str, code: int) -> None:
+    """Print the KVPLAN_ERROR line and exit with ``code`` (1 refused, 3 environment)."""
     emit("KVPLAN_ERROR", {"kind": kind, "type": exc_type, "message": message})
     sys.stdout.flush()
     sys.stderr.flush()
@@ -421,6 +423,7 @@ def run(request: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Entry point: one JSON request argument; exits 0/1/2/3 (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m kvplan.vllm_child '<json request>'", file=sys.stderr)
