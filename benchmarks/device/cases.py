@@ -83,6 +83,16 @@ PROBES = [
     ("p-qwen3moe-4L-graphs", cfg("Qwen__Qwen3-30B-A3B.json", layers=4), {"max_model_len": 8192, "max_num_batched_tokens": 8192, "max_num_seqs": 1024}),
 ]
 
+# Second round (V1-runner MoE forward and sampler, gpt-oss), run when the first round showed the
+# V1 sampler (top-k/top-p warm-up over max_num_seqs rows) dominating MoE starts.
+PROBES2 = [
+    ("p-qwen3moe-4L-t16384-s256", cfg("Qwen__Qwen3-30B-A3B.json", layers=4), {**E, "max_model_len": 8192, "max_num_batched_tokens": 16384, "max_num_seqs": 256}),
+    ("p-qwen3moe-4L-t2048-s1024", cfg("Qwen__Qwen3-30B-A3B.json", layers=4), {**E, "max_model_len": 4096, "max_num_batched_tokens": 2048, "max_num_seqs": 1024}),
+    ("p-gptoss-4L-t2048-s1024", cfg("openai__gpt-oss-20b.json", layers=4), {**E, "max_model_len": 4096, "max_num_batched_tokens": 2048, "max_num_seqs": 1024}),
+    ("p-gptoss-4L-t16384-s256", cfg("openai__gpt-oss-20b.json", layers=4), {**E, "max_model_len": 8192, "max_num_batched_tokens": 16384, "max_num_seqs": 256}),
+    ("p-qwen3next-4L-t16384-s256", cal_cfg("qwen3-next-80b_fp8_eager", layers=4), {**E, "max_model_len": 8192, "max_num_batched_tokens": 16384, "max_num_seqs": 256}),
+]
+
 SERVE = {"max_num_batched_tokens": 8192, "max_num_seqs": 1024}  # `vllm serve` defaults on an H200
 
 RECORDS = [
@@ -104,7 +114,7 @@ RECORDS = [
 
 def write(outdir: Path, which: str = "all") -> Path:
     cases = []
-    sel = {"probes": PROBES, "records": RECORDS, "all": PROBES + RECORDS}[which]
+    sel = {"probes": PROBES, "probes2": PROBES2, "records": RECORDS, "all": PROBES + RECORDS}[which]
     for name, config, args in sel:
         d = outdir / name
         d.mkdir(parents=True, exist_ok=True)
@@ -117,5 +127,5 @@ def write(outdir: Path, which: str = "all") -> Path:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "device-cases")
-    for which in ("probes", "records", "all"):
+    for which in ("probes", "probes2", "records", "all"):
         print(write(out, which))
