@@ -165,9 +165,12 @@ def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile) -> Quan
                 hint="only fp8 can be applied at load time to a bf16/fp16 checkpoint",
             )
         q = QuantSpec(method="fp8", bits=8, source="runtime")
-    if q is not None and q.method == "fp8" and not gpu.fp8_supported and q.source == "runtime":
-        # vLLM falls back to weight-only FP8 (Marlin) on GPUs without fp8 tensor cores; same bytes.
-        pass
+    if q is not None and q.method == "gptq" and not spec.checkpoint_tensors_visible and q.source == "checkpoint":
+        # vLLM 0.26.0 auto_gptq.py maybe_update_config: the quantized layers are read from the
+        # safetensors headers next to config.json; with none (a config-only directory and
+        # load_format=dummy) no layer counts as quantized and every linear loads in fp16/bf16
+        # (record llama2-7b-gptq_eager: 13,477,945,344 B = the unquantized size).
+        return None
     return q
 
 
@@ -208,7 +211,9 @@ def _checkpoint_correction(
 
 
 @lru_cache(maxsize=8192)
-def _weights_cached(spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: int, quant, fp8_kv: bool, correction: int):
+def _weights_cached(
+    spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: int, quant, fp8_kv: bool, correction: int, machete: bool
+):
     """Weight tally of one stage as (part, bytes) pairs; cached (ModelSpec is hashable)."""
     w = weight_bytes_per_rank(
         spec,
@@ -218,6 +223,7 @@ def _weights_cached(spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: i
         dtype_bytes=dtype_bytes,
         quant=quant,
         fp8_kv_cache=fp8_kv,
+        machete=machete,
     )
     layers = pp_layer_ranges(spec.num_hidden_layers, pp)[rank]
     if correction:
@@ -376,12 +382,15 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
 
     correction = _checkpoint_correction(spec, tp, dtype_bytes, quant, warnings)
+    machete = (gpu.compute_capability or "").startswith("9.")
 
     stages: list[StagePlan] = []
     for rank, layers in enumerate(pp_layer_ranges(spec.num_hidden_layers, pp)):
         first, last = rank == 0, rank == pp - 1
         w_parts = dict(
-            _weights_cached(spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction)
+            _weights_cached(
+                spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction, machete
+            )
         )
         a = _activation_cached(
             spec,
@@ -399,7 +408,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
-            non_torch=memory.non_torch_bytes(tp * pp),
+            non_torch=memory.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager),
             cudagraph=cg,
             cudagraph_applied=cg_applied,
             kv_cache_memory=args.kv_cache_memory_bytes,

@@ -642,7 +642,7 @@ def test_bad_record_name(fake, tmp_path):
 
 def test_from_log_of_a_real_child_log_needs_nothing_else():
     # A raw log of kvplan's child on the H200 carries the case, the config and the GPU memory.
-    log = DATA / "device-h200-2026-11-29" / "llama3-8b_eager.log"
+    log = DATA.parent / "vllm-0.26.0-h200" / "llama3-8b_eager.log"
     code, out, _ = run_cli("verify", "--from-log", str(log), "--format", "json")
     doc = json.loads(out)
     assert doc["usage"] == "llm" and doc["vllm_version"] == "0.26.0"

@@ -316,7 +316,7 @@ def test_lines_without_vllm_content():
 
 # --- real logs of kvplan's own child (vLLM 0.26.0 on the lent H200, 2026-11-29) ----------------
 
-DEVICE = DATA / "device-h200-2026-11-29"
+DEVICE = DATA.parent / "vllm-0.26.0-h200"  # recorded starts (refused ones stay in logs/device-h200-2026-11-29)
 
 
 def test_device_child_log_reproduces_the_calibration_start():
@@ -349,7 +349,7 @@ def test_device_child_log_v1_runner_graph_lines():
 
 
 def test_device_child_log_refusal():
-    log = parse_log((DEVICE / "llama3-8b_eager_u012.log").read_text())
+    log = parse_log((DATA / "device-h200-2026-11-29" / "llama3-8b_eager_u012.log").read_text())
     assert log.refusal.kind == "no_memory"
     assert log.child_error["type"] == "ValueError"
     assert log.exact["partial"] is True

@@ -59,6 +59,8 @@ def load_spec(model: str, revision: str | None = None):
 
     source = resolve_model(model, revision=revision)
     spec = parse_config(source.config, source.name)
+    if source.origin == "local" and not source.checkpoint_params:
+        spec = spec.model_copy(update={"checkpoint_tensors_visible": False})
     if source.checkpoint_params or source.checkpoint_bytes:
         spec = spec.model_copy(
             update={

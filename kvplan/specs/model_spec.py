@@ -178,6 +178,7 @@ class ModelSpec(_Frozen):
     rope_caches: int = 1  # distinct rotary caches (Gemma-3: local + global)
     rotary_dim: int | None = None
     attention_sinks: bool = False
+    logit_softcapping: bool = False  # final_logit_softcapping (Gemma-2): tanh-capped logits
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
@@ -189,6 +190,7 @@ class ModelSpec(_Frozen):
     vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
     checkpoint_bytes: int | None = None
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
+    checkpoint_tensors_visible: bool = True  # False: a config.json with no safetensors beside it
 
     @property
     def is_hybrid(self) -> bool:

@@ -616,6 +616,7 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
         rope_caches=2 if model_type in ("gemma3", "gemma3_text") else 1,
         rotary_dim=rotary_dim if learned_positions == 0 else None,
         attention_sinks=model_type == "gpt_oss",
+        logit_softcapping=bool(cfg.get("final_logit_softcapping")),
         qkv_bias=bool(cfg.get("attention_bias", False)) or model_type in ("qwen2", "qwen2_moe", "opt", "gpt_oss"),
         o_bias=model_type in ("opt", "gpt_oss") or (bool(cfg.get("attention_bias", False)) and model_type not in ("qwen3", "qwen3_moe")),
         mlp_bias=bool(cfg.get("mlp_bias", False)) or model_type == "opt",

@@ -1,68 +1,78 @@
 """Peak activation memory of vLLM 0.26.0's profiling run, per GPU (the "peak activation" term).
 
 What vLLM measures (v1/worker/gpu_worker.py determine_available_memory): the torch allocator's
-``allocated_bytes.all.peak`` increase while it runs ``profile_run``: one forward pass over
-``max_num_batched_tokens`` tokens (attention skipped on the V2 runner) and the sampler over
-``min(max_num_batched_tokens, max_num_seqs)`` rows of logits. Nothing in that pass depends on
-the number of layers: the peak is reached inside one decoder layer, where the live tensors are
+``allocated_bytes.all.peak`` increase while ``profile_run`` does one forward pass over
+``max_num_batched_tokens`` (T) tokens and then warms the sampler up on
+``min(T, max_num_seqs)`` rows of logits. The peak is the larger of the two stages plus a fixed
+32 MiB (the cuBLAS workspace, first touched in the pass). It does not depend on the number of
+layers: the forward peak is reached inside one decoder layer.
 
-  dense layer:  the layer input, the residual, the MLP input, gate_up [2*I/tp] and act [I/tp]
-                -> (3*H + 3*I/tp) elements per token
-  MoE layer:    the same three hidden-size tensors plus the fused-MoE workspaces per token and
-                selected expert: gate_up [2*Ie/tp], activation [Ie/tp] and output [H]
-                -> (3*H + top_k*(3*Ie/tp + H)) elements per token, + the router logits
+Forward stage, elements per token live at the peak (H hidden, I intermediate per rank):
+  dense MLP, Llama style (llama.py rebinds x, freeing gate_up):  3H + 3I
+  dense MLP, gate_up kept until down_proj (qwen2.py, qwen3, deepseek_v2.py dense):  4H + 3I
+  Gemma-2/3 (extra un-fused norms):  5H + 3I
+  MoE (modular Triton fused-MoE, fused_moe/experts/triton_moe.py workspace_shapes):
+      5.5H + top_k * (max(Ie, H) + max(2Ie, H)) + 5.5 * shared_intermediate
+  Gated DeltaNet (Qwen3-Next):  3H + 12.9 fp32 copies of value_dim
+With torch.compile (no --enforce-eager) on the V2 runner: T * (3I + 0.31H) * 2 B + 425 MB.
 
-The profile pass is the maximum of that forward peak and the sampler peak, plus a small fixed
-part (buffers first allocated during the pass).
+Sampler stage (v1/worker/gpu/model_runner.py vs v1/worker/gpu_model_runner.py
+_dummy_sampler_run): the V2 runner holds the bf16 logits (twice with final-logit softcapping);
+the V1 runner (MoE and hybrid models) also sorts them for its top-k/top-p warm-up (fp32 values +
+int64 indices), ~17 B per logit. Both keep the forward's [T, H] output alive.
 
-Every coefficient below names the measurement it was fitted on (../shared/calibration/
-vllm-0.26.0-h200 and tests/data/vllm-0.26.0-h200 records). Units: bytes (int).
+Every coefficient names the measurement it was fitted on: tests/data/calibration (14 handed-out
+starts) and tests/data/vllm-0.26.0-h200 (starts recorded with `kvplan verify --record`, whose
+exact worker bytes are in each record's ``exact_bytes``). Units: bytes (int).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.engines.vllm.runner import uses_v2_runner
 from kvplan.specs.model_spec import LayerKind, ModelSpec
 
 GiB = 1 << 30
 MiB = 1 << 20
 
-# Fixed part of the profiled peak (buffers first touched in the pass: cuBLAS workspace etc.).
-# From the exact non-KV bytes of two Llama-3-8B starts (requested - 150 MiB - fit_requested):
-# 16384 tokens -> 18,149,368,320 B, 8192 tokens -> 17,243,386,368 B (calibration llama3-8b_eager,
-# llama3-8b_eager_mbt8k_seqs256). With weights 16,062,619,648 B and non-torch 0.22 GiB, the
-# activation is 1,850,525,471 B and 944,543,519 B: slope exactly 110,592 B/token = (3H + 3I) x 2,
-# intercept 38,573,855 B.
-FIXED_BYTES = 38_573_855
+# Fixed part of the peak: exact from the worker's peak_activation_memory minus the per-token
+# terms: V2 runner 33,571,328 B (records llama3-8b_eager: 1,845,510,656 - 16384 x 110,592;
+# p-llama70b-2L, p-phi3-4L, gemma3-1b_eager agree to the byte); V1 runner 33,554,432 B
+# (p-mixtral-2L at 8192 and 16384 tokens).
+FIXED_BYTES_V2 = 33_571_328
+FIXED_BYTES_V1 = 33_554_432
 
-# Sampler stage: logits rows x vocab, fp32 copies and the sampler's temporaries, in bytes per
-# logit element, while the forward's [tokens, hidden] output is still alive.
-# Fitted on calibration gemma2-9b_eager (1024 rows x 256000 vocab, 1.89 GiB peak, the only start
-# where the sampler exceeds the forward pass); consistent with Llama-3-8B, where 1024 x 128256
-# logits stay below the 16384-token forward peak (llama3-8b_eager vs llama3-8b_eager_mbt16k).
-SAMPLER_BYTES_PER_LOGIT = 7.2
+# MoE forward: 5.5 hidden-size tensors besides the workspaces. p-mixtral-2L-t16384/t8192
+# (V1): slope exactly 217,088 B/token = (5.5 x 4096 + 2 x (14336 + 28672)) x 2.
+MOE_HIDDEN_TENSORS = 5.5
+# Shared experts live during the routed ones: 5.5 x shared_intermediate, fitted on calibration
+# dsv2-lite_eager (1.74 GiB at 16384 tokens, 2 shared experts x 1408).
+MOE_SHARED_TENSORS = 5.5
 
-# Gated DeltaNet (Qwen3-Next) layers: the chunked delta-rule kernels keep fp32 per-chunk states
-# and copies of q/k/v; live bytes per token = 3 hidden-size bf16 tensors + GDN_FP32_VALUE_COPIES
-# fp32 tensors of value_dim (= num_v_heads * head_v_dim / tp) elements. Fitted on calibration
-# qwen3-next-80b_fp8_eager (3.46 GiB peak at 16384 tokens: (3.46 GiB - 40 MiB)/16384 - 3*2048*2 B
-# = 211.6 kB = 12.9 x 4096 x 4 B).
+# Gated DeltaNet (Qwen3-Next): fp32 copies of value_dim per token (chunked delta-rule states),
+# fitted on calibration qwen3-next-80b_fp8_eager (3.46 GiB at 16384 tokens).
 GDN_FP32_VALUE_COPIES = 12.9
 
-# torch.compile (no --enforce-eager) raises the profiled peak slightly: 1.78 vs 1.72 GiB on
-# Llama-3-8B (calibration llama3-8b_default vs llama3-8b_eager) -> +3.5 %.
-COMPILE_FACTOR = 1.035
+# V1-runner sampler warm-up, bytes per logit: 17.98 measured on qwen3-30b-a3b_eager_serve
+# (1024 rows x 151936), 14.5 on gpt-oss-20b_eager (1024 x 201088); 17 keeps both within 0.6 %
+# of their KV budget.
+V1_SAMPLER_BYTES_PER_LOGIT = 17.0
 
-# vLLM 0.26.0 dense MLPs written as `gate_up = ...; x = act(gate_up); x = down(x)` keep gate_up
-# alive through down_proj (qwen2.py Qwen2MLP, gemma2.py, gemma3.py, deepseek_v2.py,
-# qwen2_moe.py Qwen2MoeMLP); llama.py LlamaMLP rebinds x and frees it first. Peak per token:
-# kept: 4H + 3I (layer input, residual, MLP input, gate_up, act, down out);
-# freed: 3H + 3I. Calibration: qwen2.5-7b_eager 2.20 GiB vs llama-style 2.10 predicted.
-MLP_KEEPS_GATE_UP = frozenset(
-    {"qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next", "gemma2", "gemma3", "gemma3_text",
-     "deepseek_v2", "deepseek_v3"}
-)
+# torch.compile on the V2 runner (no --enforce-eager): the compiled MLP keeps ~3I + 0.31H
+# elements per token plus ~425 MB of compiled-graph buffers. Fitted on exact peaks of
+# llama3-4L_graphs_serve / llama3.1-8b_serve_defaults (8192 tokens: 1,184,948,736 B),
+# calibration llama3-8b_default (16384: 1.78 GiB) and qwen3-8b_graphs_32k (16384: 1,707,098,624 B).
+COMPILE_I_TENSORS = 3.0
+COMPILE_H_TENSORS = 0.31
+COMPILE_FIXED_BYTES = 425_000_000
+
+# vLLM 0.26.0 dense MLPs written `gate_up = ...; x = act(gate_up); x = down(x)` keep gate_up
+# alive through down_proj (qwen2.py Qwen2MLP, also used by qwen3; deepseek_v2.py; qwen2_moe.py);
+# calibration qwen2.5-7b_eager 2.20 GiB, record qwen3-8b_eager_fp8kv exact 53,248 el/token.
+MLP_KEEPS_GATE_UP = frozenset({"qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next", "deepseek_v2", "deepseek_v3"})
+# Gemma-2/3: 5H + 3I (records p-gemma2-4L-t16384-s256, gemma3-1b_eager: exact).
+GEMMA_STYLE = frozenset({"gemma2", "gemma3", "gemma3_text"})
 
 
 @dataclass(frozen=True)
@@ -77,31 +87,32 @@ class ActivationEstimate:
     bound_by: str  # "forward" or "sampler"
 
 
+def _dense_elements(spec: ModelSpec, tp: int) -> float:
+    h, inter = spec.hidden_size, spec.intermediate_size / tp
+    if not spec.gated_mlp:
+        return 3.0 * h + 2.0 * inter
+    if spec.model_type in GEMMA_STYLE:
+        return 5.0 * h + 3.0 * inter
+    if spec.model_type in MLP_KEEPS_GATE_UP:
+        return 4.0 * h + 3.0 * inter
+    return 3.0 * h + 3.0 * inter
+
+
 def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int) -> float:
-    """Live bytes per token at the peak inside decoder layer ``i`` (see module docstring)."""
+    """Live bytes per token at the peak inside decoder layer ``i`` (eager)."""
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
     if is_moe:
         m = spec.moe
         ie = m.moe_intermediate_size / tp
-        # Modular fused-MoE workspaces (fused_moe/experts/triton_moe.py workspace_shapes):
-        # ws13 = top_k * max(I, H), ws2 = top_k * max(2I, H), plus the router logits.
-        ffn = m.top_k * (max(ie, h) + max(2 * ie, h)) + m.num_experts
-        if m.shared_intermediate_size:
-            ffn += h
-        ffn_elems = 3.0 * h + ffn
+        ffn = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(2 * ie, h))
+        ffn += MOE_SHARED_TENSORS * m.shared_intermediate_size / tp
     elif spec.intermediate_size:
-        inter = spec.intermediate_size / tp
-        if not spec.gated_mlp:
-            ffn_elems = 3.0 * h + 2.0 * inter
-        elif spec.model_type in MLP_KEEPS_GATE_UP:
-            ffn_elems = 4.0 * h + 3.0 * inter
-        else:
-            ffn_elems = 3.0 * h + 3.0 * inter
+        ffn = _dense_elements(spec, tp)
     else:
-        ffn_elems = 3.0 * h
-    ffn_bytes = ffn_elems * act_bytes
+        ffn = 3.0 * h
+    ffn_bytes = ffn * act_bytes
 
     mixer_bytes = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
@@ -141,28 +152,41 @@ def activation_peak(
     Args:
         max_num_batched_tokens: tokens of the profiling forward pass.
         max_num_seqs: caps the sampler rows (min(tokens, seqs)).
+        enforce_eager: False = torch.compile + CUDA graphs.
         layers: the decoder layers this pipeline stage holds (default: all).
     Returns:
         ActivationEstimate (bytes).
     """
     tp = tensor_parallel_size
+    t = max_num_batched_tokens
+    h = spec.hidden_size
+    v2 = uses_v2_runner(spec)
     idx = layers if layers is not None else range(spec.num_hidden_layers)
-    per_token = int(
-        max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes) for i in idx), default=3.0 * spec.hidden_size)
-    )
-    forward = per_token * max_num_batched_tokens
-    if not enforce_eager:
-        forward = int(forward * COMPILE_FACTOR)
+    per_token = int(max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes) for i in idx), default=3.0 * h))
+    forward = per_token * t
+    if not enforce_eager and v2 and not spec.is_moe and spec.intermediate_size:
+        compiled = int(t * (COMPILE_I_TENSORS * spec.intermediate_size / tp + COMPILE_H_TENSORS * h) * act_dtype_bytes)
+        forward = compiled + COMPILE_FIXED_BYTES
+    elif not enforce_eager:
+        forward += COMPILE_FIXED_BYTES
     sampler = 0
     if is_last_pp_rank:
-        rows = min(max_num_batched_tokens, max_num_seqs)
-        sampler = int(rows * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT) + max_num_batched_tokens * spec.hidden_size * act_dtype_bytes
-    peak = max(forward, sampler) + FIXED_BYTES
+        rows = min(t, max_num_seqs)
+        logits = rows * spec.vocab_size
+        if v2:
+            sampler = logits * act_dtype_bytes * (2 if spec.logit_softcapping else 1) + rows * h * act_dtype_bytes
+        else:
+            sampler = int(logits * V1_SAMPLER_BYTES_PER_LOGIT) + 2 * rows * h * act_dtype_bytes
+        sampler += t * h * act_dtype_bytes  # the forward's output is still referenced
+        if not enforce_eager:
+            sampler += COMPILE_FIXED_BYTES
+    fixed = FIXED_BYTES_V2 if v2 else FIXED_BYTES_V1
+    peak = max(forward, sampler) + fixed
     return ActivationEstimate(
         peak_bytes=peak,
         forward_bytes=forward,
         sampler_bytes=sampler,
-        fixed_bytes=FIXED_BYTES,
+        fixed_bytes=fixed,
         per_token_bytes=per_token,
         bound_by="forward" if forward >= sampler else "sampler",
     )

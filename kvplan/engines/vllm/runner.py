@@ -28,14 +28,17 @@ DEFAULT_V2_ARCHITECTURES = frozenset(
     }
 )
 
-# Captured CUDA-graph pool on the V2 runner for a dense 8B model: "0.99 GiB for CUDAGraph memory"
-# (calibration llama3-8b_default, 32 layers, max_num_seqs 1024). Graph memory grows with the
-# number of captured pieces (one per layer in piecewise mode); scaled per layer from that run.
-CUDAGRAPH_BYTES_PER_LAYER_V2 = int(0.99 * GiB / 32)
+# Captured CUDA-graph pool (reported by vLLM, subtracted only on V1): 788,529,152 B with 4 layers
+# (record llama3-4L_graphs_serve) and 1,050,673,152 B with 32 (llama3.1-8b_serve_defaults);
+# 1,084,227,584 B for Qwen3-8B's 36 (qwen3-8b_graphs_32k); 0.99 GiB for Llama-3-8B (calibration
+# llama3-8b_default): ~750 MB + 9.4 MB per layer (51 capture sizes, max 512).
+CUDAGRAPH_BASE_BYTES = 750_000_000
+CUDAGRAPH_BYTES_PER_LAYER = 9_400_000
 
-# V1 runner estimate subtracted from the budget (first capture + (n-1) x per-graph, 1 MiB floor).
-# UNVERIFIED until a V1 start without --enforce-eager is recorded; per layer as above.
-CUDAGRAPH_ESTIMATE_BYTES_PER_LAYER_V1 = int(0.99 * GiB / 32)
+# The V1 runner's profiled estimate, subtracted from the KV budget: 689,963,008 B on record
+# qwen3-30b-a3b_graphs (48 MoE layers; 855,638,016 B captured). The only V1 start with graphs:
+# kvplan uses it as a constant and says so.
+CUDAGRAPH_V1_ESTIMATE_BYTES = 689_963_008
 
 
 def uses_v2_runner(spec: ModelSpec) -> bool:
@@ -49,7 +52,7 @@ def cudagraph_bytes(spec: ModelSpec, *, enforce_eager: bool, num_layers: int) ->
     """(graph memory vLLM reports, the part it subtracts from the KV budget), bytes per GPU."""
     if enforce_eager:
         return 0, 0
+    captured = CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * num_layers
     if uses_v2_runner(spec):
-        return CUDAGRAPH_BYTES_PER_LAYER_V2 * num_layers, 0
-    est = CUDAGRAPH_ESTIMATE_BYTES_PER_LAYER_V1 * num_layers
-    return est, est
+        return captured, 0
+    return captured, CUDAGRAPH_V1_ESTIMATE_BYTES

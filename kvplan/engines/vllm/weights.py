@@ -27,6 +27,20 @@ VOCAB_PADDING = 64
 # llama3-8b_eager; +32 blocks of 1 MiB in num_gpu_blocks). Source in vLLM not identified.
 FP8_KV_BYTES_PER_ATTENTION_LAYER = 1 << 20
 
+# Per-family load-time extras seen in the worker's exact model_memory_usage and not (yet) traced
+# to a vLLM source line; each from tests/data/vllm-0.26.0-h200 records:
+# Qwen2 (qwen2.py): +15,728,640 B over 4 layers (p-qwen25-4L, exact) and +0.092..0.102 GiB over
+# 28 (calibration qwen2.5-7b_eager) -> 3.75 MiB per decoder layer.
+QWEN2_BYTES_PER_LAYER = 3_932_160
+# Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
+GEMMA3_EXTRA_BYTES = 64 << 20
+# MXFP4 experts (gpt-oss, Hopper without FlashInfer): 1.96 % over 4-bit values + e8m0 scales
+# (gpt-oss-20b_eager: 13,990,901,760 B measured vs 13,791,316,096 B by the packed size).
+MXFP4_LAYOUT_OVERHEAD = 0.0196
+# --quantization fp8 applied at load time to MoE experts: + num_experts x hidden x 4 B per MoE
+# layer (calibration qwen3-next-80b_fp8_eager: 75.04 GiB logged vs 74.86 GiB packed).
+FP8_ONLINE_MOE_BYTES_PER_EXPERT_ELEM = 4
+
 
 def _pad(n: int, to: int) -> int:
     return -(-n // to) * to
@@ -53,6 +67,7 @@ class WeightContext:
     tp: int
     dtype_bytes: int  # activation/param dtype (bf16/fp16 = 2)
     quant: QuantSpec | None
+    machete: bool = False  # Hopper AWQ/GPTQ kernel: zero points kept as fp16, one per group and column
 
 
 def _linear(ctx: WeightContext, k: int, n: int, *, bias: bool = False, quantizable: bool = True, n_shards: int = 1) -> int:
@@ -76,7 +91,14 @@ def _linear(ctx: WeightContext, k: int, n: int, *, bias: bool = False, quantizab
         groups = max(1, math.ceil(k / g))
         qweight = k * n * bits // 8
         scales = groups * n * 2
-        zeros = groups * n * bits // 8 if q.zero_point else 0
+        if not q.zero_point:
+            zeros = 0
+        elif ctx.machete and m == "awq":
+            # MacheteLinearKernel (vLLM 0.26.0 on compute capability 9.x) stores -zp*scale in fp16:
+            # record llama3.1-70b-awq_eager, 40,672,346,112 B (packed zeros would give 39.80e9).
+            zeros = groups * n * 2
+        else:
+            zeros = groups * n * bits // 8
         g_idx = k * 4 if (m == "gptq" and q.desc_act) else 0
         return qweight + scales + zeros + g_idx + bias_bytes
     if m == "bitsandbytes":
@@ -100,8 +122,8 @@ def _experts(ctx: WeightContext, spec: ModelSpec, hidden: int, inter_rank: int, 
     if q is None:
         return (w13 + w2) * ctx.dtype_bytes + biases
     if q.method == "mxfp4":
-        # 4-bit values + one e8m0 scale byte per 32 along the input dim.
-        return (w13 + w2) // 2 + (w13 + w2) // 32 + biases
+        # 4-bit values + one e8m0 scale byte per 32 along the input dim, plus the layout overhead.
+        return int(((w13 + w2) // 2 + (w13 + w2) // 32) * (1 + MXFP4_LAYOUT_OVERHEAD)) + biases
     if q.method == "fp8" or (q.method == "compressed-tensors" and q.bits == 8 and not q.zero_point):
         if q.block_size:
             bn, bk = q.block_size
@@ -111,6 +133,8 @@ def _experts(ctx: WeightContext, spec: ModelSpec, hidden: int, inter_rank: int, 
             ) * 4
         else:
             scales = num_experts * 2 * 4
+        if q.source == "runtime":
+            scales += num_experts * hidden * FP8_ONLINE_MOE_BYTES_PER_EXPERT_ELEM
         return w13 + w2 + scales + biases
     if q.method in ("awq", "gptq", "compressed-tensors"):
         bits = q.bits
@@ -158,6 +182,7 @@ def weight_bytes_per_rank(
     dtype_bytes: int = 2,
     quant: QuantSpec | None = None,
     fp8_kv_cache: bool = False,
+    machete: bool = False,
 ) -> WeightTally:
     """Bytes of parameters and load-time buffers on one GPU (TP rank 0 of ``pipeline_rank``).
 
@@ -166,6 +191,8 @@ def weight_bytes_per_rank(
         tensor_parallel_size / pipeline_parallel_size: the parallel layout.
         dtype_bytes: bytes of the run dtype (after --dtype resolution).
         quant: the effective quantization (checkpoint or --quantization), None for none.
+        fp8_kv_cache: the KV cache is fp8 (adds vLLM's per-layer overhead).
+        machete: AWQ runs on the Machete kernel (Hopper), which keeps fp16 zero points.
     Returns:
         a WeightTally whose ``total`` is the predicted "Model loading took" bytes.
     Rule source: vLLM 0.26.0 model_executor/models/{llama,qwen2,qwen3,gemma2,mixtral,
@@ -173,7 +200,7 @@ def weight_bytes_per_rank(
     model_executor/layers/{linear,vocab_parallel_embedding}.py.
     """
     tp = tensor_parallel_size
-    ctx = WeightContext(tp=tp, dtype_bytes=dtype_bytes, quant=quant)
+    ctx = WeightContext(tp=tp, dtype_bytes=dtype_bytes, quant=quant, machete=machete)
     t = WeightTally()
     h = spec.hidden_size
     a = spec.attention
@@ -286,6 +313,10 @@ def weight_bytes_per_rank(
                 t.add("mlp", _linear(ctx, h, ir, bias=spec.mlp_bias) + _linear(ctx, ir, h))
                 if spec.mlp_bias:
                     t.add("mlp", h * db)
+    if spec.model_type == "qwen2":
+        t.add("vllm_extra", QWEN2_BYTES_PER_LAYER * len(layers))
+    if spec.model_type in ("gemma3", "gemma3_text") and first:
+        t.add("vllm_extra", GEMMA3_EXTRA_BYTES)
     if spec.vision_params and first:
         t.add("vision", spec.vision_params * db // max(1, tp))
     return t
