@@ -363,7 +363,9 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             f"--max-num-batched-tokens {mbt}: smaller than --max-num-seqs {max_num_seqs}; vLLM refuses it"
         )
 
-    block_size = args.block_size or defaults.DEFAULT_BLOCK_SIZE
+    block_size = args.block_size or defaults.default_block_size(
+        uses_mla=spec.uses_mla, kv_cache_dtype=kv_dtype, compute_capability=gpu.compute_capability
+    )
     v2 = runner.uses_v2_runner(spec)
     async_sched = True
     max_concurrent_batches = (pp + 1) if (async_sched and v2) else (2 if (async_sched and pp == 1) else pp)

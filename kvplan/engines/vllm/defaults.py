@@ -75,3 +75,20 @@ def resolve_dtype(requested: str, config_dtype: str, *, bf16_supported: bool = T
     if req not in ("float16", "bfloat16", "float32"):
         raise KvplanError(f"--dtype: unsupported value {requested!r}", hint="use auto, bfloat16, float16 or float32")
     return req
+
+
+def default_block_size(*, uses_mla: bool, kv_cache_dtype: str, compute_capability: str | None) -> int:
+    """--block-size when the user gives none: the preferred block of the attention backend vLLM
+    0.26.0 picks (platforms/cuda.py _get_backend_priorities, AttentionBackend.get_preferred_block_size).
+
+    Standard attention: FlashAttention / FlashInfer keep 16. MLA on Hopper: FLASH_ATTN_MLA (16) for
+    bf16 KV, FLASHMLA (kernel block 64) for fp8 KV; on Blackwell FLASHINFER_MLA (32 or 64 -> 32);
+    elsewhere TRITON_MLA (16)."""
+    if not uses_mla:
+        return DEFAULT_BLOCK_SIZE
+    major = int(str(compute_capability or "9.0").split(".")[0])
+    if major == 9:
+        return 64 if kv_cache_dtype.startswith("fp8") else DEFAULT_BLOCK_SIZE
+    if major == 10:
+        return 32
+    return DEFAULT_BLOCK_SIZE
