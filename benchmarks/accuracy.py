@@ -49,6 +49,8 @@ def rows() -> list[dict]:
             doc = json.loads(stdout)
             kv = doc["kv_cache"]
             want = case["num_gpu_blocks"]
+            ex = case.get("exact_bytes") or {}
+            mem = doc["memory"]
             out.append(
                 {
                     "name": case["name"],
@@ -59,8 +61,38 @@ def rows() -> list[dict]:
                     "vllm_tokens": case["gpu_kv_cache_tokens"],
                     "kvplan_tokens": kv["gpu_kv_cache_tokens"],
                     "naive_blocks": naive_blocks(case),
+                    "components": {
+                        k: (mem[p], ex.get(m))
+                        for k, p, m in (
+                            ("weights", "weights_bytes", "weights"),
+                            ("activation", "activation_peak_bytes", "peak_activation"),
+                            ("non_torch", "non_torch_bytes", "non_torch"),
+                        )
+                    }
+                    if ex
+                    else None,
                 }
             )
+    return out
+
+
+def component_table(data: list[dict], md: bool) -> list[str]:
+    """Predicted vs exact worker bytes (records with exact_bytes), in MiB."""
+    out = ["", "Memory terms vs the worker's exact bytes (predicted - measured, MiB):"]
+    if md:
+        out += ["", "| case | weights | peak activation | non-torch |", "|---|---|---|---|"]
+    for r in data:
+        comp = r.get("components")
+        if not comp:
+            continue
+        cells = []
+        for key in ("weights", "activation", "non_torch"):
+            pred, meas = comp[key]
+            cells.append("n/a" if meas is None else f"{(pred - meas) / 2**20:+.1f}")
+        if md:
+            out.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+        else:
+            out.append(f"{r['name']:34} " + " ".join(f"{c:>10}" for c in cells))
     return out
 
 
@@ -102,6 +134,8 @@ def main() -> None:
             f"exact {exact}, within 1%: {sum(1 for e in errs if e <= 1)}; naive formula median "
             f"{statistics.median(r['vllm_blocks'] / r['naive_blocks'] for r in ok):.1f}x too few"
         )
+    if "--components" in sys.argv:
+        lines += component_table(ok, md)
     print("\n".join(lines))
 
 
