@@ -26,8 +26,16 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Modules that add commands with a `register(app)` function (absent ones are skipped).
-_COMMAND_MODULES = ("kvplan.cli_verify", "kvplan.cli_check", "kvplan.cli_plan")
+# Commands that live in their own modules, each exposing `register(app)`. They are registered
+# only when invoked (or for --help), so `kvplan estimate` does not pay for building every other
+# command's options.
+_COMMAND_MODULES = {
+    "verify": "kvplan.cli_verify",
+    "check": "kvplan.cli_check",
+    "schema": "kvplan.cli_check",
+    "plan": "kvplan.cli_plan",
+}
+_registered: set[str] = set()
 
 
 def _version(value: bool) -> None:
@@ -261,36 +269,37 @@ def gpus(
         fail(e.message, e.hint, e.exit_code)
 
 
-def _register_commands() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        mod.register(app)
-
-
-_register_commands()
+def register_commands(argv: list[str] | None = None) -> None:
+    """Register the command modules needed for ``argv`` (all of them when argv names none of
+    kvplan's own commands, e.g. for --help). Idempotent."""
+    wanted = None
+    if argv is not None:
+        first = next((a for a in argv if not a.startswith("-")), None)
+        if first in ("estimate", "gpus"):
+            return
+        if first in _COMMAND_MODULES:
+            wanted = {_COMMAND_MODULES[first]}
+    for name in dict.fromkeys(_COMMAND_MODULES.values()):
+        if name in _registered or (wanted is not None and name not in wanted):
+            continue
+        importlib.import_module(name).register(app)
+        _registered.add(name)
 
 
 def _usage_error_types() -> tuple[tuple, tuple, tuple]:
     """(exit, abort, usage-error) exception classes of typer's click (vendored or not)."""
     exits, aborts, usage = [typer.Exit], [typer.Abort], [typer.BadParameter.__mro__[2]]
-    try:  # typer < 0.29 raises plain click exceptions
-        import click
-
+    click = sys.modules.get("click")  # typer < 0.29 raises plain click exceptions
+    if click is not None:
         exits.append(click.exceptions.Exit)
         aborts.append(click.exceptions.Abort)
         usage.append(click.ClickException)
-    except ImportError:
-        pass
     return tuple(exits), tuple(aborts), tuple(usage)
 
 
 def main() -> None:
     """Entry point: run the app, turning usage errors into one line + exit 2."""
+    register_commands(sys.argv[1:])
     exits, aborts, usage = _usage_error_types()
     try:
         rv = app(standalone_mode=False)
