@@ -72,8 +72,10 @@ def parse_max_model_len(value: Optional[str]) -> Optional[int]:
 
     try:
         n = vllm_parse(value)
-    except ValueError as exc:
-        raise KvplanError(f"--max-model-len: expected a number of tokens or 'auto', got {value!r} ({exc})") from None
+    except ValueError:
+        raise KvplanError(
+            f"--max-model-len: expected a number of tokens (8192, 32k = 32000, 32K = 32768) or 'auto', got {value!r}"
+        ) from None
     if n != -1 and n <= 0:
         raise KvplanError(f"--max-model-len: must be positive, got {value!r}")
     return n
@@ -115,8 +117,26 @@ def build_engine_args(**kw):
         field = str(err["loc"][0]) if err["loc"] else "argument"
         flag = "--" + field.replace("_", "-")
 
-        msg = err["msg"].removeprefix("Value error, ")
-        raise KvplanError(f"{flag}: {msg} (got {err.get('input')!r})") from None
+        raise KvplanError(f"{flag}: {_plain_message(err)} (got {err.get('input')!r})") from None
+
+
+def _plain_message(err: dict) -> str:
+    """A pydantic error as a short sentence (no pydantic phrasing)."""
+    ctx = err.get("ctx") or {}
+    kind = err.get("type", "")
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"must be > {ctx.get('gt')}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}"
+    if kind == "less_than":
+        return f"must be < {ctx.get('lt')}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return "must be a finite number"
+    return err["msg"].removeprefix("Value error, ")
 
 
 @app.command()
@@ -142,7 +162,9 @@ def estimate(
     revision: Optional[str] = typer.Option(None, "--revision"),
     vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
     usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
-    fmt: str = typer.Option("table", "--format", help="table, json, yaml or serve."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
+    ),
     workload: Optional[str] = typer.Option(
         None, "--workload", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
     ),
@@ -220,6 +242,13 @@ def run_estimate(**kw) -> int:
             estimate_extras(plan, fmt=fmt, doc=doc, **extras)
         print(json.dumps(doc, indent=2))
     elif fmt in ("yaml", "serve"):
+        if not plan.fits:
+            fix = (
+                f"; the line below uses --max-model-len {plan.largest_max_model_len}"
+                if plan.largest_max_model_len
+                else "; no --max-model-len fixes it (`kvplan estimate` without --format lists the flags that do)"
+            )
+            print(f"warning: this configuration does not start: {plan.failure}{fix}", file=sys.stderr)
         sys.stdout.write(render.config_yaml(plan, revision) if fmt == "yaml" else render.serve_command(plan, revision) + "\n")
         if estimate_extras:
             estimate_extras(plan, fmt=fmt, **extras)
@@ -299,13 +328,20 @@ def _usage_error_types() -> tuple[tuple, tuple, tuple]:
 
 def main() -> None:
     """Entry point: run the app, turning usage errors into one line + exit 2."""
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        # `kvplan ... | head`: die quietly like other Unix tools instead of exiting 1.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if len(sys.argv) == 1:
+        sys.argv.append("--help")
     register_commands(sys.argv[1:])
     exits, aborts, usage = _usage_error_types()
     try:
         rv = app(standalone_mode=False)
     except exits as e:
         sys.exit(getattr(e, "exit_code", 0))
-    except aborts:
+    except (*aborts, KeyboardInterrupt):
         print("aborted", file=sys.stderr)
         sys.exit(130)
     except usage as e:

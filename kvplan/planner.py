@@ -22,6 +22,25 @@ from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 from kvplan.specs.model_spec import LayerKind, ModelSpec, QuantSpec
 
+# vLLM 0.26.0 config/cache.py CacheDType values kvplan does not size (yet).
+VLLM_ONLY_KV_CACHE_DTYPES = (
+    "fp8_inc",
+    "fp8_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+)
+# --dtype values vLLM 0.26.0 accepts (config/model.py _STR_DTYPE_TO_TORCH_DTYPE plus "auto").
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# Minimum compute capability per weight quantization (vLLM 0.26.0 get_min_capability: fp8.py 75,
+# mxfp4.py 80, auto_awq.py 75, auto_gptq.py 60, bitsandbytes.py 70).
+QUANT_MIN_CAPABILITY = {"fp8": 75, "mxfp4": 80, "awq": 75, "gptq": 60, "bitsandbytes": 70}
+
 QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "mxfp4", "bitsandbytes")
 
 
@@ -55,8 +74,20 @@ class EngineArgs(BaseModel):
     @field_validator("kv_cache_dtype")
     @classmethod
     def _kv(cls, v: str) -> str:
+        if v in VLLM_ONLY_KV_CACHE_DTYPES:
+            raise ValueError(
+                f"vLLM 0.26.0 accepts {v!r} but kvplan cannot size it yet; kvplan sizes "
+                + ", ".join(KV_CACHE_DTYPES)
+            )
         if v not in KV_CACHE_DTYPES:
             raise ValueError(f"must be one of {', '.join(KV_CACHE_DTYPES)}")
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in VLLM_DTYPES:
+            raise ValueError(f"must be one of {', '.join(VLLM_DTYPES)} (vLLM's spelling)")
         return v
 
     @field_validator("block_size")
@@ -142,7 +173,7 @@ class Plan:
         return self.stages[0].layout
 
 
-def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile) -> QuantSpec | None:
+def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile, warnings: list[str]) -> QuantSpec | None:
     q = spec.quantization
     if args.quantization:
         want = args.quantization.lower()
@@ -165,11 +196,26 @@ def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile) -> Quan
                 hint="only fp8 can be applied at load time to a bf16/fp16 checkpoint",
             )
         q = QuantSpec(method="fp8", bits=8, source="runtime")
+    if q is not None and gpu.compute_capability and q.method in QUANT_MIN_CAPABILITY:
+        major, _, minor = gpu.compute_capability.partition(".")
+        cap = int(major) * 10 + int(minor or 0)
+        need = QUANT_MIN_CAPABILITY[q.method]
+        if cap < need:
+            where = "--quantization" if q.source == "runtime" else f"{spec.name}'s quantization_config"
+            raise KvplanError(
+                f"{where}: {q.method} needs compute capability {need // 10}.{need % 10}; "
+                f"{gpu.display_name} has {gpu.compute_capability}, so vLLM refuses it"
+            )
     if q is not None and q.method == "gptq" and not spec.checkpoint_tensors_visible and q.source == "checkpoint":
         # vLLM 0.26.0 auto_gptq.py maybe_update_config: the quantized layers are read from the
         # safetensors headers next to config.json; with none (a config-only directory and
         # load_format=dummy) no layer counts as quantized and every linear loads in fp16/bf16
         # (record llama2-7b-gptq_eager: 13,477,945,344 B = the unquantized size).
+        warnings.append(
+            "GPTQ: no safetensors next to config.json, so vLLM 0.26.0 cannot tell which layers are "
+            "quantized and loads every layer unquantized (auto_gptq.maybe_update_config); "
+            "with the real checkpoint the weights load 4-bit and more KV blocks fit"
+        )
         return None
     return q
 
@@ -318,7 +364,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     if dtype == "bfloat16" and not gpu.bf16_supported:
         raise KvplanError(f"--dtype bfloat16: {gpu.display_name} does not support bfloat16", hint="use --dtype float16")
     dtype_bytes = DTYPE_BYTES[dtype]
-    quant = _effective_quant(spec, args, gpu)
+    quant = _effective_quant(spec, args, gpu, warnings)
 
     kv_dtype = args.kv_cache_dtype
     if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
@@ -460,12 +506,27 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     failure = None
     largest = None
     for s in stages:
-        if s.budget.kv_cache_bytes <= 0:
+        where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
+        b = s.budget
+        if b.kv_cache_memory_override:
+            # --kv-cache-memory-bytes skips the utilization budget; the KV tensors are then
+            # allocated on top of weights, activation and non-torch memory (gpu_worker.py).
+            need = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.kv_cache_bytes
+            if need > b.total_bytes:
+                failure = (
+                    f"--kv-cache-memory-bytes {b.kv_cache_bytes:,}: with weights {b.weights_bytes / 2**30:.2f} GiB, "
+                    f"activation {b.activation_peak_bytes / 2**30:.2f} GiB and non-torch {b.non_torch_bytes / 2**30:.2f} GiB "
+                    f"it needs {need / 2**30:.2f} GiB{where} but the GPU has {b.total_bytes / 2**30:.2f} GiB; "
+                    "vLLM would run out of memory allocating the KV cache"
+                )
+                largest = 0
+                break
+        if b.kv_cache_bytes <= 0:
             failure = (
-                f"no memory left for the KV cache on pipeline stage {s.pipeline_rank}: weights "
-                f"{s.budget.weights_bytes / 2**30:.2f} GiB + activation {s.budget.activation_peak_bytes / 2**30:.2f} GiB "
-                f"+ non-torch {s.budget.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
-                f"{s.budget.requested_bytes / 2**30:.2f} GiB"
+                f"no memory left for the KV cache{where}: weights "
+                f"{b.weights_bytes / 2**30:.2f} GiB + activation {b.activation_peak_bytes / 2**30:.2f} GiB "
+                f"+ non-torch {b.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
+                f"{b.requested_bytes / 2**30:.2f} GiB (vLLM: 'No available memory for the cache blocks')"
             )
             largest = 0
             break
@@ -492,8 +553,12 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     tokens = first_layout.kv_cache_tokens(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0
     binding = "kv_cache" if conc < max_num_seqs else "max_num_seqs"
 
+    # KV bytes one token costs on one GPU of the stage with the fewest blocks (its layers only).
+    worst_layers = min(stages, key=lambda st: st.num_blocks).layers
     per_token = sum(
-        s.per_token_bytes for s in layer_specs if s.kind in ("full", "sliding", "chunked", "mla")
+        layer_specs[kv_layer_idx.index(i)].per_token_bytes
+        for i in worst_layers
+        if i in kv_layer_idx and layer_specs[kv_layer_idx.index(i)].kind in ("full", "sliding", "chunked", "mla")
     )
     if tp * pp > 1:
         warnings.append(
@@ -527,6 +592,9 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
         "vllm_version": args.vllm_version,
         "usage": args.usage,
+        "enable_prefix_caching": (
+            args.enable_prefix_caching if args.enable_prefix_caching is not None else not spec.is_hybrid
+        ),
         "model_runner": "v2" if v2 else "v1",
         "async_scheduling": async_sched,
     }

@@ -32,15 +32,7 @@ def recommendations(plan: Plan) -> list[Recommendation]:
             )
         worst = plan.worst_stage.budget
         if worst.kv_cache_bytes <= 0 or not plan.largest_max_model_len:
-            tp = eff["tensor_parallel_size"] * 2
-            out.append(
-                Recommendation(
-                    "--tensor-parallel-size",
-                    tp,
-                    f"weights take {worst.weights_bytes / GiB:.1f} GiB of {worst.requested_bytes / GiB:.1f} GiB requested per GPU; "
-                    "splitting over more GPUs frees memory for the KV cache",
-                )
-            )
+            out.extend(_unblock(plan, worst))
         return out
     out.append(
         Recommendation(
@@ -72,4 +64,42 @@ def recommendations(plan: Plan) -> list[Recommendation]:
                     "leave room for them",
                 )
             )
+    return out
+
+
+def _unblock(plan: Plan, b) -> list[Recommendation]:
+    """Flags that would leave room for the KV cache when nothing is left: a higher
+    --gpu-memory-utilization if that alone suffices, else the smallest larger TP whose weight
+    share (about weights / k) would leave room; never a change that cannot help."""
+    eff = plan.effective
+    other = b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_applied_bytes
+    util = eff["gpu_memory_utilization"]
+    out: list[Recommendation] = []
+    for target in (0.92, 0.95):
+        if target > util and b.total_bytes * target - b.weights_bytes - other > b.total_bytes * 0.02:
+            out.append(
+                Recommendation(
+                    "--gpu-memory-utilization",
+                    target,
+                    f"at {util} only {b.requested_bytes / GiB:.1f} GiB is requested; weights alone take "
+                    f"{b.weights_bytes / GiB:.1f} GiB",
+                )
+            )
+            return out
+    heads = plan.spec.attention.num_attention_heads
+    tp = eff["tensor_parallel_size"]
+    for k in (2, 4, 8, 16):
+        new_tp = tp * k
+        if heads % new_tp:
+            continue
+        if b.requested_bytes - b.weights_bytes / k - other > b.requested_bytes * 0.05:
+            out.append(
+                Recommendation(
+                    "--tensor-parallel-size",
+                    new_tp,
+                    f"weights take {b.weights_bytes / GiB:.1f} GiB of {b.requested_bytes / GiB:.1f} GiB requested per GPU; "
+                    f"over {new_tp} GPUs each holds about {b.weights_bytes / k / GiB:.1f} GiB",
+                )
+            )
+            break
     return out

@@ -37,10 +37,15 @@ def explicit_args(plan: Plan) -> dict:
         "max_num_batched_tokens",
         "enforce_eager",
         "kv_cache_memory_bytes",
+        "enable_prefix_caching",
     ):
         v = getattr(a, key)
         if v is not None:
             out[key] = v
+    if a.usage == "llm":
+        # The offline LLM class's batch defaults differ from `vllm serve`'s: pin what was sized.
+        out.setdefault("max_num_batched_tokens", plan.effective["max_num_batched_tokens"])
+        out.setdefault("max_num_seqs", plan.effective["max_num_seqs"])
     return out
 
 
@@ -163,7 +168,6 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
 
 def print_table(plan: Plan, console, revision: str | None = None) -> None:
     """The human view: memory bar, KV figures, binding limit, recommendations, serve line."""
-    from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
@@ -175,7 +179,7 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
         f"{plan.spec.name} on {n_gpus}x {plan.gpu.display_name} "
         f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
     )
-    console.print(Text(title, style="bold"))
+    console.print(Text(title, style="bold"), soft_wrap=True)
 
     # Memory bar, per GPU.
     width = 60
@@ -225,9 +229,13 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
     k.add_row("num_gpu_blocks", f"{kv['num_gpu_blocks']:,}")
     k.add_row("GPU KV cache size (tokens)", f"{kv['gpu_kv_cache_tokens']:,}")
     k.add_row(f"Maximum concurrency for {eff['max_model_len']:,} tokens per request", f"{plan.max_concurrency:.2f}x")
+    by_kind: dict[str, list[dict]] = {}
+    for g in kv["groups"]:
+        by_kind.setdefault(g["kind"], []).append(g)
     groups = ", ".join(
-        f"{g['kind']}x{g['num_layers']}" + (f"(+{g['padding_layers']} pad)" if g["padding_layers"] else "")
-        for g in kv["groups"]
+        f"{kind} {len(gs)}x{max(g['num_layers'] for g in gs)}"
+        + (f" (+{sum(g['padding_layers'] for g in gs)} pad)" if any(g["padding_layers"] for g in gs) else "")
+        for kind, gs in by_kind.items()
     )
     k.add_row("KV-cache groups", groups)
     console.print(k)
@@ -248,4 +256,6 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
             console.print(f"  {flag} {r['value']}  - {r['reason']}")
     for w in plan.warnings:
         console.print(Text("warning: ", style="yellow") + Text(w))
-    console.print(Panel(doc["serve_command"], title="vllm serve", expand=False))
+    console.print(Text("vllm serve line:", style="bold"))
+    # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
+    console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)

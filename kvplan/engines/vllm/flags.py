@@ -23,6 +23,7 @@ SERVE_FLAGS_0_26 = {
     "max_num_batched_tokens": ("--max-num-batched-tokens", None),
     "enforce_eager": ("--enforce-eager", False),
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", None),
+    "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
     "revision": ("--revision", None),
 }
 
@@ -47,6 +48,8 @@ def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
         if isinstance(v, bool):
             if v:
                 out.append(flag)
+            elif default is None:  # a tri-state flag the user turned off explicitly
+                out.append("--no-" + flag[2:])
             continue
         out += [flag, str(v)]
     return out
@@ -76,6 +79,9 @@ def config_yaml_dict(model: str, explicit: dict, pinned_max_model_len: int | Non
                     val = raw
             out[key] = val
             i += 2
+        elif key.startswith("no-"):
+            out[key[3:]] = False  # vLLM's --config YAML spells --no-X as `X: false`
+            i += 1
         else:
             out[key] = True
             i += 1
