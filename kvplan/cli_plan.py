@@ -9,7 +9,7 @@ Exit codes: 0 options found, 1 no option meets the target (the closest is named)
 from __future__ import annotations
 
 import json
-import sys
+import math
 from functools import lru_cache
 from typing import Optional
 
@@ -27,17 +27,75 @@ def _csv(value: str, flag: str) -> list[str]:
     return items
 
 
-def _ints(value: str, flag: str) -> tuple[int, ...]:
+def _ints(value: str, flag: str, most: int | None = None) -> tuple[int, ...]:
     out = []
     for v in _csv(value, flag):
         try:
             n = int(v)
         except ValueError:
             raise KvplanError(f"{flag}: expected whole numbers separated by commas, got {v!r}") from None
-        if n < 1:
-            raise KvplanError(f"{flag}: must be >= 1, got {n}")
+        if n < 1 or (most is not None and n > most):
+            raise KvplanError(f"{flag}: must be between 1 and {most}, got {n}" if most else f"{flag}: must be >= 1, got {n}")
         out.append(n)
     return tuple(dict.fromkeys(out))
+
+
+def _engine_arg_max(field: str) -> int | None:
+    """The upper bound kvplan's EngineArgs puts on an int field (``le``), None when it has none."""
+    from kvplan.planner import EngineArgs
+
+    for m in EngineArgs.model_fields[field].metadata:
+        if getattr(m, "le", None) is not None:
+            return int(m.le)
+    return None
+
+
+def _shown(x: float) -> str:
+    """A float as the user would recognise it (1e400 arrives from the option parser as inf)."""
+    return repr(x) if math.isfinite(x) else str(x)
+
+
+def check_numbers(kw: dict) -> None:
+    """Every numeric flag of `plan`: finite and in range, before anything is loaded or searched.
+
+    --concurrency: finite, > 0; --gpu-memory-utilization: finite, in (0, 1]; --max-gpus,
+    --gpus-per-node, --top, --n, --block-size, --max-num-seqs, --max-num-batched-tokens: >= 1;
+    --shared-prefix-tokens: >= 0. (--tensor-parallel-size / --pipeline-parallel-size lists,
+    --price, --max-model-len and --workload are checked where they are parsed.)
+
+    Raises:
+        KvplanError: one line naming the flag (exit 2).
+    """
+    c = kw["concurrency"]
+    if not (math.isfinite(c) and c > 0):
+        raise KvplanError(f"--concurrency: must be a finite number > 0, got {_shown(c)}")
+    u = kw.get("gpu_memory_utilization")
+    if u is not None and not (math.isfinite(u) and 0 < u <= 1):
+        raise KvplanError(f"--gpu-memory-utilization: must be a finite fraction in (0, 1], got {_shown(u)}")
+    for flag, key in (("--max-gpus", "max_gpus"), ("--gpus-per-node", "gpus_per_node"), ("--top", "top"), ("--n", "n"),
+                      ("--block-size", "block_size"), ("--max-num-seqs", "max_num_seqs"),
+                      ("--max-num-batched-tokens", "max_num_batched_tokens")):
+        if kw.get(key) is not None and kw[key] < 1:
+            raise KvplanError(f"{flag}: must be >= 1, got {kw[key]}")
+    if kw.get("shared_prefix_tokens", 0) < 0:
+        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {kw['shared_prefix_tokens']}")
+
+
+def validate_plot(plot: str | None):
+    """--plot, checked before anything is printed: a .png/.svg name in an existing, writable
+    directory, and matplotlib importable. Writes nothing. For `plan` and (through kvplan.cli)
+    `estimate`; see kvplan.plots.check_plot_path.
+
+    Returns:
+        the Path, or None without --plot.
+    Raises:
+        KvplanError: bad name/directory (exit 2); EnvironmentMissing: no matplotlib (exit 3).
+    """
+    if plot is None:
+        return None
+    from kvplan.plots import check_plot_path
+
+    return check_plot_path(plot)
 
 
 @lru_cache(maxsize=8)
@@ -98,6 +156,10 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
 def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_prefix_caching=None):
     """--workload/--shared-prefix-tokens/--n/--enable-prefix-caching -> WorkloadModel (None without
     --workload). Raises KvplanError naming the flag."""
+    if n < 1:
+        raise KvplanError(f"--n: must be >= 1, got {n}")
+    if shared_prefix_tokens < 0:
+        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {shared_prefix_tokens}")
     if workload is None:
         if shared_prefix_tokens or n != 1:
             raise KvplanError(
@@ -128,13 +190,10 @@ def run_plan(**kw) -> int:
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
     check_version(kw["vllm_version"])
-    if kw["concurrency"] <= 0:
-        raise KvplanError(f"--concurrency: must be > 0, got {kw['concurrency']:g}")
-    for flag, key in (("--max-gpus", "max_gpus"), ("--gpus-per-node", "gpus_per_node"), ("--top", "top"), ("--n", "n")):
-        if kw[key] < 1:
-            raise KvplanError(f"{flag}: must be >= 1, got {kw[key]}")
-    if kw["shared_prefix_tokens"] < 0:
-        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {kw['shared_prefix_tokens']}")
+    # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
+    # printed or written until every input has been read.
+    check_numbers(kw)
+    validate_plot(kw["plot"])
     kv_dtypes = tuple(dict.fromkeys(_csv(kw["kv_cache_dtype"], "--kv-cache-dtype")))
     for kv in kv_dtypes:
         if kv not in KV_CACHE_DTYPES:
@@ -147,8 +206,11 @@ def run_plan(**kw) -> int:
             quants.append(q.lower())
         else:
             raise KvplanError(f"--quantization: unknown value {q!r}", hint="use none or " + ", ".join(QUANTIZATIONS))
-    tps = _ints(kw["tensor_parallel_size"], "--tensor-parallel-size")
-    pps = _ints(kw["pipeline_parallel_size"], "--pipeline-parallel-size")
+    tps = _ints(kw["tensor_parallel_size"], "--tensor-parallel-size", _engine_arg_max("tensor_parallel_size"))
+    pps = _ints(kw["pipeline_parallel_size"], "--pipeline-parallel-size", _engine_arg_max("pipeline_parallel_size"))
+    mml = parse_max_model_len(kw["max_model_len"])
+    if mml == -1:
+        raise KvplanError("--max-model-len: `plan` needs a number of tokens (auto is for `estimate`)")
 
     base_fields = {
         "gpu_memory_utilization": kw["gpu_memory_utilization"],
@@ -170,9 +232,6 @@ def run_plan(**kw) -> int:
     wl = workload_model_from_flags(kw["workload"], kw["shared_prefix_tokens"], kw["n"], kw["enable_prefix_caching"])
 
     spec = load_spec(kw["model"], kw["revision"])
-    mml = parse_max_model_len(kw["max_model_len"])
-    if mml == -1:
-        raise KvplanError("--max-model-len: `plan` needs a number of tokens (auto is for `estimate`)")
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw["concurrency"]))
@@ -186,17 +245,22 @@ def run_plan(**kw) -> int:
         gpus_per_node=kw["gpus_per_node"],
     )
     result = search(spec, target, space, base, prices=prices, workload=wl)
+    if result.refusal:
+        # Every combination was refused before an engine was sized, for the flags' own values
+        # (TP not dividing the heads, a quantization the checkpoint lacks, ...): bad input, as
+        # `estimate` says for the same flag - not "nothing meets the target".
+        raise KvplanError(result.refusal, hint="every combination was refused before sizing an engine; change the flag(s) named")
 
     focus = result.options[0] if result.options else result.closest
     capacity = None
     if wl is not None and focus is not None:
         capacity = wl.capacity_with_fixes(focus.plan)
     pics = None
-    if focus is not None and (kw["plot"] or kw["curves"]):
+    if focus is not None and (kw["plot"] is not None or kw["curves"]):
         from kvplan.plots import pictures, save_plot
 
         pics = pictures(focus.plan, wl)
-        if kw["plot"]:
+        if kw["plot"] is not None:
             save_plot(pics, kw["plot"])
 
     if fmt == "json":
@@ -210,7 +274,7 @@ def run_plan(**kw) -> int:
             from kvplan.plots import print_pictures
 
             print_pictures(pics, console)
-        if kw["plot"]:
+        if kw["plot"] is not None and pics is not None:
             console.print(f"plot written to {kw['plot']}", soft_wrap=True)
     return EXIT_OK if result.options else EXIT_FAIL
 
@@ -390,13 +454,15 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
     `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
     writes --plot. Call after the plan is rendered; does nothing without those flags.
     ``workload`` is the --workload text or a WorkloadModel already built with
-    workload_model_from_flags (build it before planning so a bad --workload fails before output).
+    workload_model_from_flags, and ``plot`` should have passed validate_plot: do both before
+    planning, so that a bad --workload or --plot fails before any output.
 
     Raises:
         KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
     """
     from kvplan.workload import WorkloadModel
 
+    validate_plot(plot)  # again here for callers that did not check it up front
     wl = workload if isinstance(workload, WorkloadModel) else workload_model_from_flags(
         workload, shared_prefix_tokens, n, enable_prefix_caching
     )
@@ -405,11 +471,11 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
         doc["workload"] = cap.to_dict() if cap is not None else None
     if console is not None and fmt == "table" and cap is not None:
         print_capacity(cap, wl, console)
-    if plot or curves:
+    if plot is not None or curves:
         from kvplan.plots import pictures, print_pictures, save_plot
 
         pics = pictures(plan, wl)
-        if plot:
+        if plot is not None:
             save_plot(pics, plot)
         if curves and console is not None and fmt == "table":
             print_pictures(pics, console)

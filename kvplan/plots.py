@@ -9,6 +9,7 @@ only in labels.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,17 +171,52 @@ def print_pictures(pics: PlanPictures, console, width: int = 30) -> None:
         console.print(Text(f"  {name:<28} {n / GiB:8.2f} GiB", style=styles.get(name, "cyan")))
 
 
-def save_plot(pics: PlanPictures, path: str) -> Path:
-    """Write the three pictures to ``path`` (.png or .svg) with matplotlib (Agg backend).
+PLOT_FORMATS = ("png", "svg")
 
+
+def check_plot_path(path: str) -> Path:
+    """Check a --plot target before anything is computed or printed; writes nothing.
+
+    The name must end in .png or .svg (any case); its directory must exist and be writable; the
+    name must not be a directory; matplotlib (the ``kvplan[plot]`` extra) must import.
+
+    Returns:
+        the Path.
     Raises:
-        KvplanError: another extension (names --plot), or the file cannot be written.
+        KvplanError: empty name, another extension, a missing or read-only directory, a
+            directory as the name (names --plot; exit 2).
         EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
     """
+    if not str(path).strip():
+        raise KvplanError("--plot: empty file name", hint="e.g. --plot plan.png")
     out = Path(path)
-    fmt = out.suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
+    if out.suffix.lower().lstrip(".") not in PLOT_FORMATS:
         raise KvplanError(f"--plot: {path}: expected a .png or .svg file name")
+    if out.is_dir():
+        raise KvplanError(f"--plot: {path} is a directory; give a file name ending in .png or .svg")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise KvplanError(f"--plot: {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise KvplanError(f"--plot: {path}: not writable")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+    return out
+
+
+def save_plot(pics: PlanPictures, path: str) -> Path:
+    """Write the three pictures to ``path`` (.png or .svg) with matplotlib (Agg backend). The
+    figure goes to a temporary file in the same directory, renamed over ``path`` only when
+    complete: a failed write leaves no file behind (and an older file untouched).
+
+    Raises:
+        KvplanError: see check_plot_path, or the file cannot be written (names --plot).
+        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
+    """
+    out = check_plot_path(path)
+    fmt = out.suffix.lower().lstrip(".")
     try:
         import matplotlib
 
@@ -235,10 +271,31 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.suptitle(pics.title)
         fig.tight_layout()
+        import tempfile
+
+        tmp = None
         try:
-            fig.savefig(out, format=fmt)
+            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent if str(out.parent) else ".")
+            os.close(fd)
+            fig.savefig(tmp, format=fmt)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, out)
+            tmp = None
         except OSError as exc:
-            raise KvplanError(f"--plot: cannot write {path}: {exc}") from None
+            raise KvplanError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
     finally:
         plt.close(fig)
     return out
+
+
+def _umask() -> int:
+    """The process umask (mkstemp creates 0600 files; a plot gets the usual 0666 & ~umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -273,6 +273,66 @@ class SearchResult:
     combinations: int
     elapsed_s: float
     unpriced: list[str] = field(default_factory=list)
+    refusal: str | None = None
+
+
+def _engine_args_error(exc) -> str:
+    """A pydantic ValidationError from EngineArgs as one line naming the flag."""
+    err = exc.errors()[0]
+    field_name = str(err["loc"][0]) if err.get("loc") else "argument"
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    if err.get("type") == "less_than_equal":
+        msg = f"must be <= {ctx.get('le')}"
+    elif err.get("type") == "greater_than_equal":
+        msg = f"must be >= {ctx.get('ge')}"
+    return f"--{field_name.replace('_', '-')} {err.get('input')}: {msg}"
+
+
+def _stage(s: Skipped) -> int:
+    """How far a skipped combination got through the search's checks, in the order they run:
+    0 fp8 KV on a GPU without fp8, 1 fp8 weights below compute capability 7.5, 2 TP above a node,
+    3 TP x PP above --max-gpus, 4 refused by vLLM's rules in the planner."""
+    if s.category == "no_fp8":
+        return 1 if s.reason.startswith("--quantization") else 0
+    return {"tp_exceeds_node": 2, "max_gpus": 3}.get(s.category, 4)
+
+
+def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -> str:
+    """One line saying why no combination reached the sizing step, naming the flags.
+
+    Only the skips that got furthest through the checks are said: a check that other
+    combinations passed did not stop the search (with ``-tp 3`` the PP=4 engines above
+    --max-gpus are incidental; TP=3 not dividing the heads is the cause). Distinct reasons, the
+    first ``most`` of them and a count of the rest."""
+    if not skipped:
+        return "no combination to plan"
+    far = max(_stage(s) for s in skipped)
+    items = [s for s in skipped if _stage(s) == far]
+    msgs: list[str] = []
+    if far == 2:
+        tps = ",".join(str(t) for t in sorted({s.tensor_parallel_size for s in items}))
+        msgs.append(f"--tensor-parallel-size {tps}: above --gpus-per-node {space.gpus_per_node} (TP stays within a node; PP spans nodes)")
+    elif far == 3:
+        small = min(items, key=lambda s: s.tensor_parallel_size * s.pipeline_parallel_size)
+        n = small.tensor_parallel_size * small.pipeline_parallel_size
+        msgs.append(f"--max-gpus {space.max_gpus}: below the {n} GPUs of the smallest engine tried "
+                    f"(--tensor-parallel-size {small.tensor_parallel_size} x --pipeline-parallel-size {small.pipeline_parallel_size})")
+    elif far == 0:
+        kv = ",".join(sorted({s.kv_cache_dtype for s in items}))
+        gpus = ", ".join(sorted({s.gpu for s in items}))
+        msgs.append(f"--kv-cache-dtype {kv}: no fp8 support on {gpus}; kvplan does not propose an fp8 KV cache there")
+    elif far == 1:
+        gpus = ", ".join(sorted({s.gpu for s in items}))
+        msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpus} below it")
+    else:
+        for s in items:
+            if s.reason not in msgs:
+                msgs.append(s.reason)
+    line = "; ".join(msgs[:most])
+    if len(msgs) > most:
+        line += f" (and {len(msgs) - most} more reason(s))"
+    return line
 
 
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:
@@ -339,17 +399,26 @@ def search(
         prices: USD per GPU-hour by profile id, overriding the profiles' price_per_hour_usd.
         workload: a kvplan.workload.WorkloadModel; engine concurrency then counts real lengths.
     Returns:
-        SearchResult.
+        SearchResult; ``refusal`` is set (one line naming the flags) when no combination reached
+        the sizing step - every one refused for the flags' own values (parallel sizes vLLM
+        refuses, a quantization the checkpoint lacks, engines above max_gpus or a node, fp8
+        where no GPU has it): the CLI reports that as bad input, not as "nothing fits".
     Raises:
-        KvplanError: the target itself is invalid (max_model_len above the model's limit,
-            concurrency < 1) - exit 2.
+        KvplanError: the target itself is invalid (max_model_len not a positive number of tokens
+            or above the model's limit, concurrency not a finite number > 0) - exit 2.
     Rule source: kvplan.planner (vLLM 0.26.0); see the module docstring for the search rules.
     """
+    from pydantic import ValidationError
+
     from kvplan.planner import EngineArgs, plan
 
     t0 = time.perf_counter()
-    if target.concurrency <= 0:
-        raise KvplanError(f"--concurrency: must be > 0, got {target.concurrency:g}")
+    c = target.concurrency
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c > 0):
+        raise KvplanError(f"--concurrency: must be a finite number > 0, got {c!r}")
+    m = target.max_model_len
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise KvplanError(f"--max-model-len: must be a positive number of tokens, got {m!r}")
     if target.max_model_len > spec.derived_max_model_len:
         raise KvplanError(
             f"--max-model-len {target.max_model_len}: larger than the model's limit ({spec.derived_max_model_len} tokens); vLLM refuses it",
@@ -360,7 +429,7 @@ def search(
     skipped: list[Skipped] = []
     candidates: list[Option] = []
     near: list[tuple[tuple, Option | None, str]] = []
-    evaluated = combos = 0
+    evaluated = combos = sized = 0
     invalid_parallel: dict[tuple[int, int], str] = {}
 
     def skip(gpu, tp, pp, kv, q, cat, why):
@@ -375,16 +444,16 @@ def search(
                         combos += 1
                         engine = tp * pp
                         if kv.startswith("fp8") and not gpu.fp8_supported and space.require_fp8_support:
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"{gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
                             continue
                         if q == "fp8" and not _fp8_weights_ok(gpu):
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
                             continue
                         if tp > space.gpus_per_node:
-                            skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"TP={tp} exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
+                            skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"--tensor-parallel-size {tp}: exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
                             continue
                         if engine > space.max_gpus:
-                            skip(gpu, tp, pp, kv, q, "max_gpus", f"TP x PP = {engine} GPUs exceeds --max-gpus {space.max_gpus}")
+                            skip(gpu, tp, pp, kv, q, "max_gpus", f"--max-gpus {space.max_gpus}: TP x PP = {engine} GPUs exceeds it")
                             continue
                         if (tp, pp) in invalid_parallel:
                             skip(gpu, tp, pp, kv, q, "invalid_parallel", invalid_parallel[(tp, pp)])
@@ -402,14 +471,15 @@ def search(
                             )
                             evaluated += 1
                             p = plan(spec, gpu, args)
-                        except KvplanError as exc:
-                            msg = exc.message
+                        except (KvplanError, ValidationError) as exc:
+                            msg = exc.message if isinstance(exc, KvplanError) else _engine_args_error(exc)
                             if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):
                                 invalid_parallel[(tp, pp)] = msg
                                 skip(gpu, tp, pp, kv, q, "invalid_parallel", msg)
                             else:
                                 skip(gpu, tp, pp, kv, q, "unsupported", msg)
                             continue
+                        sized += 1
                         if not p.fits:
                             skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
                             shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
@@ -465,8 +535,10 @@ def search(
     kept.sort(key=rank_key)
     dominated.sort(key=rank_key)
 
-    closest, note = None, None
-    if not kept and near:
+    closest, note, refusal = None, None, None
+    if not kept and not sized and skipped:
+        refusal = note = refusal_message(skipped, space)
+    elif not kept and near:
         near.sort(key=lambda t: (t[0], -(t[1].num_gpus if t[1] else 0)), reverse=True)
         top = near[0]
         closest = top[1]
@@ -475,7 +547,7 @@ def search(
         else:
             note = "closest: " + top[2]
     elif not kept:
-        note = "no combination could be evaluated (see --explain)"
+        note = "no engine that starts serves a request (see --explain)"
     unpriced = sorted({o.gpu.id for o in kept if o.price_per_gpu_hour is None})
     return SearchResult(
         target=target,
@@ -488,4 +560,5 @@ def search(
         combinations=combos,
         elapsed_s=time.perf_counter() - t0,
         unpriced=unpriced,
+        refusal=refusal,
     )
