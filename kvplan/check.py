@@ -50,7 +50,9 @@ from kvplan.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, KvplanError
 # ---------------------------------------------------------------------------------------------
 
 PARSE_ERROR = "parse-error"  # the file cannot be read or parsed (exit 2)
-NO_DEPLOYMENT = "no-deployment"  # nothing to check in the file
+NO_DEPLOYMENT = "no-deployment"  # nothing to check in the file (an error for YAML that is no deployment)
+MULTIPLE_DOCUMENTS = "multiple-documents"  # a vLLM --config file with a `---`: vLLM's loader exits
+LITERAL_VARIABLE = "literal-variable"  # a $VAR the platform passes as text (Dockerfile exec form ...)
 UNKNOWN_FLAG = "unknown-flag"  # vLLM 0.26 does not define it: `vllm serve` exits
 REMOVED_FLAG = "removed-flag"  # a flag of an older vLLM that 0.26 rejects (swap-space ...)
 IGNORED_FLAG = "ignored-flag"  # accepted, but vLLM 0.26 does nothing with it
@@ -436,6 +438,7 @@ class Tok:
     line: int | None
     key: str | None = None  # how a --config YAML spelled it (the YAML key)
     unresolved: tuple[str, ...] = ()  # $VARIABLES that could not be expanded
+    literal: tuple[str, ...] = ()  # $VARIABLES the platform passes on as text (exec form)
 
 
 @dataclass
@@ -447,7 +450,8 @@ class Setting:
         value: str (value flags), bool (switches), list[str] (list flags), True (bare optional).
         line: 1-based line.
         key: as written ("--max-model-len", "-tp", "max_model_len").
-        unresolved: $VARIABLES left in the value.
+        unresolved: $VARIABLES left in the value (unknown where kvplan runs).
+        literal: $VARIABLES that reach vLLM as text (the platform does not expand them).
     """
 
     flag: str
@@ -455,6 +459,7 @@ class Setting:
     line: int | None
     key: str
     unresolved: tuple[str, ...] = ()
+    literal: tuple[str, ...] = ()
 
 
 @dataclass
@@ -470,6 +475,11 @@ class Deployment:
     model_line: int | None = None
     model_key: str = "MODEL"
     model_unresolved: tuple[str, ...] = ()
+    model_literal: tuple[str, ...] = ()
+    model_null_line: int | None = None  # `model:` with no value in a --config file
+    invalid: set = field(default_factory=set)  # flags whose value was refused while reading
+    literal_reason: str = ""  # why $VARIABLES are passed as text (exec form, Kubernetes ...)
+    var_notes: dict = field(default_factory=dict)  # $NAME -> why it is unset at runtime
     targets: dict[str, Any] = field(default_factory=dict)
     target_lines: dict[str, int | None] = field(default_factory=dict)
     target_keys: dict[str, str] = field(default_factory=dict)
@@ -587,7 +597,7 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
         if m.flag in cat.ignored:
             dep.diag(IGNORED_FLAG, "warning", cat.ignored[m.flag], line=t.line, key=key, hint=f"remove {key}")
         value: Any
-        unresolved = t.unresolved
+        unresolved, literal = t.unresolved, t.literal
         if m.arity in ("bool", "negatable"):
             if m.explicit is not None:
                 dep.diag(
@@ -604,7 +614,7 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             if m.explicit is not None:
                 value = m.explicit
             elif i < n and not _looks_like_option(toks[i].text):
-                value, unresolved = toks[i].text, toks[i].unresolved
+                value, unresolved, literal = toks[i].text, toks[i].unresolved, toks[i].literal
                 i += 1
             else:
                 value = True
@@ -613,6 +623,7 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             while i < n and not _looks_like_option(toks[i].text) and (m.explicit is None):
                 values.append(toks[i].text)
                 unresolved += toks[i].unresolved
+                literal += toks[i].literal
                 i += 1
             if not values:
                 dep.diag(
@@ -628,7 +639,7 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             if m.explicit is not None:
                 value = m.explicit
             elif i < n and not _looks_like_option(toks[i].text):
-                value, unresolved = toks[i].text, unresolved + toks[i].unresolved
+                value, unresolved, literal = toks[i].text, unresolved + toks[i].unresolved, literal + toks[i].literal
                 i += 1
             else:
                 dep.diag(
@@ -653,9 +664,9 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             if dep.model is not None and dep.model_line != t.line:
                 dep.diag(INVALID_VALUE, "error", "the model is given twice; `vllm serve` exits", line=t.line, key=key)
             dep.model, dep.model_line, dep.model_key = str(value), t.line, key
-            dep.model_unresolved = unresolved
+            dep.model_unresolved, dep.model_literal = unresolved, literal
             continue
-        dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved)
+        dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved, literal=literal)
     if positional_model and positionals:
         first = positionals[0]
         if dep.model is not None:
@@ -668,9 +679,19 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             )
         else:
             dep.model, dep.model_line, dep.model_key, dep.model_unresolved = first.text, first.line, "MODEL", first.unresolved
+            dep.model_literal = first.literal
         positionals = positionals[1:]
     for extra in positionals:
-        if extra.unresolved:
+        if extra.literal:
+            dep.diag(
+                LITERAL_VARIABLE,
+                "error",
+                f"{extra.text!r} reaches `vllm serve` as text ({dep.literal_reason}); it exits with "
+                "'unrecognized arguments'",
+                line=extra.line,
+                key=extra.text,
+            )
+        elif extra.unresolved:
             dep.diag(
                 UNRESOLVED_VALUE,
                 "warning",
@@ -758,27 +779,139 @@ def expand_vars(text: str, env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     return _VAR.sub(rep, text), tuple(missing)
 
 
-def expand_tokens(words: list[tuple[str, int | None]], env: dict[str, str]) -> list[Tok]:
-    """Tokens with variables expanded; a word that is only ``$VAR`` is split like an unquoted
-    shell expansion."""
+_K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMPOSE_VAR = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+# How a platform rewrites an argv before the process starts (see expand_word).
+Syntax = Literal["shell", "exec", "k8s", "compose"]
+
+LITERAL_REASONS = {
+    "exec": "Docker runs the exec form (a JSON array) of CMD/ENTRYPOINT/RUN without a shell, so no variable is expanded",
+    "k8s": "Kubernetes expands only $(NAME) in command and args; no shell runs them",
+    "compose": "`$$` in a compose file is a literal `$`, and no shell runs the command",
+}
+
+
+def _refs(text: str) -> tuple[str, ...]:
+    """The $NAME / ${NAME...} references a shell would expand in ``text``."""
+    return tuple(m.group(1) or m.group(2) for m in _SHELL_REF.finditer(text))
+
+
+def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """One argv word after the platform's own variable handling.
+
+    Args:
+        syntax: "shell" (a shell line: ``$NAME``, ``${NAME:-default}``, ``$(NAME)`` from ``env``),
+            "exec" (Docker exec form: nothing is expanded), "k8s" (only ``$(NAME)`` from the
+            container's ``env``; ``$$`` is a literal ``$``), "compose" (``${NAME}``, ``$NAME``,
+            ``${NAME:-default}`` from ``env`` = the .env file; ``$$`` is a literal ``$``).
+    Returns:
+        (text, unresolved names: unknown where kvplan runs, literal names: reach vLLM as text).
+    Rule sources: Dockerfile reference (shell and exec form), Kubernetes "Define dependent
+        environment variables" ($(VAR), $$ escape), Compose "Interpolation" (.env, $$ escape).
+    """
+    if "$" not in text:
+        return text, (), ()
+    if syntax == "shell":
+        new, missing = expand_vars(text, env)
+        return new, missing, ()
+    if syntax == "exec":
+        return text, (), _refs(text)
+    missing: list[str] = []
+    escaped: list[tuple[int, int]] = []
+    out: list[str] = []
+    pos = 0
+    pattern = _K8S_VAR if syntax == "k8s" else _COMPOSE_VAR
+    for m in pattern.finditer(text):
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        if m.group(0) == "$$":
+            start = sum(len(x) for x in out)
+            out.append("$")
+            escaped.append((start, start + 1))
+            continue
+        if syntax == "k8s":
+            name = m.group(1)
+            if name in env:
+                out.append(env[name])
+            else:  # Kubernetes leaves an unknown reference as it is
+                missing.append(name)
+                out.append(m.group(0))
+            continue
+        name = m.group(1) or m.group(4)
+        op, word = m.group(2), m.group(3) or ""
+        value = env.get(name)
+        unset = value is None or (value == "" and op is not None and op.startswith(":"))
+        if op and op.endswith("-"):
+            out.append(word if unset else value)
+        elif op and op.endswith("+"):
+            out.append("" if unset else word)
+        elif not unset:
+            out.append(value)
+        else:  # compose substitutes "" (with a warning) or stops (${NAME?err}); kvplan cannot know
+            missing.append(name)
+            out.append(m.group(0))
+    out.append(text[pos:])
+    new = "".join(out)
+    literal: list[str] = []
+    if syntax == "k8s":
+        literal = [n for n in _refs(new) if n not in missing]
+    else:
+        for m in _SHELL_REF.finditer(new):
+            if any(a <= m.start() < b for a, b in escaped):
+                literal.append(m.group(1) or m.group(2))
+    return new, tuple(missing), tuple(literal)
+
+
+def expand_tokens(words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell") -> list[Tok]:
+    """Tokens with variables expanded as ``syntax`` says (see expand_word); in a shell, a word
+    that is only ``$VAR`` is split like an unquoted expansion."""
     out: list[Tok] = []
     for text, line in words:
-        new, missing = expand_vars(text, env)
-        if new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
+        new, missing, literal = expand_word(text, syntax, env)
+        if syntax == "shell" and new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
             for part in new.split():
                 out.append(Tok(part, line))
-        elif new == "" and _VAR.fullmatch(text):
+        elif syntax == "shell" and new == "" and _VAR.fullmatch(text):
             continue  # an empty unquoted expansion vanishes
         else:
-            out.append(Tok(new, line, unresolved=missing))
+            out.append(Tok(new, line, unresolved=missing, literal=literal))
     return out
 
 
+def read_dotenv(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines of a compose ``.env`` file (comments, ``export``, quotes); {} when
+    there is none or it cannot be read. Rule source: Compose "Use an environment file"."""
+    try:
+        text = read_text(path)
+    except InputError:
+        return {}
+    env: dict[str, str] = {}
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        key = key.strip().removeprefix("export ").strip()
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", key):
+            env[key] = value
+    return env
+
+
 _ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_DOCKER_ENV = re.compile(r"^\s*(ENV|ARG)\s+(.*)$", re.IGNORECASE)
+_DOCKER_ENV = re.compile(r"^\s*(ENV|ARG)\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
 
 def _assignments(line: str, env: dict[str, str]) -> None:
+    """Record a shell assignment (``NAME=value``, ``export NAME=value``) in ``env``."""
     m = _ASSIGN.match(line)
     if m:
         try:
@@ -787,20 +920,59 @@ def _assignments(line: str, env: dict[str, str]) -> None:
             return
         value = words[0] if words else ""
         env[m.group(1)] = expand_vars(value, env)[0]
-        return
-    m = _DOCKER_ENV.match(line)
-    if m:
+
+
+@dataclass
+class DockerEnv:
+    """The variables of one Dockerfile build stage.
+
+    ``env`` (ENV) is what the running container sees; ``args`` (ARG) exist only while building.
+    ENV values are expanded at build time from both. ARGs declared before the first FROM are
+    visible in a stage only when it declares them again (``ARG NAME``).
+    Rule source: Dockerfile reference, ENV / ARG / "Environment replacement" / "Understand how
+    ARG and FROM interact".
+    """
+
+    env: dict = field(default_factory=dict)
+    args: dict = field(default_factory=dict)
+    global_args: dict = field(default_factory=dict)
+    in_stage: bool = False
+
+    def build(self) -> dict:
+        return {**self.args, **self.env}
+
+    def new_stage(self) -> None:
+        self.env, self.args, self.in_stage = {}, {}, True
+
+    def instruction(self, text: str) -> bool:
+        """Apply an ENV/ARG line; False when ``text`` is neither."""
+        m = _DOCKER_ENV.match(text)
+        if not m:
+            return False
         try:
             words = shlex.split(m.group(2), comments=True)
         except ValueError:
-            return
-        if len(words) >= 2 and "=" not in words[0]:
-            env[words[0]] = expand_vars(" ".join(words[1:]), env)[0]
-            return
+            return True
+        is_env = m.group(1).upper() == "ENV"
+        target = self.env if is_env else (self.args if self.in_stage else self.global_args)
+        if is_env and len(words) >= 2 and "=" not in words[0]:  # legacy `ENV NAME value`
+            target[words[0]] = expand_vars(" ".join(words[1:]), self.build())[0]
+            return True
         for w in words:
             if "=" in w:
                 k, v = w.split("=", 1)
-                env[k] = expand_vars(v, env)[0]
+                target[k] = expand_vars(v, self.build() if self.in_stage else self.global_args)[0]
+            elif not is_env and self.in_stage and w in self.global_args:
+                self.args[w] = self.global_args[w]  # `ARG NAME` re-declares a global ARG
+        return True
+
+    def notes(self) -> dict:
+        """$NAME -> why it is unset in the running container (a build-only ARG)."""
+        return {
+            k: f"${k} is a build argument (ARG): the running container sees only ENV variables"
+            for k in self.args
+            if k not in self.env
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -883,13 +1055,21 @@ def _split_shell(text: str) -> list[str]:
 @dataclass
 class Invocation:
     """A `vllm serve` call found somewhere: its arguments, their lines, the variables set
-    before it, and where it starts."""
+    before it, and where it starts.
+
+    ``syntax`` says how the platform expands variables in ``words`` (see expand_word) and
+    ``env`` holds the values it uses; ``notes`` says why a name is unset at runtime;
+    ``issues`` are (check id, line, key, message, hint) errors found while reading the call.
+    """
 
     words: list[str]
     lines: list[int | None]
     line: int
     entry: str  # "serve" or "api_server"
     env: dict[str, str] = field(default_factory=dict)
+    syntax: str = "shell"
+    notes: dict[str, str] = field(default_factory=dict)
+    issues: list = field(default_factory=list)
 
 
 def serve_calls_in_argv(
@@ -901,6 +1081,9 @@ def serve_calls_in_argv(
     env: dict[str, str] | None = None,
     raw: list[str] | None = None,
     spans: list[tuple[int, int] | None] | None = None,
+    syntax: str = "shell",
+    argv_env: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> list[Invocation]:
     """`vllm serve` calls in one argv (a k8s/compose command, a Dockerfile exec form, a shell
     line).
@@ -908,31 +1091,50 @@ def serve_calls_in_argv(
     Args:
         words / lines: the argv and each word's 1-based line.
         implicit: the argv goes to an image whose entrypoint is `vllm serve` (vllm/vllm-openai).
+        env: the variables the running process (and a ``sh -c`` script) sees.
         raw / spans: the file's lines and each word's (first, last) line, to place the words of
             an ``sh -c "script"`` on the lines they are written on.
+        syntax: how the platform expands variables in the argv itself before starting it
+            ("shell", "exec", "k8s", "compose"; see expand_word).
+        argv_env: the values that expansion uses when they are not ``env`` (compose: .env).
+        notes: $NAME -> why it is unset at runtime, for messages.
     """
     env = dict(env or {})
+    direct_env = dict(argv_env) if argv_env is not None else env
+    notes = dict(notes or {})
     found = find_serve(words)
     if found is not None:
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
-        return [Invocation(args, arg_lines, lines[start - 1] or line, entry, env)]
+        return [Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes)]
     for i, w in enumerate(words[:-1]):
         if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:
             script = words[i + 1]
+            shell_env = env
+            if syntax == "compose":  # compose rewrites the script before the shell sees it
+                script, missing, _ = expand_word(script, "compose", direct_env)
+                shell_env = {k: v for k, v in env.items() if k not in missing}
+                for name in missing:
+                    notes.setdefault(name, _COMPOSE_NOTE.format(name=name))
             item_line = lines[i + 1] if lines[i + 1] is not None else line
             out = []
-            for inv in serve_calls_in_text(script.split("\n"), env)[0]:
+            for inv in serve_calls_in_text(script.split("\n"), shell_env)[0]:
                 span = spans[i + 1] if spans else None
                 if raw is not None and span is not None:
                     wl: list[int | None] = list(_locate(inv.words, raw, span[0] - 1, span[1] - 1))
                 else:
                     wl = [item_line] * len(inv.words)
-                out.append(Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env))
+                out.append(Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes))
             return out
     if implicit and words:
-        return [Invocation(list(words), list(lines), lines[0] or line, "serve", env)]
+        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes)]
     return []
+
+
+_COMPOSE_NOTE = (
+    "docker compose substitutes ${{{name}}} from the shell or the .env file where it runs, not from "
+    "the service's environment:, and kvplan finds no .env value for it"
+)
 
 
 _DOCKER_EXEC = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(\[.*\])\s*$", re.IGNORECASE | re.DOTALL)
@@ -963,15 +1165,19 @@ def serve_calls_in_text(
     Lines are joined at backslash-newline; a quoted string left open continues onto the next
     lines (up to _MAX_QUOTE_LINES); words are split with shlex (shell operators end a command).
     Dockerfiles: exec-form (JSON) CMD/ENTRYPOINT are combined as Docker does; a ``vllm/vllm-openai``
-    base image without ENTRYPOINT runs CMD as `vllm serve` arguments.
+    base image without ENTRYPOINT runs CMD as `vllm serve` arguments. Variables follow Docker:
+    the exec form expands none; the shell form of CMD/ENTRYPOINT is expanded by ``/bin/sh`` in
+    the running container, from ENV (not ARG); each FROM starts a stage with its own variables.
 
     Returns:
-        (invocations, env): ``env`` holds the variables assigned in the file. A `vllm` line that
-        cannot be split (a quote never closed) is appended to ``problems`` as (line, message).
+        (invocations, env): ``env`` holds the variables assigned in the file (a Dockerfile's
+        last stage ENV). A `vllm` line that cannot be split (a quote never closed) is appended
+        to ``problems`` as (line, message).
     """
     calls: list[Invocation] = []
-    entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool]] = {}
+    entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool, str]] = {}
     base_image = ""
+    denv = DockerEnv()
     logical = _logical_lines(lines)
     k = 0
     while k < len(logical):
@@ -980,12 +1186,14 @@ def serve_calls_in_text(
         stripped = text.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        _assignments(text, env)
         if dockerfile:
             m = _DOCKER_FROM.match(text)
             if m:
-                base_image = m.group(1)
+                base_image = expand_vars(m.group(1), denv.global_args)[0]
                 entry_cmd.clear()
+                denv.new_stage()
+                continue
+            if denv.instruction(text):
                 continue
             m = _DOCKER_EXEC.match(text)
             if m:
@@ -996,10 +1204,10 @@ def serve_calls_in_text(
                 if isinstance(words, list) and all(isinstance(w, str) for w in words):
                     kind = m.group(1).upper()
                     wl: list[int | None] = list(_locate(words, lines, first, last))
-                    if kind == "RUN":
-                        calls += serve_calls_in_argv(words, wl, first + 1, env=env)
+                    if kind == "RUN":  # at build time: a `sh -c` inside sees ARG and ENV
+                        calls += serve_calls_in_argv(words, wl, first + 1, env=denv.build(), syntax="exec")
                     else:
-                        entry_cmd[kind] = (words, wl, first + 1, False)
+                        entry_cmd[kind] = (words, wl, first + 1, False, "")
                     continue
             m = _DOCKER_SHELL.match(text)
             if m:
@@ -1007,8 +1215,10 @@ def serve_calls_in_text(
                     words = _split_shell(m.group(2))
                 except ValueError:
                     continue
-                entry_cmd[m.group(1).upper()] = (words, list(_locate(words, lines, first, last)), first + 1, True)
+                entry_cmd[m.group(1).upper()] = (words, list(_locate(words, lines, first, last)), first + 1, True, m.group(2))
                 continue
+        else:
+            _assignments(text, env)
         if "vllm" not in text and "api_server" not in text:
             continue
         words = None
@@ -1026,22 +1236,52 @@ def serve_calls_in_text(
             if problems is not None and re.search(r"\bvllm\b.*\bserve\b|api_server", text):
                 problems.append((first + 1, "cannot split this `vllm serve` command: a quote is never closed"))
             continue
-        calls += serve_calls_in_argv(words, list(_locate(words, lines, first, last)), first + 1, env=env)
+        line_env = denv.build() if dockerfile else env  # a RUN line runs at build time
+        calls += serve_calls_in_argv(words, list(_locate(words, lines, first, last)), first + 1, env=line_env)
     if dockerfile and entry_cmd:
-        ent = entry_cmd.get("ENTRYPOINT")
-        cmd = entry_cmd.get("CMD")
+        calls += _docker_entry_calls(entry_cmd, base_image, denv)
+    return calls, (denv.env if dockerfile else env)
+
+
+def _docker_entry_calls(entry_cmd: dict, base_image: str, denv: DockerEnv) -> list[Invocation]:
+    """The `vllm serve` call a Dockerfile's last ENTRYPOINT and CMD make (Dockerfile reference,
+    "Understand how CMD and ENTRYPOINT interact"): a shell-form ENTRYPOINT ignores CMD; an
+    exec-form ENTRYPOINT (the vLLM image's is ``["vllm", "serve"]``) gets CMD as arguments, and
+    a shell-form CMD arrives there as ``/bin/sh -c "<CMD>"``."""
+    ent = entry_cmd.get("ENTRYPOINT")
+    cmd = entry_cmd.get("CMD")
+    implicit = ent is None and bool(_VLLM_IMAGE.search(base_image))
+    notes = denv.notes()
+    issues = []
+    if ent and ent[3]:
+        words, wl, syntax = ent[0], ent[1], "shell"  # shell-form ENTRYPOINT ignores CMD
+    elif cmd and cmd[3] and (ent is not None or implicit):
+        # `/bin/sh -c` is not run: its words would be arguments of the exec-form ENTRYPOINT.
+        words, wl, syntax = list((ent[0] if ent else []) + cmd[0]), list((ent[1] if ent else []) + cmd[1]), "shell"
+        issues.append(
+            (
+                INVALID_VALUE,
+                cmd[2],
+                "CMD",
+                "shell-form CMD after an exec-form ENTRYPOINT"
+                + ("" if ent else f" (the {base_image} image's `vllm serve`)")
+                + ": Docker appends `/bin/sh -c '...'` to the ENTRYPOINT, so `vllm serve` gets '/bin/sh' "
+                "as the model and exits",
+                'write CMD in exec (JSON) form: CMD ["--model", "...", "--max-model-len", "..."]',
+            )
+        )
+    else:
         words, wl = [], []
-        if ent and ent[3]:
-            words, wl = ent[0], ent[1]  # shell-form ENTRYPOINT ignores CMD
-        else:
-            for part in (ent, cmd):
-                if part:
-                    words += part[0]
-                    wl += part[1]
-        line = (ent or cmd)[2]  # type: ignore[index]
-        implicit = ent is None and bool(_VLLM_IMAGE.search(base_image))
-        calls += serve_calls_in_argv(words, wl, line, implicit=implicit, env=env)
-    return calls, env
+        for part in (ent, cmd):
+            if part:
+                words += part[0]
+                wl += part[1]
+        syntax = "shell" if (ent is None and cmd and cmd[3]) else "exec"
+    line = (ent or cmd)[2]  # type: ignore[index]
+    calls = serve_calls_in_argv(words, wl, line, implicit=implicit, env=denv.env, syntax=syntax, notes=notes)
+    for inv in calls:
+        inv.issues += issues
+    return calls
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1067,7 +1307,11 @@ _DEFAULT_ON_0_26_0 = frozenset(
 def deployment_from_invocation(inv: Invocation, file: str, name: str, kind: str, cat: FlagCatalogue) -> Deployment:
     """A Deployment from one `vllm serve` call (variables expanded from the call's env)."""
     dep = Deployment(name=name, file=file, line=inv.line, kind=kind)
-    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env)
+    dep.literal_reason = LITERAL_REASONS.get(inv.syntax, "")
+    dep.var_notes = dict(inv.notes)
+    for check_id, line, key, message, hint in inv.issues:
+        dep.diag(check_id, "error", message, line=line, key=key, hint=hint)
+    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax)
     parse_serve_args(dep, toks, cat, positional_model=inv.entry == "serve")
     return dep
 
@@ -1075,17 +1319,25 @@ def deployment_from_invocation(inv: Invocation, file: str, name: str, kind: str,
 def config_tokens(dep: Deployment, mapping: dict, lines_of, cat: FlagCatalogue, key_prefix: str = "") -> list[Tok]:
     """A --config YAML mapping as `vllm serve` tokens, the way vLLM 0.26.0
     utils/argparse_utils.py load_config_file builds them (true -> bare flag, false -> nothing,
-    list -> values, mapping -> JSON, other -> str(value)); ``lines_of(key)`` gives a key's line."""
+    list -> values, mapping -> JSON, other -> str(value), so null -> "None"); ``lines_of(key)``
+    gives a key's line.
+
+    A value whose YAML type the flag cannot take (a list for a one-value flag, anything but
+    true/false for a switch, null where vLLM reads "None" as text) is reported at its key as an
+    invalid-value error and left out (the flag goes into ``dep.invalid``), so nothing is
+    evaluated with a stray word of it; ``model: null`` sets ``dep.model_null_line``.
+    """
     toks: list[Tok] = []
     for raw_key, value in mapping.items():
         k = str(raw_key)
         line = lines_of(k)
         shown = key_prefix + k
+        m = cat.resolve("--" + k)
+        known = m.status in ("ok", "abbreviation") and m.dotted is None
         if isinstance(value, bool):
             if value:
                 toks.append(Tok("--" + k, line, key=shown))
             else:
-                m = cat.resolve("--" + k)
                 if m.flag in _DEFAULT_ON_0_26_0 and not m.negated:
                     dep.diag(
                         FALSE_DROPPED,
@@ -1098,6 +1350,17 @@ def config_tokens(dep: Deployment, mapping: dict, lines_of, cat: FlagCatalogue, 
                 elif m.status in ("unknown", "ambiguous", "removed"):
                     toks.append(Tok("--" + k, line, key=shown))  # still report the unknown key
             continue
+        if known:
+            problem = _config_value_problem(m.flag, m.arity, value, k, cat)
+            if problem == "model-null":
+                dep.model_null_line, dep.model_key = line, shown
+                continue
+            if problem == "unset":
+                continue
+            if problem is not None:
+                dep.diag(INVALID_VALUE, "error", problem, line=line, key=shown)
+                dep.invalid.add(m.flag)
+                continue
         if isinstance(value, list):
             if value:
                 toks.append(Tok("--" + k, line, key=shown))
@@ -1108,6 +1371,56 @@ def config_tokens(dep: Deployment, mapping: dict, lines_of, cat: FlagCatalogue, 
             continue
         toks += [Tok("--" + k, line, key=shown), Tok(str(value), line)]
     return toks
+
+
+def _yaml_shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, default=str, separators=(", ", ": "))
+        return text if len(text) <= 60 else text[:57] + "..."
+    return repr(value)
+
+
+def _config_value_problem(flag: str, arity: str, value: Any, key: str, cat: FlagCatalogue) -> str | None:
+    """Why a --config value of this YAML type cannot be what the flag means (a message), or
+    "model-null" / "unset" for a null vLLM reads as no model / as the flag's default, or None.
+
+    Rule source: vLLM 0.26.0 utils/argparse_utils.py load_config_file (the tokens it builds),
+    engine/arg_utils.py optional_type ("None" -> None only for flags typed ``X | None``).
+    """
+    if isinstance(value, bool):
+        return None
+    switch = arity in ("bool", "negatable")
+    if value is None:
+        if flag == "model":
+            return "model-null"
+        if flag in cat.none_is_unset:
+            return "unset"
+        if switch:
+            return (
+                f"--{flag} is a switch: null is neither true nor false; vLLM's --config loader passes "
+                f"`--{key} None` and `vllm serve` reads 'None' as another argument"
+            )
+        if flag in _READ_FLAGS:
+            return (
+                f"null: vLLM's --config loader passes the text 'None', which --{flag} does not accept; "
+                "`vllm serve` exits"
+            )
+        return None
+    if switch:
+        words = " ".join(str(v) for v in value) if isinstance(value, list) else _yaml_shown(value)
+        return (
+            f"--{flag} is a switch: write true or false, not {_yaml_shown(value)} (vLLM's --config loader "
+            f"passes `--{key} {words}` and `vllm serve` reads {words!r} as another argument)"
+        )
+    if isinstance(value, list) and value and arity != "list":
+        words = " ".join(str(v) for v in value)
+        return (
+            f"--{flag} takes one value, got a list {_yaml_shown(value)}: vLLM's --config loader passes "
+            f"`--{key} {words}`, which `vllm serve` cannot read"
+        )
+    return None
 
 
 def _targets_from_mapping(dep: Deployment, block: Any, lines_of, key_prefix: str, line: int | None) -> None:
@@ -1231,7 +1544,9 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     if isinstance(e, dict) and "name" in e and "value" in e:
                         env[str(e["name"])] = str(e["value"])
                 implicit = not cmd and bool(_VLLM_IMAGE.search(str(c.get("image", ""))))
-                invs = serve_calls_in_argv(words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans)
+                invs = serve_calls_in_argv(
+                    words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s"
+                )
                 for inv in invs:
                     name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
                     dep = deployment_from_invocation(inv, file, name, "k8s", cat)
@@ -1248,9 +1563,15 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
     return out
 
 
-def compose_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue) -> list[Deployment]:
+def compose_deployments(
+    doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, dotenv: dict[str, str] | None = None
+) -> list[Deployment]:
     """Deployments in a docker-compose file: services whose entrypoint/command run `vllm serve`
-    (the vllm/vllm-openai image's entrypoint is `vllm serve`), with their reserved GPU count."""
+    (the vllm/vllm-openai image's entrypoint is `vllm serve`), with their reserved GPU count.
+
+    ``${VAR}`` in entrypoint/command is compose's interpolation from ``dotenv`` (the .env file
+    next to the compose file), not the service's ``environment:``; no shell runs the command
+    unless it is ``sh -c``, which sees ``environment:``."""
     out: list[Deployment] = []
     services = doc.data.get("services") or {}
     for sname, svc in services.items():
@@ -1287,7 +1608,15 @@ def compose_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalo
                     lines.append(doc.lines.get(spath + (part, j), sline))
                     spans.append(doc.spans.get(spath + (part, j)))
         implicit = svc.get("entrypoint") is None and bool(_VLLM_IMAGE.search(str(svc.get("image", ""))))
-        for inv in serve_calls_in_argv(words, lines, sline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans):
+        notes = {}
+        for m in _SHELL_REF.finditer(" ".join(words)):
+            name = m.group(1) or m.group(2)
+            notes[name] = _COMPOSE_NOTE.format(name=name)
+        invs = serve_calls_in_argv(
+            words, lines, sline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans,
+            syntax="compose", argv_env=dotenv or {}, notes=notes,
+        )
+        for inv in invs:
             dep = deployment_from_invocation(inv, file, f"service {sname}", "compose", cat)
             try:
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
@@ -1326,32 +1655,89 @@ def _looks_like_vllm_config(data: dict, cat: FlagCatalogue) -> bool:
     return known >= max(1, len(data) / 2)
 
 
-def detect_kind(path: Path, docs: list[YamlDoc] | None, cat: FlagCatalogue) -> str:
-    """"manifest", "k8s", "compose", "vllm-config", "dockerfile" or "command" (text scan).
+def yaml_doc_kind(data: Any, cat: FlagCatalogue) -> str | None:
+    """What one YAML document is: "k8s" (``apiVersion`` and ``kind``), "compose" (a
+    ``services`` mapping), "vllm-config" (a mapping whose keys are mostly `vllm serve` flags),
+    "manifest" (only ``deployments``/``node_selectors``), or None (none of these)."""
+    if not isinstance(data, dict):
+        return None
+    if "apiVersion" in data and "kind" in data:
+        return "k8s"
+    if isinstance(data.get("services"), dict):
+        return "compose"
+    if _looks_like_vllm_config(data, cat):
+        return "vllm-config"
+    if isinstance(data.get("deployments"), list) and set(data) <= {"deployments", "node_selectors"}:
+        return "manifest"
+    return None
 
-    YAML files (``.yaml``/``.yml``) are classified by content: ``kvplan.yaml`` is the manifest;
-    a document with ``apiVersion`` and ``kind`` is Kubernetes; a ``services`` mapping is compose;
-    a mapping whose keys are mostly `vllm serve` flags is a vLLM config; anything else is
-    searched as text for `vllm serve` lines."""
+
+def detect_kind(path: Path, docs: list[YamlDoc] | None, cat: FlagCatalogue) -> str:
+    """The file's kind: "manifest", "dockerfile", "command" (text scan), or for YAML the kinds
+    of its documents joined with "+" ("k8s", "vllm-config", "compose", "k8s+vllm-config").
+
+    YAML files (``.yaml``/``.yml``) are read document by document (see yaml_doc_kind); empty
+    documents (a stray ``---``) are skipped; ``kvplan.yaml`` is the manifest; a file with no
+    recognised document is searched as text for `vllm serve` lines ("command")."""
     name = path.name.lower()
     if docs is not None:
-        dicts = [d.data for d in docs if isinstance(d.data, dict)]
         if name in ("kvplan.yaml", "kvplan.yml"):
             return "manifest"
-        if any("apiVersion" in d and "kind" in d for d in dicts):
-            return "k8s"
-        if len(dicts) == 1 and isinstance(dicts[0].get("services"), dict):
-            return "compose"
-        if len(docs) == 1 and dicts:
-            if _looks_like_vllm_config(dicts[0], cat):
-                return "vllm-config"
-            if isinstance(dicts[0].get("deployments"), list) and not _looks_like_vllm_config(dicts[0], cat):
-                if set(dicts[0]) <= {"deployments", "node_selectors"}:
-                    return "manifest"
-        return "command"
+        kinds = [yaml_doc_kind(d.data, cat) for d in docs]
+        found = [k for k in kinds if k is not None]
+        if found == ["manifest"] and sum(d.data is not None for d in docs) == 1:
+            return "manifest"
+        found = list(dict.fromkeys(k for k in found if k != "manifest"))
+        return "+".join(found) if found else "command"
     if name.startswith(("dockerfile", "containerfile")) or name.endswith((".dockerfile", ".containerfile")):
         return "dockerfile"
     return "command"
+
+
+def _separator_line(raw: list[str], doc: YamlDoc) -> int:
+    """The line of the ``---`` that starts ``doc`` (searching up from its first line)."""
+    for no in range(min(doc.line, len(raw)), 0, -1):
+        if raw[no - 1].startswith("---"):
+            return no
+    return doc.line
+
+
+def multiple_documents_problem(docs: list[YamlDoc], raw: list[str]) -> tuple[int, str, str] | None:
+    """(line, message, hint) when a vLLM --config file holds more than one YAML document: vLLM
+    0.26.0 reads it with ``yaml.safe_load`` (utils/argparse_utils.py load_config_file), which
+    raises "expected a single document in the stream" even for an empty second document."""
+    if len(docs) < 2:
+        return None
+    line = _separator_line(raw, docs[1])
+    empty = all(d.data is None for d in docs[1:])
+    message = (
+        f"{len(docs)} YAML documents (the `---` on line {line} starts another): vLLM's --config loader "
+        "reads one document with yaml.safe_load, so `vllm serve` exits with 'expected a single document "
+        "in the stream'"
+    )
+    hint = f"delete the `---` on line {line}" if empty else "give each vLLM config its own file"
+    return line, message, hint
+
+
+def describe_yaml(docs: list[YamlDoc]) -> str:
+    """What a YAML file holds, for a no-deployment message ("is empty", "holds a list" ...)."""
+    data = [d.data for d in docs if d.data is not None]
+    if not docs:
+        return "is empty (no YAML document)"
+    if not data:
+        return "holds only an empty YAML document" if len(docs) == 1 else "holds only empty YAML documents"
+    first = data[0]
+    if isinstance(first, list):
+        what = "a list, not a mapping (a vLLM --config file is one mapping of flags)"
+    elif isinstance(first, dict):
+        keys = ", ".join(str(k) for k in list(first)[:5]) + (", ..." if len(first) > 5 else "")
+        what = (
+            f"a mapping whose keys ({keys}) are not `vllm serve` flags, a Kubernetes object "
+            "(apiVersion, kind), a compose file (services) or a kvplan.yaml (deployments)"
+        )
+    else:
+        what = f"a single value ({type(first).__name__}), not a mapping"
+    return f"holds {what}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1377,6 +1763,7 @@ _ENGINE_FIELDS = {
     "disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", bool),
 }
 _OTHER_INT_FLAGS = ("data-parallel-size", "data-parallel-size-local", "nnodes")
+_READ_FLAGS = frozenset(_ENGINE_FIELDS) | frozenset(_OTHER_INT_FLAGS) | {"model", "revision"}
 
 # Flags that change vLLM's memory or KV-cache sizing but that kvplan's planner does not model.
 _NOT_MODELLED = {
@@ -1653,16 +2040,8 @@ class Checker:
             deps = self._manifest_deployments(docs, path, shown, raw, fr)
             if fr.diagnostics and any(d.check_id == PARSE_ERROR for d in fr.diagnostics):
                 return fr
-        elif kind == "vllm-config":
-            assert docs is not None
-            deps = [deployment_from_config(docs[0], shown, self.cat)]
-        elif kind == "k8s":
-            assert docs is not None
-            node_map = self._node_map(path, fr)
-            deps = k8s_deployments(docs, shown, raw, self.cat, node_map)
-        elif kind == "compose":
-            assert docs is not None
-            deps = compose_deployments(docs[0], shown, raw, self.cat)
+        elif docs is not None and kind != "command":
+            deps = self._yaml_deployments(docs, path, shown, raw, fr)
         else:
             problems: list[tuple[int, str]] = []
             calls, _ = serve_calls_in_text(raw, {}, dockerfile=kind == "dockerfile", problems=problems)
@@ -1675,17 +2054,62 @@ class Checker:
             for dep in deps:
                 apply_directives(dep, directives)
         if not deps and not fr.diagnostics:
-            fr.diagnostics.append(
-                Diagnostic(
-                    check_id=NO_DEPLOYMENT,
-                    severity="info",
-                    file=shown,
-                    line=None,
-                    message=f"no `vllm serve` command or vLLM config found (read as {kind})",
+            if docs is not None and kind == "command":
+                # YAML that is no deployment format and runs no `vllm serve`: given to check by
+                # mistake or a deployment kvplan cannot see; either way, not a pass.
+                fr.diagnostics.append(
+                    Diagnostic(
+                        check_id=NO_DEPLOYMENT,
+                        severity="error",
+                        file=shown,
+                        line=None,
+                        message=f"no vLLM deployment in this YAML file: it {describe_yaml(docs)}, and no "
+                        "`vllm serve` line was found in it",
+                        hint="give kvplan check vLLM --config files, Kubernetes or compose files that run vLLM, "
+                        "kvplan.yaml, or scripts with `vllm serve`",
+                    )
                 )
-            )
+            else:
+                fr.diagnostics.append(
+                    Diagnostic(
+                        check_id=NO_DEPLOYMENT,
+                        severity="info",
+                        file=shown,
+                        line=None,
+                        message=f"no `vllm serve` command or vLLM config found (read as {kind})",
+                    )
+                )
         fr.deployments = [self.evaluate(dep) for dep in deps]
         return fr
+
+    def _yaml_deployments(self, docs: list[YamlDoc], path: Path, shown: str, raw: list[str], fr: FileResult) -> list[Deployment]:
+        """The deployments of a YAML file, document by document (Kubernetes objects, compose
+        files, vLLM --config mappings); a vLLM config in a file of several documents is also a
+        multiple-documents error, as vLLM cannot load it."""
+        deps: list[Deployment] = []
+        node_map = None
+        dotenv = None
+        n_configs = sum(yaml_doc_kind(d.data, self.cat) == "vllm-config" for d in docs)
+        for i, doc in enumerate(docs):
+            kind = yaml_doc_kind(doc.data, self.cat)
+            if kind == "k8s":
+                if node_map is None:
+                    node_map = self._node_map(path, fr)
+                deps += k8s_deployments([doc], shown, raw, self.cat, node_map)
+            elif kind == "compose":
+                if dotenv is None:
+                    dotenv = read_dotenv(path.parent / ".env")
+                deps += compose_deployments(doc, shown, raw, self.cat, dotenv)
+            elif kind == "vllm-config":
+                name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
+                deps.append(deployment_from_config(doc, shown, self.cat, name=name))
+        problem = multiple_documents_problem(docs, raw) if n_configs else None
+        if problem is not None:
+            line, message, hint = problem
+            fr.diagnostics.append(
+                Diagnostic(check_id=MULTIPLE_DOCUMENTS, severity="error", file=shown, line=line, message=message, hint=hint)
+            )
+        return deps
 
     def _node_map(self, path: Path, fr: FileResult) -> dict:
         """kvplan.yaml's node_selectors from the nearest ancestor directory (up to the git root)."""
@@ -1711,9 +2135,11 @@ class Checker:
     def _load_manifest_file(self, cand: Path, fr: FileResult) -> Manifest | None:
         shown = _display_path(str(cand))
         try:
-            docs = load_yaml(read_text(cand))
+            docs = [d for d in load_yaml(read_text(cand)) if d.data is not None]
+            if len(docs) > 1:
+                raise InputError("kvplan.yaml must be one YAML mapping (node_selectors, deployments)", docs[1].line)
             data = docs[0].data if docs else {}
-            return Manifest.model_validate(data or {})
+            return Manifest.model_validate(data)
         except InputError as exc:
             self._parse_error(fr, exc.message, exc.line, file=shown)
         except ValidationError as exc:
@@ -1725,8 +2151,10 @@ class Checker:
         return None
 
     def _manifest_deployments(self, docs: list[YamlDoc], path: Path, shown: str, raw: list[str], fr: FileResult) -> list[Deployment]:
+        docs = [d for d in docs if d.data is not None]  # kvplan reads it: empty documents are harmless
         if len(docs) != 1 or not isinstance(docs[0].data, dict):
-            self._parse_error(fr, "kvplan.yaml must be one YAML mapping (node_selectors, deployments)", docs[0].line if docs else None)
+            where = docs[1].line if len(docs) > 1 else (docs[0].line if docs else None)
+            self._parse_error(fr, "kvplan.yaml must be one YAML mapping (node_selectors, deployments)", where)
             return []
         doc = docs[0]
         data = doc.data
@@ -1775,14 +2203,26 @@ class Checker:
                 cfg = base / str(entry["config"])
                 cshown = _display_path(str(cfg))
                 try:
-                    cdocs = load_yaml(read_text(cfg))
+                    ctext = read_text(cfg)
+                    cdocs = load_yaml(ctext)
                 except InputError as exc:
                     self._parse_error(fr, f"{exc.message} (deployment {name!r} of {shown})", exc.line, file=cshown)
                     continue
-                if len(cdocs) != 1 or not isinstance(cdocs[0].data, dict):
-                    self._parse_error(fr, f"a vLLM --config file must be one YAML mapping (deployment {name!r} of {shown})", None, file=cshown)
+                mappings = [d for d in cdocs if isinstance(d.data, dict)]
+                if len(mappings) != 1 or any(d.data is not None and not isinstance(d.data, dict) for d in cdocs):
+                    what = f"holds {len(mappings)} YAML mappings" if len(mappings) > 1 else describe_yaml(cdocs)
+                    self._parse_error(
+                        fr,
+                        f"a vLLM --config file must be one YAML mapping; it {what} "
+                        f"(deployment {name!r} of {shown})",
+                        mappings[1].line if len(mappings) > 1 else None,
+                        file=cshown,
+                    )
                     continue
-                dep = deployment_from_config(cdocs[0], cshown, self.cat, name=name)
+                dep = deployment_from_config(mappings[0], cshown, self.cat, name=name)
+                problem = multiple_documents_problem(cdocs, ctext.split("\n"))
+                if problem is not None:
+                    dep.diag(MULTIPLE_DOCUMENTS, "error", problem[1], line=problem[0], hint=problem[2])
             elif "command" in sources:
                 cmd = str(entry["command"])
                 span = doc.spans.get(epath + ("command",)) or (eline, eline)
@@ -1836,7 +2276,7 @@ class Checker:
             file=dep.file,
             line=dep.line,
             kind=dep.kind,
-            model=model,
+            model=model or dep.model,  # (an unexpanded $VAR model is shown as written)
             gpu=gpu.id if gpu else (str(gpu_name) if gpu_name else None),
             checks=checks,
             diagnostics=dep.diagnostics,
@@ -1847,23 +2287,57 @@ class Checker:
         """The model to check: the kvplan ``model`` override, else the deployment's own.
         No model at all fails (`vllm serve` exits: entrypoints/cli/serve.py / argparse_utils)."""
         checks.append(MODEL_MISSING)
-        if dep.model is None:
+        if dep.model is None and "model" in dep.invalid:
+            return targets.model  # its value was refused (reported where it was read)
+        if dep.model is None and dep.model_null_line is not None:
             dep.diag(
                 MODEL_MISSING,
                 "error",
-                "no model: `vllm serve` exits with 'No model specified'",
-                key="model",
+                "no model: `model:` is empty (YAML null); vLLM's --config loader passes the text 'None' as "
+                "the model, which `vllm serve` cannot load",
+                line=dep.model_null_line,
+                key=dep.model_key,
+                hint="write the model's Hugging Face id or path after `model:`",
+            )
+            return targets.model
+        if dep.model is None or not dep.model.strip():
+            dep.diag(
+                MODEL_MISSING,
+                "error",
+                "no model: `vllm serve` exits with 'No model specified'"
+                if dep.model is None
+                else "the model is an empty string: `vllm serve` cannot load it",
+                line=dep.model_line if dep.model is not None else None,
+                key=dep.model_key if dep.model is not None else "model",
                 hint="give the model as `vllm serve MODEL` or a `model:` key",
             )
             return targets.model
+        if dep.model_literal:
+            dep.diag(
+                LITERAL_VARIABLE,
+                "error",
+                f"the model {dep.model!r} is not expanded ({dep.literal_reason}): vLLM looks for a model "
+                f"named {dep.model!r} and exits",
+                line=dep.model_line,
+                key=dep.model_key,
+                hint=_literal_hint(dep),
+            )
+            return targets.model
         if dep.model_unresolved and targets.model is None:
+            notes = [dep.var_notes[v] for v in dep.model_unresolved if v in dep.var_notes]
+            why = "; ".join(notes) if notes else "which is not set in this file"
+            arg_only = [v for v in dep.model_unresolved if "build argument" in dep.var_notes.get(v, "")]
             dep.diag(
                 MODEL_UNRESOLVED,
                 "error",
-                f"the model {dep.model!r} uses {', '.join('$' + v for v in dep.model_unresolved)}, which is not set in this file",
+                f"the model {dep.model!r} uses {', '.join('$' + v for v in dep.model_unresolved)}, {why}"
+                if not notes
+                else f"the model {dep.model!r} is unknown at runtime: {why}",
                 line=dep.model_line,
                 key=dep.model_key,
-                hint="set the variable in the file or add a `# kvplan: model=<hub id>` comment",
+                hint=f"add `ENV {arg_only[0]}=${{{arg_only[0]}}}` after the ARG, or a `# kvplan: model=<hub id>` comment"
+                if arg_only
+                else "set the variable in the file or add a `# kvplan: model=<hub id>` comment",
             )
             return None
         return targets.model or dep.model
@@ -1876,8 +2350,23 @@ class Checker:
 
         kwargs: dict[str, Any] = {"vllm_version": self.vllm_version}
         eng = _EngineInputs()
+        eng.blockers += sorted(f for f in dep.invalid if f in _ENGINE_FIELDS)
         for name, s in dep.settings.items():
             base = name.split(".", 1)[0]
+            if s.literal:
+                read = name in _READ_FLAGS
+                dep.diag(
+                    LITERAL_VARIABLE,
+                    "error" if read else "warning",
+                    f"{s.value!r} is not expanded ({dep.literal_reason}): --{name} gets the text as it is"
+                    + ("; `vllm serve` exits or loads the wrong thing" if read else ""),
+                    line=s.line,
+                    key=s.key,
+                    hint=_literal_hint(dep),
+                )
+                if name in _ENGINE_FIELDS:
+                    eng.blockers.append(name)
+                continue
             if s.unresolved and (name in _ENGINE_FIELDS or name in _OTHER_INT_FLAGS or name == "revision"):
                 dep.diag(
                     UNRESOLVED_VALUE,
@@ -1914,12 +2403,13 @@ class Checker:
             except (TypeError, ValueError) as exc:
                 why = str(exc) if "decimals" in str(exc) else f"expected {'a number' if conv is float else 'an integer'}"
                 dep.diag(INVALID_VALUE, "error", f"{why}, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
+                eng.blockers.append(name)  # never evaluate with a value the file does not hold
                 continue
             problem = self._value_problem(name, value, KV_CACHE_DTYPES, QUANTIZATIONS, checks)
             if problem is not None:
                 check_id, severity, message, hint = problem
                 dep.diag(check_id, severity, message, line=s.line, key=s.key, hint=hint)
-                if check_id == NOT_MODELLED:
+                if check_id == NOT_MODELLED or severity == "error":
                     eng.blockers.append(name)
                 continue
             kwargs[fname] = value
@@ -1934,11 +2424,12 @@ class Checker:
                     dep.diag(
                         INVALID_VALUE,
                         "error",
-                        f"{err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})",
+                        f"{plain_validation_message(err)}; `vllm serve` exits",
                         line=s.line if s else None,
                         key=s.key if s else fname,
                     )
                     kwargs.pop(fname, None)
+                    eng.blockers.append(fname)
                     if not fname:
                         kwargs = {"vllm_version": self.vllm_version}
         return eng
@@ -2342,7 +2833,49 @@ def _pydantic_message(err: dict, model: type[BaseModel]) -> str:
         name = str(err["loc"][-1])
         close = difflib.get_close_matches(name, list(model.model_fields), n=1)
         return "not a kvplan key" + (f"; did you mean {close[0]}?" if close else "")
-    return f"{err['msg']} (got {err.get('input')!r})"
+    return plain_validation_message(err)
+
+
+_PLAIN = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "int_parsing": "expected an integer",
+    "int_type": "expected an integer",
+    "int_from_float": "expected a whole number",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected text",
+    "dict_type": "expected a mapping",
+    "list_type": "expected a list",
+    "finite_number": "expected a finite number",
+}
+
+
+def plain_validation_message(err: dict) -> str:
+    """A pydantic error as one plain line: "must be at least 1 (got 0)" rather than "Input
+    should be greater than or equal to 1"; value errors keep their own text."""
+    template = _PLAIN.get(err.get("type", ""))
+    ctx = err.get("ctx") or {}
+    if template is not None:
+        try:
+            text = template.format(**ctx)
+        except (KeyError, IndexError):
+            text = err["msg"]
+    else:
+        text = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{text} (got {_yaml_shown(err.get('input'))})" if "input" in err else text
+
+
+def _literal_hint(dep: Deployment) -> str:
+    if dep.kind == "dockerfile":
+        return 'write the value out, use the shell form (CMD vllm serve ...), or ["sh", "-c", "vllm serve $VAR ..."]'
+    if dep.kind == "k8s":
+        return "write $(NAME) with the variable in the container's env"
+    return "write the value out, or `$VAR` (one $) for compose to substitute it"
 
 
 def check_files(

@@ -78,31 +78,74 @@ def register(app: typer.Typer) -> None:
 
 
 def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict) -> int:
-    """Run the checks, print the report in ``fmt``, write ``junit_xml``; return the exit code.
+    """Run the checks, write ``junit_xml``, print the report in ``fmt``; return the exit code.
+
+    Order: every option is validated first (nothing is printed or written when one is bad),
+    then the files are checked, then the JUnit file is written, then the report is printed. A
+    reader that goes away while the report is printed (``| head``) does not change the exit
+    code: it stays the checks' own (0, 1 or 2), never a made-up 1.
 
     Raises:
-        KvplanError: unknown --format / --vllm-version, unreadable --gpu-profiles, or the JUnit
-            file cannot be written (exit 2).
+        KvplanError: unknown --format / --vllm-version, unusable --junit-xml path, unreadable
+            --gpu-profiles, or the JUnit file cannot be written (exit 2).
     """
     from kvplan.check import check_files
     from kvplan.errors import KvplanError
 
     if fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
+    if junit_xml is not None:
+        check_junit_path(junit_xml)
     report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
+    code = report.exit_code(strict)
+    if junit_xml is not None:
+        write_junit(report, junit_xml, strict)
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:  # text from input files on an ASCII CI log: escape, never crash
         reconfigure(errors="backslashreplace")
-    code = report.exit_code(strict)
-    if fmt == "json":
-        print(json.dumps(report.to_dict(strict), indent=2))
-    elif fmt == "github":
-        print_github(report, strict)
-    else:
-        print_human(report, strict)
-    if junit_xml:
-        write_junit(report, junit_xml, strict)
+    try:
+        if fmt == "json":
+            print(json.dumps(report.to_dict(strict), indent=2))
+        elif fmt == "github":
+            print_github(report, strict)
+        else:
+            print_human(report, strict)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
     return code
+
+
+def _drop_stdout() -> None:
+    """After EPIPE on stdout: point it at /dev/null so the interpreter's final flush cannot
+    fail again (the Python docs' recipe for SIGPIPE-less platforms)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def check_junit_path(path: str) -> None:
+    """Refuse a --junit-xml path that cannot be written, before anything is checked or printed.
+
+    Raises:
+        KvplanError: the path is empty, is a directory, its directory does not exist or is not
+            a directory, or the directory is not writable (names --junit-xml).
+    """
+    from kvplan.errors import KvplanError
+
+    if not path.strip():
+        raise KvplanError("--junit-xml: the path is empty", hint="give a file name such as kvplan-junit.xml")
+    if os.path.isdir(path):
+        raise KvplanError(f"--junit-xml: {path} is a directory", hint=f"give a file name, e.g. {os.path.join(path, 'kvplan-junit.xml')}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(directory):
+        raise KvplanError(f"--junit-xml: cannot write {path}: directory {directory} does not exist", hint="create it first (mkdir -p)")
+    if not os.path.isdir(directory):
+        raise KvplanError(f"--junit-xml: cannot write {path}: {directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise KvplanError(f"--junit-xml: cannot write {path}: directory {directory} is not writable")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,8 +289,21 @@ def junit_xml_text(report, strict: bool) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def _new_file_mode(path: str) -> int:
+    """The mode an ordinary ``open(path, "w")`` would leave: the existing file's mode when it is
+    rewritten, else 0o666 minus the process umask (mkstemp's own 0o600 is for secrets)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # reading the umask means setting it; put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_junit(report, path: str, strict: bool) -> None:
-    """Write the JUnit XML atomically (temporary file in the same directory, then rename).
+    """Write the JUnit XML atomically (temporary file in the same directory, then rename); the
+    file gets the mode a normal write would give it (see _new_file_mode).
 
     Raises:
         KvplanError: the directory does not exist or is not writable (names --junit-xml).
@@ -256,6 +312,7 @@ def write_junit(report, path: str, strict: bool) -> None:
 
     text = junit_xml_text(report, strict)
     directory = os.path.dirname(os.path.abspath(path))
+    mode = _new_file_mode(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".kvplan-junit-", suffix=".xml", dir=directory)
     except OSError as exc:
@@ -263,6 +320,7 @@ def write_junit(report, path: str, strict: bool) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         try:

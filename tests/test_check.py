@@ -252,15 +252,28 @@ def test_duplicate_and_invalid_values(tmp_path):
         model: meta-llama/Llama-3.1-8B-Instruct
         max-model-len: 8192
         max_model_len: 4096
+        """,
+    )
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 0
+    assert ("duplicate-flag", 3) in found(doc, "warning")
+    assert doc["files"][0]["deployments"][0]["figures"]["max_model_len"] == 4096  # the last one wins
+    g = write(
+        tmp_path,
+        "bad.yaml",
+        """
+        model: meta-llama/Llama-3.1-8B-Instruct
+        max-model-len: 8192
         tensor-parallel-size: two
         kv-cache-dtype: fp9
         """,
     )
-    code, doc, _ = check(f, "--gpu", "H100")
+    code, doc, _ = check(g, "--gpu", "H100")
     assert code == 1
-    assert ("duplicate-flag", 3) in found(doc, "warning")
-    assert {("invalid-value", 4), ("invalid-value", 5)} <= found(doc, "error")
-    assert doc["files"][0]["deployments"][0]["figures"]["max_model_len"] == 4096  # the last one wins
+    assert {("invalid-value", 3), ("invalid-value", 4)} <= found(doc, "error")
+    # no figures for a deployment vLLM refuses: they would be for tensor-parallel-size 1 and
+    # an auto KV cache, which the file does not hold
+    assert doc["files"][0]["deployments"][0]["figures"] is None
 
 
 def test_model_missing_is_a_failure(tmp_path):
@@ -496,11 +509,12 @@ def test_unknown_gpu_is_an_input_error(tmp_path):
     assert "unknown GPU 'H1000'" in d["message"] and "did you mean h100" in d["message"] + str(d["hint"])
 
 
-def test_yaml_without_a_deployment_is_a_note(tmp_path):
+def test_yaml_without_a_deployment_fails(tmp_path):
+    # (more shapes in test_check_documents.py) a Helm values file given to check is no pass
     f = write(tmp_path, "values.yaml", "replicaCount: 2\nimage: {repository: nginx}\n")
     code, doc, _ = check(f)
-    assert code == 0
-    assert diag(doc, "no-deployment")["severity"] == "info"
+    assert code == 1
+    assert diag(doc, "no-deployment")["severity"] == "error"
 
 
 def test_specs_are_loaded_once_per_model_and_plans_reused(tmp_path):
@@ -597,3 +611,43 @@ def test_kv_cache_memory_bytes_that_cannot_sit_next_to_the_weights(tmp_path):
     g = write(tmp_path, "l4b.sh", "# kvplan: gpu=L4\nvllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --kv-cache-memory-bytes 4G\n")
     code, doc, _ = check(g)
     assert "weights-fit" not in {x["check_id"] for x in doc["diagnostics"]}
+
+
+# --- exit codes shared with `kvplan estimate` (review item 30) ----------------------------------
+
+
+def test_vllm_refusals_fail_the_check_while_estimate_calls_them_bad_options(tmp_path):
+    """The mapping docs/ci.md documents: a value vLLM refuses is exit 2 for estimate (its own
+    option is bad, nothing to estimate) and exit 1 for check (the file under test fails);
+    "does not fit" is 1 for both; an unknown model or GPU is 2 for both."""
+    over = write(tmp_path, "over.yaml", "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 300000\n")
+    bf16 = write(tmp_path, "bf16.yaml", "model: meta-llama/Llama-3.1-8B-Instruct\ndtype: bfloat16\nmax-model-len: 8192\n")
+    big = write(tmp_path, "big.yaml", "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 131072\n")
+    unknown = write(tmp_path, "gpu.yaml", "model: meta-llama/Llama-3.1-8B-Instruct\nkvplan: {gpu: H1000}\n")
+    m = "meta-llama/Llama-3.1-8B-Instruct"
+    cases = [
+        # (check args, estimate args, check exit, estimate exit)
+        ((over, "--gpu", "H100"), (m, "--gpu", "H100", "--max-model-len", "300000"), 1, 2),
+        ((bf16, "--gpu", "V100"), (m, "--gpu", "V100", "--dtype", "bfloat16", "--max-model-len", "8192"), 1, 2),
+        ((big, "--gpu", "L4"), (m, "--gpu", "L4", "--max-model-len", "131072"), 1, 1),
+        ((unknown,), (m, "--gpu", "H1000"), 2, 2),
+    ]
+    for check_args, est_args, check_exit, est_exit in cases:
+        assert check(*check_args)[0] == check_exit, check_args
+        assert run_cli("estimate", *est_args)[0] == est_exit, est_args
+
+
+def test_every_check_id_is_documented_with_its_exit_code():
+    """docs/ci.md's table lists every check id; those marked "(exit 2)" are exactly the ids
+    whose errors make check exit 2."""
+    import kvplan.check as ck
+
+    doc = (Path(__file__).parents[1] / "docs" / "ci.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (`[^|]+`) \| ([^|]+) \|", doc, re.M)
+    documented: dict[str, str] = {}
+    for ids, severity in rows:
+        for cid in re.findall(r"`([a-z0-9-]+)`", ids):
+            documented[cid] = severity
+    ids = {v for k, v in vars(ck).items() if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", v)}
+    assert ids - set(documented) == set()
+    assert {cid for cid, sev in documented.items() if "exit 2" in sev} == set(ck.INPUT_ERROR_IDS)

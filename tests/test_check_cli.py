@@ -153,3 +153,76 @@ def test_ascii_ci_log_does_not_crash_on_non_ascii_input(tmp_path):
         )
         assert run.returncode == 1, run.stderr
         assert "Traceback" not in run.stderr and "unknown-flag" in run.stdout
+
+
+# --- --junit-xml before the run, file mode, broken pipe (review items 23, 24, 25) ---------------
+
+
+def test_junit_xml_path_is_validated_before_any_report(tmp_path):
+    (tmp_path / "a-dir").mkdir()
+    for bad in (str(tmp_path / "no-such-dir" / "r.xml"), "", str(tmp_path / "a-dir")):
+        code, out, err = run_cli("check", FAIL, "--junit-xml", bad)
+        assert code == 2, bad
+        assert out == "", bad  # nothing printed: the error comes before the report
+        lines = err.strip().splitlines()
+        assert lines[0].startswith("error: --junit-xml") and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-dir"]  # nothing written
+
+
+def test_junit_xml_mode_follows_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        out_file = tmp_path / "r.xml"
+        assert run_cli("check", PASS, "--gpu", "H100", "--junit-xml", str(out_file))[0] == 0
+        assert out_file.stat().st_mode & 0o777 == 0o640  # 0o666 & ~0o027
+        os.umask(0o022)
+        other = tmp_path / "s.xml"
+        assert run_cli("check", PASS, "--gpu", "H100", "--junit-xml", str(other))[0] == 0
+        assert other.stat().st_mode & 0o777 == 0o644
+        # an existing report keeps its mode, as when a program rewrites a file in place
+        other.chmod(0o664)
+        assert run_cli("check", PASS, "--gpu", "H100", "--junit-xml", str(other))[0] == 0
+        assert other.stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old)
+
+
+def _closed_stdout(*args: str):
+    """Run `python -m kvplan ARGS` with its stdout a pipe whose reader is already gone."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    p = subprocess.Popen([sys.executable, "-m", "kvplan", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p.stdout.close()  # like `| head -0`: every write to stdout fails with EPIPE
+    err = p.stderr.read().decode()
+    return p.wait(), err
+
+
+def test_broken_pipe_is_not_reported_as_a_failed_check(tmp_path):
+    out_file = tmp_path / "r.xml"
+    code, err = _closed_stdout("check", PASS, "--gpu", "H100", "--junit-xml", str(out_file))
+    assert code != 1 and "Traceback" not in err, (code, err)
+    assert ET.parse(out_file).getroot().get("failures") == "0"  # written before the report
+    code, err = _closed_stdout("schema")
+    assert code != 1 and "Traceback" not in err, (code, err)
+
+
+def test_run_check_keeps_the_check_verdict_when_stdout_goes_away(tmp_path, monkeypatch):
+    """Without SIGPIPE (Windows, or a caller that ignores it) print raises BrokenPipeError:
+    run_check then returns the checks' own exit code, never 1 for a passing run."""
+    import builtins
+
+    from kvplan.cli_check import run_check
+
+    real_print = builtins.print
+
+    def broken(*a, **k):
+        if k.get("file") is None:
+            raise BrokenPipeError(32, "Broken pipe")
+        return real_print(*a, **k)
+
+    monkeypatch.setattr(builtins, "print", broken)
+    monkeypatch.setattr(os, "dup2", lambda *a: None)  # keep pytest's own stdout
+    out_file = tmp_path / "r.xml"
+    code = run_check(files=[PASS], gpu="H100", gpu_profiles=None, vllm_version="0.26.0", fmt="json", junit_xml=str(out_file), strict=False)
+    assert code == 0 and out_file.exists()
+    code = run_check(files=[FAIL], gpu=None, gpu_profiles=None, vllm_version="0.26.0", fmt="github", junit_xml=None, strict=False)
+    assert code == 1

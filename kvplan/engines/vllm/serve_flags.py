@@ -209,6 +209,13 @@ CACHE_DTYPES_0_26_0 = (
 )
 MODEL_DTYPES_0_26_0 = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
+# Value flags whose argparse type reads the text "None" as "not set" (vLLM 0.26.0
+# engine/arg_utils.py optional_type, applied when the config field is typed ``X | None``):
+# config/model.py revision, quantization; config/cache.py kv_cache_memory_bytes,
+# num_gpu_blocks_override. Checked for the flags kvplan reads; other flags are not listed, so a
+# `null` there is passed on as "None" without comment.
+NONE_IS_UNSET_0_26_0 = frozenset({"revision", "quantization", "kv-cache-memory-bytes", "num-gpu-blocks-override"})
+
 
 @dataclass(frozen=True)
 class FlagCatalogue:
@@ -221,6 +228,7 @@ class FlagCatalogue:
         ignored: long name -> why vLLM accepts it but does nothing with it.
         removed: long name of an older release's flag -> why it is gone / what to use.
         cache_dtypes / model_dtypes: accepted --kv-cache-dtype / --dtype values.
+        none_is_unset: value flags for which "None" (a YAML null in a --config file) means unset.
     """
 
     version: str
@@ -230,6 +238,7 @@ class FlagCatalogue:
     removed: dict
     cache_dtypes: tuple
     model_dtypes: tuple
+    none_is_unset: frozenset = frozenset()
 
     def option_strings(self) -> list[str]:
         """Every long option string argparse registers ("--x" and "--no-x" twins)."""
@@ -335,7 +344,15 @@ class FlagMatch:
 
 
 _TABLES = {
-    "0.26.0": (_FLAGS_0_26_0, _SHORT_0_26_0, _IGNORED_0_26_0, _REMOVED_0_26_0, CACHE_DTYPES_0_26_0, MODEL_DTYPES_0_26_0),
+    "0.26.0": (
+        _FLAGS_0_26_0,
+        _SHORT_0_26_0,
+        _IGNORED_0_26_0,
+        _REMOVED_0_26_0,
+        CACHE_DTYPES_0_26_0,
+        MODEL_DTYPES_0_26_0,
+        NONE_IS_UNSET_0_26_0,
+    ),
 }
 
 
@@ -351,7 +368,7 @@ def catalogue(version: str = "0.26.0") -> FlagCatalogue:
             f"--vllm-version: kvplan has no `vllm serve` flag table for vLLM {version!r}",
             hint="supported: " + ", ".join(sorted(_TABLES)),
         )
-    flags, short, ignored, removed, cache, model = _TABLES[version]
+    flags, short, ignored, removed, cache, model, none_is_unset = _TABLES[version]
     arity = {}
     for kind, names in flags.items():
         for name in names.split():
@@ -365,6 +382,7 @@ def catalogue(version: str = "0.26.0") -> FlagCatalogue:
         removed=dict(removed),
         cache_dtypes=cache,
         model_dtypes=model,
+        none_is_unset=none_is_unset,
     )
 
 
