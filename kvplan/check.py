@@ -235,8 +235,12 @@ def vllm_config_model(version: str = "0.26.0") -> type[BaseModel]:
         kind = {"bool": "switch", "negatable": "switch", "list": "one or more values", "json": "JSON value"}.get(
             arity, "value"
         )
+        # null is "None" to vLLM: allowed where vLLM reads it as unset, or where kvplan does not
+        # know the flag's type; not for switches and the flags kvplan reads (see config_tokens)
+        nullable = arity not in ("bool", "negatable") and (name not in _READ_FLAGS or name in cat.none_is_unset)
+        ftype = _flag_type(name, arity, cat)
         fields[name.replace("-", "_")] = (
-            Optional[_flag_type(name, arity, cat)],
+            Optional[ftype] if nullable else ftype,
             Field(None, alias=name, description=f"`vllm serve --{name}` ({kind}; vLLM {version})."),
         )
         if arity == "negatable":

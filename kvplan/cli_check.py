@@ -74,7 +74,11 @@ def register(app: typer.Typer) -> None:
 
             fail(e.message, e.hint, e.exit_code)
             return
-        print(json.dumps(doc, indent=2))
+        try:
+            print(json.dumps(doc, indent=2))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `kvplan schema | head`: the schema was asked for; not a failure
+            _drop_stdout()
 
 
 def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict) -> int:
@@ -263,7 +267,7 @@ def junit_xml_text(report, strict: bool) -> str:
     for f in report.files:
         suite = ET.SubElement(root, "testsuite", name=_xml_safe(f.file))
         counts = {"tests": 0, "failures": 0, "errors": 0}
-        groups = [(f.file, ["parse-error"] if f.diagnostics else [], f.diagnostics)]
+        groups = [(f.file, [], f.diagnostics)]  # file-level findings: one testcase per check id
         groups += [(dep.name, dep.checks, dep.diagnostics) for dep in f.deployments]
         for name, checks, diags in groups:
             ids = list(dict.fromkeys(list(checks) + [d.check_id for d in diags]))

@@ -113,6 +113,12 @@ def test_schema_for_config_and_manifest():
     assert "swap-space" not in props  # not a vLLM 0.26.0 flag
     targets = schema["$defs"]["Targets"]["properties"]
     assert {"gpu", "gpu_count", "min_concurrency", "request_len", "max_gpu_memory_utilization"} <= set(targets)
+    # null: vLLM reads it as the text "None" (an error for these) ...
+    assert {"type": "null"} not in props["tensor-parallel-size"].get("anyOf", [])
+    assert props["tensor-parallel-size"]["type"] == "integer"
+    assert "anyOf" not in props["enforce-eager"] and props["enforce-eager"]["type"] == "boolean"
+    # ... or as "unset" for flags typed `X | None` in vLLM
+    assert {"type": "null"} in props["kv-cache-memory-bytes"]["anyOf"]
     code, out, _ = run_cli("schema", "manifest")
     manifest = json.loads(out)
     assert code == 0 and {"deployments", "node_selectors"} <= set(manifest["properties"])
@@ -226,3 +232,13 @@ def test_run_check_keeps_the_check_verdict_when_stdout_goes_away(tmp_path, monke
     assert code == 0 and out_file.exists()
     code = run_check(files=[FAIL], gpu=None, gpu_profiles=None, vllm_version="0.26.0", fmt="github", junit_xml=None, strict=False)
     assert code == 1
+
+
+def test_junit_file_level_findings_are_their_own_testcases(tmp_path):
+    out_file = tmp_path / "r.xml"
+    code, _, _ = run_cli("check", str(DATA / "fail/trailing-separator.yaml"), "--junit-xml", str(out_file))
+    assert code == 1
+    suite = ET.parse(out_file).getroot().find("testsuite")
+    ids = [c.get("name").rsplit(" :: ", 1)[1] for c in suite.findall("testcase")]
+    assert ids.count("multiple-documents") == 1 and "parse-error" not in ids  # no empty parse-error case
+    assert suite.get("failures") == "1" and suite.get("errors") == "0"

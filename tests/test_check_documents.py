@@ -128,6 +128,16 @@ def test_null_model_says_the_model_is_missing():
     assert "model-unresolved" not in {x["check_id"] for x in doc["diagnostics"]}
 
 
+def test_empty_model_string_and_model_as_a_list(tmp_path):
+    f = write(tmp_path, "e.yaml", 'model: ""\nmax-model-len: 8192\n')
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 1 and found(doc, "error") == {("model-missing", 1)}
+    g = write(tmp_path, "l.yaml", "model: [meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen2.5-7B-Instruct]\n")
+    code, doc, _ = check(g, "--gpu", "H100")
+    assert code == 1 and found(doc, "error") == {("invalid-value", 1)}  # not also "no model"
+    assert "takes one value" in diag(doc, "invalid-value")["message"]
+
+
 def test_list_null_and_non_boolean_values_name_their_key_and_are_not_evaluated():
     code, doc, _ = check(str(DATA / "yaml-shapes/list-value.yaml"))
     assert code == 1
