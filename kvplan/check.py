@@ -1179,7 +1179,7 @@ def serve_calls_in_text(
         to ``problems`` as (line, message).
     """
     calls: list[Invocation] = []
-    entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool, str]] = {}
+    entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool]] = {}
     base_image = ""
     denv = DockerEnv()
     logical = _logical_lines(lines)
@@ -1211,7 +1211,7 @@ def serve_calls_in_text(
                     if kind == "RUN":  # at build time: a `sh -c` inside sees ARG and ENV
                         calls += serve_calls_in_argv(words, wl, first + 1, env=denv.build(), syntax="exec")
                     else:
-                        entry_cmd[kind] = (words, wl, first + 1, False, "")
+                        entry_cmd[kind] = (words, wl, first + 1, False)
                     continue
             m = _DOCKER_SHELL.match(text)
             if m:
@@ -1219,7 +1219,7 @@ def serve_calls_in_text(
                     words = _split_shell(m.group(2))
                 except ValueError:
                     continue
-                entry_cmd[m.group(1).upper()] = (words, list(_locate(words, lines, first, last)), first + 1, True, m.group(2))
+                entry_cmd[m.group(1).upper()] = (words, list(_locate(words, lines, first, last)), first + 1, True)
                 continue
         else:
             _assignments(text, env)

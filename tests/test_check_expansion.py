@@ -110,3 +110,32 @@ def test_shell_scripts_keep_expanding(tmp_path):
     code, doc, _ = check(f)
     assert code == 0, doc["diagnostics"]
     assert doc["files"][0]["deployments"][0]["figures"]["max_model_len"] == 8192
+
+
+def test_shell_form_cmd_under_the_vllm_image_entrypoint_is_not_a_pass(tmp_path):
+    # The vllm/vllm-openai image's ENTRYPOINT is ["vllm", "serve"] (exec form); a shell-form CMD
+    # arrives as `vllm serve /bin/sh -c "--model ..."` (Dockerfile reference, CMD/ENTRYPOINT table).
+    f = write(
+        tmp_path,
+        "Dockerfile",
+        """
+        FROM vllm/vllm-openai:v0.26.0
+        # kvplan: gpu=H100
+        CMD --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192
+        """,
+    )
+    code, doc, _ = check(f)
+    assert code == 1
+    d = diag(doc, "invalid-value")
+    assert (d["line"], d["key"]) == (3, "CMD") and "/bin/sh" in d["message"]
+    # the exec form of the same CMD passes
+    g = write(
+        tmp_path,
+        "ok/Dockerfile",
+        """
+        FROM vllm/vllm-openai:v0.26.0
+        # kvplan: gpu=H100
+        CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
+        """,
+    )
+    assert check(g)[0] == 0
