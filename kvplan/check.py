@@ -13,6 +13,12 @@ Inputs, detected per file (``detect_kind``):
   ``kvplan.yaml``'s ``node_selectors``).
 * ``manifest``: a ``kvplan.yaml`` listing several deployments (``Manifest``).
 
+YAML files are read document by document (``yaml_doc_kind``), so one file may hold several
+kinds; a vLLM config in a file of several documents also fails ``multiple-documents`` (vLLM
+loads it with ``yaml.safe_load``), and a YAML file with no deployment at all fails
+``no-deployment``. ``$VARIABLES`` are expanded only where the platform would (``expand_word``:
+shell lines, Dockerfile shell form from ENV, Kubernetes ``$(NAME)``, compose from ``.env``).
+
 Text files and YAML files (compose, k8s) may carry ``# kvplan: gpu=H100-80GB gpu_count=2``
 comments; a comment applies to the deployments that follow it in the file (or, when none
 precedes a deployment, to the whole file).
