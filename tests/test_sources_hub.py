@@ -7,6 +7,7 @@ Expected parameter counts are written out by hand below.
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from helpers import run_cli
 from hf_server import closed_port_url, fake_hub, safetensors_bytes, safetensors_index, set_hf_env  # noqa: F401
 
 from kvplan.errors import KvplanError
+from kvplan.sources import load_spec
 from kvplan.sources.hub import load_from_hub
 
 TINY = {
@@ -73,11 +75,12 @@ VLM = {
 }
 VLM_TENSORS = {
     "language_model.model.embed_tokens.weight": ("BF16", [1000, 256]),
+    "language_model.model.layers.0.self_attn.q_proj.weight": ("BF16", [256, 256]),
     "language_model.model.layers.1.self_attn.q_proj.weight": ("BF16", [256, 256]),
     "language_model.model.layers.2.self_attn.q_proj.weight": ("BF16", [256, 256]),  # >= 2 layers: dropped
     "vision_tower.vision_model.encoder.layers.7.fc1.weight": ("F32", [64, 64]),  # vision layer 7: kept
 }
-VLM_BF16 = 1000 * 256 + 256 * 256  # 321_536
+VLM_BF16 = 1000 * 256 + 2 * 256 * 256  # 387_072
 VLM_F32 = 64 * 64  # 4_096
 
 
@@ -106,6 +109,20 @@ def _populate(hub) -> dict[str, str]:
     shas["config-only"] = hub.add_repo("acme/config-only", {"config.json": _cfg()})
     shas["bad-st"] = hub.add_repo("acme/bad-st", {"config.json": _cfg(), "model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all"})
     shas["no-config"] = hub.add_repo("acme/no-config", {"README.md": b"# weights only\n"})
+    # Item 5/18 of fresh-eyes review 1: a header with a negative shape, and an index naming a
+    # tensor that its shard does not hold.
+    bad_shape = json.dumps({"w": {"dtype": "BF16", "shape": [-1, 4], "data_offsets": [0, 8]}}).encode()
+    hub.add_repo("acme/neg-shape", {"config.json": _cfg(), "model.safetensors": struct.pack("<Q", len(bad_shape)) + bad_shape + bytes(8)})
+    partial_map = dict(weight_map) | {"model.layers.1.self_attn.q_proj.weight": "model-00002-of-00002.safetensors"}
+    hub.add_repo(
+        "acme/tiny-partial",
+        {
+            "config.json": _cfg(),
+            "model.safetensors.index.json": safetensors_index(partial_map),
+            "model-00001-of-00002.safetensors": safetensors_bytes(SHARD1),
+            "model-00002-of-00002.safetensors": safetensors_bytes(SHARD2),
+        },
+    )
     hub.add_repo("acme/broken", {"config.json": _cfg()}, fail_status=500)
     hub.add_repo("acme/limited", {"config.json": _cfg()}, fail_status=429)
     hub.add_repo("acme/slow", {"config.json": _cfg()}, delay_s=5.0)
@@ -256,6 +273,29 @@ def test_unreadable_safetensors_header_falls_back(hub):
     assert src.checkpoint_params is None
     assert "unreadable safetensors header" in src.provenance["weights_note"]
     assert src.config == TINY
+    assert src.tensors_visible is True and len(src.notes) == 1 and "acme/bad-st" in src.notes[0]
+
+
+def test_negative_shape_in_header_falls_back_with_a_note(hub):
+    src = load_from_hub("acme/neg-shape")
+    assert src.checkpoint_params is None and src.checkpoint_bytes is None
+    assert "shape" in src.provenance["weights_note"] and "[-1, 4]" in src.provenance["weights_note"]
+    assert len(src.notes) == 1 and "formula" in src.notes[0]
+    code, out, err = run_cli("estimate", "acme/neg-shape", "--gpu", "H200")
+    assert code in (0, 1) and "Traceback" not in err, err
+
+
+def test_index_naming_a_tensor_no_shard_holds_falls_back_with_a_note(hub):
+    spec, src = load_spec("acme/tiny-partial")
+    assert src.checkpoint_params is None and spec.checkpoint_params is None
+    assert any("model.layers.1.self_attn.q_proj.weight" in n for n in spec.notes), spec.notes
+
+
+def test_tensor_visibility_from_the_hub(hub):
+    assert load_from_hub("acme/tiny").tensors_visible is True
+    src = load_from_hub("acme/config-only")
+    assert src.tensors_visible is False and "no safetensors" in src.provenance["tensors"]
+    assert load_spec("acme/config-only")[0].checkpoint_tensors_visible is False
 
 
 # -- errors: exit 2, one line (+ hint), no traceback -----------------------------------------

@@ -156,13 +156,14 @@ def test_multimodal_keeps_vision_layers_and_drops_extra_text_layers(tmp_path):
     write_safetensors(
         d / "model.safetensors",
         {
+            "language_model.model.layers.0.mlp.up_proj.weight": ("BF16", [512, 256]),
             "language_model.model.layers.1.mlp.up_proj.weight": ("BF16", [512, 256]),
             "language_model.model.layers.5.mlp.up_proj.weight": ("BF16", [512, 256]),  # beyond 2 text layers
             "vision_tower.vision_model.encoder.layers.5.mlp.fc1.weight": ("F32", [64, 256]),  # vision: kept
         },
     )
     src = load_local(d)
-    assert src.checkpoint_params == {"BF16": 512 * 256, "F32": 64 * 256}
+    assert src.checkpoint_params == {"BF16": 2 * 512 * 256, "F32": 64 * 256}
     code, out, err = run_cli("estimate", str(d), "--gpu", "H200", "--format", "json")
     assert code in (0, 1) and "Traceback" not in err, err
 

@@ -33,7 +33,16 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         return load_local(path, name=model)
     if path.is_file():
         if path.name.endswith(".json"):
-            return ModelSource(name=model, config=read_config(path), origin="local", provenance={"path": str(path)})
+            return ModelSource(
+                name=model,
+                config=read_config(path),
+                origin="local",
+                provenance={
+                    "path": str(path),
+                    "tensors": "a config.json given alone: no safetensors read, as for a config-only directory",
+                },
+                tensors_visible=False,
+            )
         raise KvplanError(f"{model}: expected a model directory or a config.json, got another file")
     if revision is None:
         found = find_bundled(model)
@@ -47,8 +56,22 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
     return load_from_hub(model, revision=revision)
 
 
+# Checkpoint tensors holding less than this share of the bytes kvplan's weight formula gives are
+# taken as an incomplete download (a few shards of many whose names kvplan cannot judge) and
+# ignored. Low enough to keep real checkpoints the formula over-states (an fp8 ModelOpt checkpoint
+# read without its hf_quant_config.json is ~0.52 of the bf16 formula).
+CHECKPOINT_COVERAGE_FLOOR = 0.4
+
+
 def load_spec(model: str, revision: str | None = None):
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
+
+    ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
+    checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
+    vLLM 0.26.0 auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
+    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM 0.26.0 weight rules in
+    kvplan.engines.vllm.weights) are dropped as incomplete. ``notes`` gathers the parser's and
+    the source's warnings (ModelSpec.notes, then ModelSource.notes, then the coverage note).
 
     Returns:
         (ModelSpec, ModelSource).
@@ -59,13 +82,46 @@ def load_spec(model: str, revision: str | None = None):
 
     source = resolve_model(model, revision=revision)
     spec = parse_config(source.config, source.name)
-    if source.origin == "local" and not source.checkpoint_params:
-        spec = spec.model_copy(update={"checkpoint_tensors_visible": False})
+    update: dict = {
+        "checkpoint_tensors_visible": source.tensors_visible is not False,
+        "notes": spec.notes + source.notes,
+    }
     if source.checkpoint_params or source.checkpoint_bytes:
+        update["checkpoint_params"] = tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None
+        update["checkpoint_bytes"] = source.checkpoint_bytes
+    spec = spec.model_copy(update=update)
+    why = _below_formula(spec)
+    if why:
+        from kvplan.sources.local import incomplete_note
+
         spec = spec.model_copy(
             update={
-                "checkpoint_params": tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None,
-                "checkpoint_bytes": source.checkpoint_bytes,
+                "checkpoint_params": None,
+                "checkpoint_bytes": None,
+                "notes": spec.notes + (incomplete_note(source.name, why),),
             }
         )
     return spec, source
+
+
+def _below_formula(spec) -> str | None:
+    """Why the checkpoint bytes look like an incomplete checkpoint, or None.
+
+    Judged only where the formula is trusted: no quantization, or a method kvplan models."""
+    from kvplan.specs.parse import MODELLED_QUANT_METHODS
+
+    if not spec.checkpoint_bytes or (spec.quantization is not None and spec.quantization.method not in MODELLED_QUANT_METHODS):
+        return None
+    from kvplan.engines.vllm.kv_spec import DTYPE_BYTES
+    from kvplan.engines.vllm.weights import weight_bytes_per_rank
+
+    tally = weight_bytes_per_rank(
+        spec, tensor_parallel_size=1, dtype_bytes=DTYPE_BYTES.get(spec.dtype, 2), quant=spec.quantization
+    )
+    formula = tally.total - tally.parts.get("rotary_cache", 0) - tally.parts.get("mla_absorbed", 0)
+    if formula <= 0 or spec.checkpoint_bytes >= CHECKPOINT_COVERAGE_FLOOR * formula:
+        return None
+    return (
+        f"they hold {spec.checkpoint_bytes:,} bytes, {spec.checkpoint_bytes / formula:.0%} of the "
+        f"{formula:,} bytes the architecture implies"
+    )

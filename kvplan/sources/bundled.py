@@ -44,12 +44,23 @@ def bundled_ids() -> list[str]:
 
 
 def find_bundled(name: str) -> ModelSource | None:
-    """The bundled spec for a repo id or alias, or None."""
+    """The bundled spec for a repo id or alias, or None.
+
+    A snapshot whose ``status`` is not "complete..." (partial, near-complete) carries a note
+    saying so in ``ModelSource.notes``."""
     fname = _index().get(name.strip().lower())
     if fname is None:
         return None
     data = json.loads(_spec_dir().joinpath(fname).read_text(encoding="utf-8"))
     total = data.get("checkpoint_total_bytes")
+    status = str(data.get("status") or "")
+    notes = ()
+    if not status.startswith("complete"):
+        notes = (
+            f"bundled spec model_specs/{fname} is {status or 'of unknown completeness'}: keys the snapshot "
+            "lacks take transformers' defaults; for exact figures give the model's own config.json "
+            f"(a local directory, or the Hub: {data['repo_id']} --revision main)",
+        )
     return ModelSource(
         name=data["repo_id"],
         config=data["config"],
@@ -60,5 +71,8 @@ def find_bundled(name: str) -> ModelSource | None:
             "source": data.get("source"),
             "status": data.get("status"),
             "checkpoint_total_bytes_source": data.get("checkpoint_total_bytes_source"),
+            "tensors": "not read: a bundled config snapshot (the published checkpoint's tensors are assumed)",
         },
+        tensors_visible=None,
+        notes=notes,
     )

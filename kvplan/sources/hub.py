@@ -29,7 +29,15 @@ from pathlib import Path
 
 from kvplan.errors import EnvironmentMissing, KvplanError
 from kvplan.sources.base import ModelSource
-from kvplan.sources.local import num_text_layers, params_vllm_loads, read_config, tensor_sizes, ties_word_embeddings
+from kvplan.sources.local import (
+    coverage_gap,
+    incomplete_note,
+    num_text_layers,
+    params_vllm_loads,
+    read_config,
+    tensor_sizes,
+    ties_word_embeddings,
+)
 
 CONFIG_NAME = "config.json"
 
@@ -47,7 +55,10 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
         the cache cannot tell it); ``checkpoint_params`` is parameters (elements) by safetensors
         dtype and ``checkpoint_bytes`` their total bytes (from the headers' data offsets), over
         the tensors vLLM 0.26.0 loads (see kvplan.sources.local.params_vllm_loads); both None
-        when the headers cannot be read, with the reason in ``provenance["weights_note"]``.
+        when the headers cannot be read or do not cover the model (kvplan.sources.local.
+        coverage_gap), with the reason in ``provenance["weights_note"]`` (and in ``notes`` when
+        headers were found but are malformed or incomplete). ``tensors_visible``: True when the
+        repo has safetensors, False when it has none, None when they could not be looked at.
     Raises:
         KvplanError (exit 2, one line + hint): gated repo without access (401/403), repo not
         found (404), revision not found, no config.json in the repo, Hub unreachable / timed out /
@@ -107,15 +118,20 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
     provenance["config_path"] = str(path)
     config = read_config(Path(path))
 
+    notes: tuple[str, ...] = ()
     if from_cache:
-        params = total = None
+        params = total = visible = None
         provenance["weights_note"] = (
             "safetensors headers are not cached: weights from kvplan's formula (config.json); "
             "run online for the checkpoint's own figures"
         )
+        provenance["tensors"] = "not looked at (config.json from the cache)"
     else:
-        params, total, note = _checkpoint_params(api, repo_id, commit or revision, config)
+        params, total, note, visible, notes = _checkpoint_params(api, repo_id, commit or revision, config)
         provenance["weights_from" if params is not None else "weights_note"] = note
+        provenance["tensors"] = {True: "the repo's safetensors headers", False: "none: the repo has no safetensors"}.get(
+            visible, "not looked at (the headers could not be fetched)"
+        )
 
     return ModelSource(
         name=repo_id,
@@ -125,6 +141,8 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
         checkpoint_params=params,
         checkpoint_bytes=total,
         provenance=provenance,
+        tensors_visible=visible,
+        notes=notes,
     )
 
 
@@ -186,35 +204,51 @@ def _resolved_commit(api, repo_id: str, revision: str | None) -> str | None:
 
 
 def _checkpoint_params(api, repo_id: str, revision: str | None, config: dict):
-    """(parameters by dtype, total bytes, note) from the repo's safetensors headers, or
-    (None, None, why not). Never raises for Hub or header problems: the estimate then uses
-    kvplan's weight formula. Rule source: huggingface_hub 2.4.0 HfApi.get_safetensors_metadata."""
+    """(parameters by dtype, total bytes, note, tensors visible, notes) from the repo's safetensors
+    headers; params/total None with the reason in ``note`` when they cannot be used. Never raises
+    for Hub or header problems: the estimate then uses kvplan's weight formula. Malformed or
+    incomplete headers (the repo has them, but they do not describe the model) also give a
+    one-line ``notes`` entry for the plan's warnings. Rule source: huggingface_hub 2.4.0
+    HfApi.get_safetensors_metadata; the checks are kvplan.sources.local.tensor_entry and
+    coverage_gap."""
     import httpx2
     from huggingface_hub import constants
     from huggingface_hub.errors import NotASafetensorsRepoError, OfflineModeIsEnabled, SafetensorsParsingError
 
     fallback = "weights from kvplan's formula (config.json)"
+
+    def malformed(why: str):
+        return None, None, f"{why}: {fallback}", True, (incomplete_note(repo_id, why),)
+
     try:
         meta = api.get_safetensors_metadata(repo_id, revision=revision, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT)
     except NotASafetensorsRepoError:
-        return None, None, f"no model.safetensors or model.safetensors.index.json in the repo: {fallback}"
+        return None, None, f"no model.safetensors or model.safetensors.index.json in the repo: {fallback}", False, ()
     except SafetensorsParsingError as exc:
-        return None, None, f"unreadable safetensors header ({_first_line(exc)}): {fallback}"
-    except (httpx2.HTTPError, OfflineModeIsEnabled, OSError, ValueError, KeyError, TypeError) as exc:
-        # HfHubHTTPError and LocalEntryNotFoundError are OSErrors; ValueError/KeyError/TypeError:
-        # a malformed model.safetensors.index.json.
-        return None, None, f"could not read the safetensors headers ({type(exc).__name__}: {_first_line(exc)}): {fallback}"
+        return malformed(f"unreadable safetensors header ({_first_line(exc)})")
+    except RecursionError:
+        return malformed("unreadable safetensors header (JSON nested too deeply)")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # A malformed model.safetensors.index.json or header that huggingface_hub trips over.
+        return malformed(f"unreadable safetensors metadata ({type(exc).__name__}: {_first_line(exc)})")
+    except (httpx2.HTTPError, OfflineModeIsEnabled, OSError) as exc:
+        # HfHubHTTPError and LocalEntryNotFoundError are OSErrors.
+        return None, None, f"could not read the safetensors headers ({type(exc).__name__}: {_first_line(exc)}): {fallback}", None, ()
     tensors: dict[str, tuple[str, int, int]] = {}
     try:
         for file_meta in meta.files_metadata.values():
             tensors.update(tensor_sizes(file_meta))
     except ValueError as exc:
-        return None, None, f"unreadable safetensors header ({exc}): {fallback}"
+        return malformed(f"unreadable safetensors header ({exc})")
     if not tensors:
-        return None, None, f"the safetensors files hold no tensors: {fallback}"
-    params, total = params_vllm_loads(tensors, num_text_layers(config), tie_word_embeddings=ties_word_embeddings(config))
+        return None, None, f"the safetensors files hold no tensors: {fallback}", False, ()
+    n_layers = num_text_layers(config)
+    why = coverage_gap(tensors, n_layers, meta.weight_map if meta.sharded else None)
+    if why:
+        return malformed(why)
+    params, total = params_vllm_loads(tensors, n_layers, tie_word_embeddings=ties_word_embeddings(config))
     n_files = len(meta.files_metadata)
-    return params, total, f"safetensors headers ({n_files} file{'s' if n_files != 1 else ''})"
+    return params, total, f"safetensors headers ({n_files} file{'s' if n_files != 1 else ''})", True, ()
 
 
 def _sent_token(err: BaseException) -> bool:

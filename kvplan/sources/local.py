@@ -1,8 +1,15 @@
 """A model from a local directory: config.json, and safetensors headers when present.
 
-Safetensors headers are read with huggingface_hub's ``parse_local_safetensors_file_metadata``
-(only the JSON headers, never the tensors), imported only when the directory has safetensors
-files. ``params_vllm_loads`` (shared with the Hub source) keeps the tensors vLLM 0.26.0 loads.
+Safetensors headers are read here (8-byte little-endian length, then the JSON header; never the
+tensors) and every entry is checked: dtype a string, shape non-negative integers, data offsets
+that match shape x dtype size (the rules safetensors itself enforces when vLLM loads the file).
+A malformed header is one KvplanError naming the file. ``params_vllm_loads`` (shared with the Hub
+source) keeps the tensors vLLM 0.26.0 loads; ``coverage_gap`` says when the headers do not
+cover the model (one shard of several, missing decoder layers, an index naming absent tensors),
+in which case load_local keeps no checkpoint figures and says why in ``ModelSource.notes``.
+
+Every JSON file (config.json, the index, hf_quant_config.json) goes through ``read_json``: at most
+16 MiB, UTF-8, valid JSON, nested at most ``MAX_JSON_DEPTH`` levels.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,7 +25,14 @@ from kvplan.errors import KvplanError
 from kvplan.sources.base import ModelSource
 
 CONFIG_MAX_BYTES = 16 * 1024 * 1024
+# Published config.json files nest 5 levels at most (quantization_config.config_groups.group_0.
+# weights.num_bits); deeper is a broken or hostile file. Python's json parser itself gives up
+# with a RecursionError near 1,000 levels, and anything that walks the dict later would too.
+MAX_JSON_DEPTH = 64
 INDEX_NAME = "model.safetensors.index.json"
+HF_QUANT_CONFIG_NAME = "hf_quant_config.json"
+# safetensors (safetensors/src/tensor.rs MAX_HEADER_SIZE) refuses headers above 100,000,000 bytes.
+SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
 
 # Checkpoint tensors vLLM 0.26.0 does not load into the served (target) model:
 # - multi-token-prediction heads stored under their own prefix, "mtp.*" (Qwen3-Next and later
@@ -47,8 +62,23 @@ def read_config(path: Path) -> dict:
     """Read and parse ``path`` (a config.json) into a dict.
 
     Raises:
-        KvplanError: missing, unreadable, larger than 16 MiB, not UTF-8, not JSON, or not a JSON
-            object; the message names the file (and the line for JSON syntax errors).
+        KvplanError: missing, unreadable, larger than 16 MiB, not UTF-8, not JSON, nested deeper
+            than MAX_JSON_DEPTH, or not a JSON object; the message names the file (and the line
+            for JSON syntax errors).
+    """
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise KvplanError(f"{path}: config.json must hold a JSON object, got a JSON {_json_kind(data)}")
+    return data
+
+
+def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
+    """Read one JSON file of at most ``max_bytes`` bytes, nested at most MAX_JSON_DEPTH levels.
+
+    Raises:
+        KvplanError: missing, unreadable, too large, not UTF-8, not valid JSON, or nested too
+            deeply (a "[[[[..." file that would otherwise end in a RecursionError); one line
+            naming the file.
     """
     try:
         raw = path.read_bytes()
@@ -56,19 +86,51 @@ def read_config(path: Path) -> dict:
         raise KvplanError(f"{path}: not found") from None
     except OSError as exc:
         raise KvplanError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > CONFIG_MAX_BYTES:
-        raise KvplanError(f"{path}: {len(raw)} bytes is too large for a config.json (limit 16 MiB)")
+    if len(raw) > max_bytes:
+        raise KvplanError(f"{path}: {len(raw):,} bytes is too large (limit {max_bytes // (1 << 20)} MiB)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise KvplanError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    return loads_bounded(text, str(path))
+
+
+def loads_bounded(text: str, where: str):
+    """``json.loads`` that refuses documents nested deeper than MAX_JSON_DEPTH levels.
+
+    Raises:
+        KvplanError: not valid JSON (``where:line``), or nested too deeply (``where``).
+    """
+    too_deep = KvplanError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a model file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise KvplanError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise KvplanError(f"{path}: config.json must hold a JSON object, got a JSON {_json_kind(data)}")
+        raise KvplanError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise too_deep from None
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise too_deep
     return data
+
+
+def json_depth(value) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0, ``[]`` is 1), computed without recursion."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _json_kind(value) -> str:
@@ -91,21 +153,179 @@ def ties_word_embeddings(config: dict) -> bool:
     return text_config_of(config).get("tie_word_embeddings") is True
 
 
-def tensor_sizes(file_meta) -> dict[str, tuple[str, int, int]]:
-    """name -> (safetensors dtype, elements, bytes) for one huggingface_hub SafetensorsFileMetadata.
+def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
+    """(dtype, elements, bytes) of one safetensors header entry, checked as safetensors checks it.
 
-    Bytes come from the tensor's data offsets (exact for packed dtypes too).
+    Rules (safetensors/src/tensor.rs, which vLLM 0.26.0 loads through): ``dtype`` a string;
+    ``shape`` a list of integers >= 0 (elements = their product, 1 for a scalar);
+    ``data_offsets`` [begin, end] integers with 0 <= begin <= end; for a dtype kvplan knows,
+    end - begin == elements x bits / 8 (rounded up). Bytes are end - begin.
+    Raises:
+        ValueError: naming the tensor and the field (dtype, shape, data_offsets).
+    """
+    if not isinstance(dtype, str) or not dtype:
+        raise ValueError(f"tensor {name!r}: dtype must be a string, got {_short(dtype)}")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError(f"tensor {name!r}: shape must be a list of integers >= 0, got {_short(shape)}")
+    if (
+        not isinstance(offsets, (list, tuple))
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
+        raise ValueError(f"tensor {name!r}: data_offsets must be [begin, end] with 0 <= begin <= end, got {_short(offsets)}")
+    n = math.prod(shape)
+    nbytes = offsets[1] - offsets[0]
+    bits = SAFETENSORS_DTYPE_BITS.get(dtype)
+    if bits is not None and nbytes != -(-n * bits // 8):
+        raise ValueError(
+            f"tensor {name!r}: data_offsets span {nbytes:,} bytes but shape {list(shape)} of {dtype} needs {-(-n * bits // 8):,}"
+        )
+    return dtype, n, nbytes
+
+
+def tensor_sizes(file_meta) -> dict[str, tuple[str, int, int]]:
+    """name -> (safetensors dtype, elements, bytes) for one huggingface_hub SafetensorsFileMetadata
+    (the Hub source), each entry checked by ``tensor_entry``.
 
     Raises:
-        ValueError: data offsets that are not [begin, end] integers with begin <= end.
+        ValueError: a malformed entry (names the tensor and the field).
     """
     out: dict[str, tuple[str, int, int]] = {}
     for name, info in file_meta.tensors.items():
-        offsets = info.data_offsets
-        if len(offsets) != 2 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) or offsets[1] < offsets[0]:
-            raise ValueError(f"tensor {name}: bad data_offsets {list(offsets)!r}")
-        out[name] = (str(info.dtype), int(info.parameter_count), offsets[1] - offsets[0])
+        out[name] = tensor_entry(name, info.dtype, info.shape, info.data_offsets)
     return out
+
+
+def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
+    """name -> (dtype, elements, bytes) from one local safetensors file's header (not its data).
+
+    Format (safetensors docs): 8-byte little-endian header length N, then N bytes of UTF-8 JSON:
+    an object of tensor name -> {dtype, shape, data_offsets}, plus an optional "__metadata__".
+    Raises:
+        KvplanError: unreadable file, a header length over 100,000,000 bytes or past the end of
+            the file, a header that is not a JSON object, or a malformed entry (see
+            tensor_entry); one line naming the file.
+    """
+
+    def bad(why: str) -> KvplanError:
+        return KvplanError(f"{path}: unreadable safetensors header ({why})")
+
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise bad(f"the file has {len(prefix)} bytes, fewer than the 8-byte header length")
+            (size,) = struct.unpack("<Q", prefix)
+            if size > SAFETENSORS_MAX_HEADER_BYTES:
+                raise bad(f"declares a {size:,}-byte header; safetensors allows {SAFETENSORS_MAX_HEADER_BYTES:,}")
+            raw = f.read(size)
+    except OSError as exc:
+        raise KvplanError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) < size:
+        raise bad(f"declares a {size:,}-byte header but the file ends after {len(raw):,}: truncated")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad(f"not UTF-8 at byte {exc.start + 8}") from None
+    try:
+        header = loads_bounded(text, "header")
+    except KvplanError as exc:
+        raise bad(exc.message) from None
+    if not isinstance(header, dict):
+        raise bad(f"expected a JSON object, got a JSON {_json_kind(header)}")
+    out: dict[str, tuple[str, int, int]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict):
+            raise bad(f"tensor {name!r}: expected {{dtype, shape, data_offsets}}, got {_short(info)}")
+        try:
+            out[name] = tensor_entry(name, info.get("dtype"), info.get("shape"), info.get("data_offsets"))
+        except ValueError as exc:
+            raise bad(str(exc)) from None
+    return out
+
+
+# Text decoder layers by name, for coverage: as _DECODER_LAYER plus OPT's "model.decoder.layers.N.".
+_TEXT_LAYER = re.compile(r"^(?:model\.)?(?:language_model\.)?(?:model\.)?(?:decoder\.)?layers\.(\d+)\.")
+_SHARD_NAME = re.compile(r"^(?P<stem>.+)-(?P<i>\d+)-of-(?P<n>\d+)\.safetensors$")
+
+
+def coverage_gap(
+    tensors: Mapping[str, tuple],
+    num_hidden_layers: int | None,
+    weight_map: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why the checkpoint tensors do not cover the whole model, or None when nothing says so.
+
+    Two signs, both read from names only: the index's weight_map names tensors no shard header
+    holds; decoder layers ("[model.][language_model.][model.][decoder.]layers.N.") are present for
+    some of 0..num_hidden_layers-1 but not all (a model whose names match no decoder layer is not
+    judged by this). kvplan.sources.load_spec adds a third: bytes far below the formula.
+    """
+    if weight_map:
+        missing = [n for n in weight_map if n not in tensors]
+        if missing:
+            return (
+                f"{INDEX_NAME} names {len(missing):,} tensor{'s' if len(missing) != 1 else ''} "
+                f"that no shard holds (e.g. {missing[0]})"
+            )
+    if num_hidden_layers:
+        seen = set()
+        for name in tensors:
+            m = _TEXT_LAYER.match(name)
+            if m and int(m.group(1)) < num_hidden_layers:
+                seen.add(int(m.group(1)))
+        if seen and len(seen) < num_hidden_layers:
+            missing_layers = [i for i in range(num_hidden_layers) if i not in seen]
+            return (
+                f"the tensors hold {len(seen)} of {num_hidden_layers} decoder layers "
+                f"(missing {_spans(missing_layers)})"
+            )
+    return None
+
+
+def missing_shards(files: list[Path]) -> list[str]:
+    """Shard names a "NAME-0000i-of-0000n.safetensors" series lacks (vLLM would load what is there)."""
+    series: dict[tuple[str, str], set[int]] = {}
+    widths: dict[tuple[str, str], int] = {}
+    for f in files:
+        m = _SHARD_NAME.match(f.name)
+        if m:
+            key = (m.group("stem"), m.group("n"))
+            series.setdefault(key, set()).add(int(m.group("i")))
+            widths[key] = len(m.group("i"))
+    missing: list[str] = []
+    for (stem, n_text), present in sorted(series.items()):
+        for i in range(1, min(int(n_text), 100_000) + 1):
+            if i not in present:
+                missing.append(f"{stem}-{i:0{widths[(stem, n_text)]}d}-of-{n_text}.safetensors")
+    return missing
+
+
+def _spans(indices: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7" (at most 4 spans shown)."""
+    spans: list[str] = []
+    start = prev = indices[0]
+    for i in indices[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        spans.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(spans[:4]) + (", ..." if len(spans) > 4 else "")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def incomplete_note(where: str, why: str) -> str:
+    """The note for checkpoint tensors kvplan ignores (shared by the local and Hub sources)."""
+    return f"{where}: ignoring the safetensors headers, {why}; weights from kvplan's formula (config.json) instead"
 
 
 def params_vllm_loads(
@@ -152,20 +372,25 @@ def params_vllm_loads(
 
 
 def load_local(directory: Path, name: str | None = None) -> ModelSource:
-    """Read a model directory: config.json (required) and safetensors headers (optional).
+    """Read a model directory: config.json (required), hf_quant_config.json and safetensors
+    headers (optional).
 
     Which safetensors files count: the shards named in model.safetensors.index.json when it
     exists (vLLM 0.26.0 model_loader/weight_utils.py filter_duplicate_safetensors_files keeps
     only those); else model.safetensors (huggingface_hub's get_local_safetensors_metadata rule);
     else every ``*.safetensors`` file in the directory (what vLLM globs without an index).
+    hf_quant_config.json (ModelOpt) is read into the config as ``_hf_quant_config`` when
+    config.json has no quantization_config, as vLLM 0.26.0 transformers_utils/config.py does.
 
     Returns:
-        ModelSource with origin "local"; checkpoint_params (elements by dtype) and
-        checkpoint_bytes (bytes) over the tensors vLLM loads, when safetensors files exist.
+        ModelSource with origin "local"; ``tensors_visible`` True when safetensors files exist
+        (vLLM would read them), False otherwise; checkpoint_params (elements by dtype) and
+        checkpoint_bytes (bytes) over the tensors vLLM loads, only when the headers cover the
+        model (see coverage_gap and missing_shards; else None, with the reason in ``notes``).
     Raises:
-        KvplanError: no config.json; config.json unreadable (see read_config); the index is not
-            valid JSON or names a missing shard; a safetensors header is unreadable. Each
-            message names the file.
+        KvplanError: no config.json; config.json or hf_quant_config.json unreadable (see
+            read_json); the index is not valid JSON or names a missing shard; a safetensors
+            header is malformed (see read_safetensors_header). Each message names the file.
     """
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
@@ -175,22 +400,37 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         )
     config = read_config(cfg_path)
     provenance: dict = {"path": str(directory)}
-    files = _safetensors_files(directory)
+    quant_path = directory / HF_QUANT_CONFIG_NAME
+    if quant_path.is_file() and not config.get("quantization_config"):
+        quant = read_json(quant_path)
+        if not isinstance(quant, dict):
+            raise KvplanError(f"{quant_path}: must hold a JSON object, got a JSON {_json_kind(quant)}")
+        config = {**config, "_hf_quant_config": quant}
+        provenance["hf_quant_config"] = str(quant_path)
+    files, weight_map = _safetensors_files(directory)
     params = total = None
+    notes: list[str] = []
     if files:
-        from huggingface_hub import parse_local_safetensors_file_metadata
-        from huggingface_hub.errors import SafetensorsParsingError
-
         tensors: dict[str, tuple[str, int, int]] = {}
         for f in files:
-            try:
-                tensors.update(tensor_sizes(parse_local_safetensors_file_metadata(f)))
-            except (SafetensorsParsingError, ValueError) as exc:
-                raise KvplanError(f"{f}: unreadable safetensors header ({_first_line(exc)})") from None
-            except OSError as exc:
-                raise KvplanError(f"{f}: cannot read ({exc.strerror or exc})") from None
-        params, total = params_vllm_loads(tensors, num_text_layers(config), tie_word_embeddings=ties_word_embeddings(config))
-        provenance["weights_from"] = f"safetensors headers ({len(files)} file{'s' if len(files) != 1 else ''})"
+            tensors.update(read_safetensors_header(f))
+        n_layers = num_text_layers(config)
+        absent = [] if weight_map is not None else missing_shards(files)
+        why = None
+        if absent:
+            why = f"{absent[0]}" + (f" and {len(absent) - 1} more shard(s)" if len(absent) > 1 else "") + " of the series is not there"
+        else:
+            why = coverage_gap(tensors, n_layers, weight_map)
+        described = f"safetensors headers ({len(files)} file{'s' if len(files) != 1 else ''})"
+        if why:
+            notes.append(incomplete_note(str(directory), why))
+            provenance["weights_note"] = f"{described} ignored: {why}"
+        else:
+            params, total = params_vllm_loads(tensors, n_layers, tie_word_embeddings=ties_word_embeddings(config))
+            provenance["weights_from"] = described
+        provenance["tensors"] = f"{described} next to config.json"
+    else:
+        provenance["tensors"] = "no safetensors files next to config.json: vLLM would load no checkpoint tensors"
     return ModelSource(
         name=name or str(directory),
         config=config,
@@ -198,21 +438,17 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         checkpoint_params=params,
         checkpoint_bytes=total,
         provenance=provenance,
+        tensors_visible=bool(files),
+        notes=tuple(notes),
     )
 
 
-def _safetensors_files(directory: Path) -> list[Path]:
-    """The safetensors files vLLM would load from ``directory`` (see load_local)."""
+def _safetensors_files(directory: Path) -> tuple[list[Path], dict[str, str] | None]:
+    """The safetensors files vLLM would load from ``directory`` (see load_local), and the
+    index's weight_map (tensor name -> file) when there is an index."""
     index = directory / INDEX_NAME
     if index.is_file():
-        try:
-            data = json.loads(index.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise KvplanError(f"{index}: not UTF-8 text (bad byte at offset {exc.start})") from None
-        except json.JSONDecodeError as exc:
-            raise KvplanError(f"{index}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-        except OSError as exc:
-            raise KvplanError(f"{index}: cannot read ({exc.strerror or exc})") from None
+        data = read_json(index)
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise KvplanError(f"{index}: expected an object with a 'weight_map' of tensor name -> file name")
@@ -224,11 +460,11 @@ def _safetensors_files(directory: Path) -> list[Path]:
                 + (f" (and {len(missing) - 1} more missing)" if len(missing) > 1 else ""),
                 hint="finish the download, or pass the path of config.json alone to plan from the config",
             )
-        return shards
+        return shards, weight_map
     single = directory / "model.safetensors"
     if single.is_file():
-        return [single]
-    return sorted(p for p in directory.glob("*.safetensors") if p.is_file())
+        return [single], None
+    return sorted(p for p in directory.glob("*.safetensors") if p.is_file()), None
 
 
 def _first_line(exc: BaseException) -> str:

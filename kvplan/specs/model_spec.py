@@ -149,6 +149,12 @@ class ModelSpec(_Frozen):
         derived_max_model_len: vLLM's default ``--max-model-len`` for this config (rope scaling applied).
         checkpoint_bytes: total bytes of the checkpoint tensors vLLM loads, when known.
         checkpoint_params: (safetensors dtype, parameter count) pairs of those tensors, when known.
+        checkpoint_tensors_visible: whether vLLM would see the checkpoint's tensors next to the
+            config (False for a config-only directory: vLLM 0.26.0 auto_gptq.maybe_update_config
+            then finds no quantized layers and loads GPTQ weights unquantized).
+        notes: one-line warnings from parsing and from the source, for the plan's warnings: keys a
+            partial config lacks (transformers defaults used), an architecture or quant_method
+            kvplan has no rules for, checkpoint tensors ignored as incomplete.
 
     The model is frozen and hashable, so planner results can be cached per spec.
     """
@@ -190,7 +196,8 @@ class ModelSpec(_Frozen):
     vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
     checkpoint_bytes: int | None = None
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
-    checkpoint_tensors_visible: bool = True  # False: a config.json with no safetensors beside it
+    checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
+    notes: tuple[str, ...] = ()
 
     @property
     def is_hybrid(self) -> bool:
