@@ -47,8 +47,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from statistics import NormalDist
 from typing import Callable
@@ -60,6 +62,17 @@ STATE_KINDS = ("sliding", "chunked", "mamba")
 # Quantile points per length distribution built from MEAN,P95 (deterministic discretization).
 DISTRIBUTION_POINTS = 32
 _Z95 = NormalDist().inv_cdf(0.95)
+# --workload files: checked against the size before a byte is read (and counted while reading,
+# for pipes and devices that have no size), then row by row. 100,000 requests pin a length
+# distribution's percentiles far more finely than the block arithmetic needs, and keep the
+# sweep's per-layout block count (linear in distinct (prompt, output) pairs) to seconds;
+# 16 MiB leaves ~160 bytes per row for the other columns of an exported request log.
+MAX_WORKLOAD_BYTES = 16 * 2**20
+MAX_WORKLOAD_ROWS = 100_000
+# Token counts above this are beyond any model's context (the longest are ~10M tokens); they
+# are refused rather than carried through float arithmetic.
+MAX_TOKENS = 10**9
+_TOKEN_EXAMPLES = "e.g. 2000, 2k = 2000, 2K = 2048"
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -79,25 +92,43 @@ class Workload:
         pairs: ((prompt_tokens, output_tokens, weight), ...); tokens >= 1, weight > 0 (a count
             for files, 1 per quantile point for MEAN,P95 distributions).
         description: what the user gave (for reports).
+        given_p95: (("prompt" | "output", P95 tokens), ...) for sides given as MEAN,P95: the
+            fitted lognormal's exact 95th percentile, which ``percentile(side, 0.95)`` reports.
     """
 
     pairs: tuple[tuple[int, int, float], ...]
     description: str
+    given_p95: tuple[tuple[str, int], ...] = ()
 
-    @property
+    @cached_property
     def total_weight(self) -> float:
         return sum(w for _, _, w in self.pairs)
 
-    @property
+    @cached_property
     def mean_prompt_tokens(self) -> float:
         return sum(p * w for p, _, w in self.pairs) / self.total_weight
 
-    @property
+    @cached_property
     def mean_output_tokens(self) -> float:
         return sum(o * w for _, o, w in self.pairs) / self.total_weight
 
     def percentile(self, which: str, q: float) -> int:
-        """The ``q`` quantile (0..1) of prompt ("prompt") or output ("output") tokens."""
+        """The ``q`` quantile (0..1) of prompt ("prompt") or output ("output") tokens.
+
+        For a side given as MEAN,P95 the 0.95 quantile is the P95 given (the fitted lognormal's,
+        exactly); see bin_percentile for why the bins' own quantile is higher."""
+        if q == 0.95:
+            given = dict(self.given_p95)
+            if which in given:
+                return given[which]
+        return self.bin_percentile(which, q)
+
+    def bin_percentile(self, which: str, q: float) -> int:
+        """The ``q`` quantile of the weighted pairs themselves: the smallest value whose
+        cumulative weight reaches q. For a MEAN,P95 side the pairs are 32 equal-probability bins
+        each represented by its conditional mean, so the 0.95 quantile falls in the bin of
+        quantiles 30/32..31/32 and reports that bin's mean, above the P95 (prompt=2000,4000:
+        4081; the conditional mean of the lognormal between its 0.9375 and 0.96875 quantiles)."""
         idx = 0 if which == "prompt" else 1
         items = sorted((pair[idx], pair[2]) for pair in self.pairs)
         target = q * self.total_weight
@@ -107,6 +138,63 @@ class Workload:
             if acc >= target - 1e-9:
                 return v
         return items[-1][0]
+
+
+class _BadTokens(ValueError):
+    """A token count that is not one (the message says why; callers name the flag/file)."""
+
+
+def parse_tokens(raw, *, whole: bool) -> float:
+    """A token count from a flag, a CSV cell or a JSON value.
+
+    Accepts an int, a float, or text: a decimal number or vLLM's human-readable integer
+    (``2k`` = 2,000, ``2K`` = 2,048, ``1.5k`` = 1,500; vLLM 0.26.0 utils/argparse_utils.py
+    human_readable_int, as for --max-model-len). Booleans are not token counts.
+
+    Args:
+        whole: a request's count (must be a whole number), not a mean or percentile.
+    Returns:
+        the count (int when whole), in 1..MAX_TOKENS.
+    Raises:
+        _BadTokens (a ValueError): not a finite number in range, or not whole; the message
+            says why and shows the value.
+    """
+    from kvplan.engines.vllm.serve_flags import parse_human_int
+
+    if isinstance(raw, bool):
+        raise _BadTokens(f"expected a number of tokens, not a boolean (got {json.dumps(raw)})")
+    shown = repr(raw)
+    if isinstance(raw, int):
+        v: float = raw
+    elif isinstance(raw, float):
+        v = raw
+    elif isinstance(raw, str):
+        text = raw.strip()
+        shown = repr(text if len(text) <= 40 else text[:37] + "...")
+        try:
+            v = parse_human_int(text)
+        except ValueError as exc:
+            try:
+                v = float(text)
+            except ValueError:
+                if "suffix" in str(exc):  # "decimals are not allowed with binary suffix K ..."
+                    raise _BadTokens(f"{exc}, got {shown}") from None
+                raise _BadTokens(f"expected a number of tokens ({_TOKEN_EXAMPLES}), got {shown}") from None
+            if math.isinf(v) and text.lstrip("+").isdigit():
+                raise _BadTokens(f"must be at most {MAX_TOKENS:,} tokens, got {len(text)} digits") from None
+    else:
+        raise _BadTokens(f"expected a number of tokens, got {json.dumps(raw)[:40]}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise _BadTokens(f"must be finite, got {shown}")
+    if v < 1:
+        raise _BadTokens(f"must be >= 1 token, got {shown}")
+    if v > MAX_TOKENS:
+        raise _BadTokens(f"must be at most {MAX_TOKENS:,} tokens (beyond any model's context), got {shown if len(shown) <= 40 else shown[:37] + '...'}")
+    if whole:
+        if v != int(v):
+            raise _BadTokens(f"must be a whole number of tokens, got {shown}")
+        return int(v)
+    return v
 
 
 def _lognormal_points(mean: float, p95: float | None, what: str, n: int) -> list[int]:
@@ -147,22 +235,22 @@ def _lognormal_points(mean: float, p95: float | None, what: str, n: int) -> list
 
 
 def _number(text: str, what: str) -> float:
+    """A MEAN or P95 of --workload (see parse_tokens); raises KvplanError naming --workload."""
     try:
-        v = float(text)
-    except ValueError:
-        raise KvplanError(f"--workload: {what}: expected a number of tokens, got {text!r}") from None
-    if not math.isfinite(v) or v < 1:
-        raise KvplanError(f"--workload: {what}: must be >= 1 token, got {text!r}")
-    return v
+        return parse_tokens(text, whole=False)
+    except _BadTokens as exc:
+        raise KvplanError(f"--workload: {what}: {exc}") from None
 
 
 def parse_distribution(text: str, points: int = DISTRIBUTION_POINTS, shared_prefix_tokens: int = 0) -> Workload:
     """Parse ``prompt=MEAN[,P95] output=MEAN[,P95]`` (tokens; spaces or ';' between the parts).
 
-    Prompt and output lengths are taken as independent; each side is a fixed length (MEAN only)
-    or ``points`` lognormal quantiles (MEAN,P95). Prompts include a shared prefix of
-    ``shared_prefix_tokens``: the lognormal is fitted to the rest (MEAN - N, P95 - N) and N added
-    back, so every prompt holds the prefix and MEAN/P95 stay as given.
+    Numbers are read as vLLM reads --max-model-len (``2k`` = 2,000, ``2K`` = 2,048; see
+    parse_tokens); a MEAN or P95 may have decimals. Prompt and output lengths are taken as
+    independent; each side is a fixed length (MEAN only) or ``points`` lognormal quantiles
+    (MEAN,P95). Prompts include a shared prefix of ``shared_prefix_tokens``: the lognormal is
+    fitted to the rest (MEAN - N, P95 - N) and N added back, so every prompt holds the prefix
+    and MEAN/P95 stay as given. The Workload reports the P95 given (``given_p95``).
 
     Raises:
         KvplanError: a missing or malformed part, or a prompt mean not above the shared prefix
@@ -197,63 +285,127 @@ def parse_distribution(text: str, points: int = DISTRIBUTION_POINTS, shared_pref
         prompts = _lognormal_points(pm, p95, "prompt", points)
     outputs = _lognormal_points(*parts["output"], "output", points)
     counts = Counter((p, o) for p in prompts for o in outputs)
-    return Workload(pairs=tuple((p, o, float(w)) for (p, o), w in sorted(counts.items())), description=text.strip())
+    given = tuple((k, int(math.floor(parts[k][1] + 0.5))) for k in ("prompt", "output") if parts[k][1] is not None)
+    return Workload(pairs=tuple((p, o, float(w)) for (p, o), w in sorted(counts.items())), description=text.strip(), given_p95=given)
 
 
-def _pair_from(row: dict, where: str) -> tuple[int, int]:
+def _pair_from(values: dict, where: str) -> tuple[int, int]:
     out = []
     for key in ("prompt_tokens", "output_tokens"):
-        if key not in row or row[key] in (None, ""):
+        raw = values.get(key)
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
             raise KvplanError(f"{where}: missing {key}")
-        raw = row[key]
         try:
-            v = float(raw)
-        except (TypeError, ValueError):
-            raise KvplanError(f"{where}: {key} is not a number ({raw!r})") from None
-        if not math.isfinite(v) or v != int(v) or v < 1:
-            raise KvplanError(f"{where}: {key} must be a whole number >= 1, got {raw!r}")
-        out.append(int(v))
+            out.append(parse_tokens(raw, whole=True))
+        except _BadTokens as exc:
+            raise KvplanError(f"{where}: {key} {exc}") from None
     return out[0], out[1]
+
+
+def _bounded_lines(f, path):
+    """Lines of an open text file, refusing more than MAX_WORKLOAD_BYTES characters in all (for
+    pipes and devices, whose size stat cannot tell) without ever holding more than that."""
+    total = 0
+    while True:
+        line = f.readline(MAX_WORKLOAD_BYTES - total + 1)
+        if not line:
+            return
+        total += len(line)
+        if total > MAX_WORKLOAD_BYTES:
+            raise KvplanError(
+                f"--workload: {path}: more than {MAX_WORKLOAD_BYTES // 2**20} MiB; kvplan reads at most that",
+                hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
+            )
+        yield line
+
+
+def _too_many_rows(path) -> KvplanError:
+    return KvplanError(
+        f"--workload: {path}: more than {MAX_WORKLOAD_ROWS:,} rows; kvplan reads at most {MAX_WORKLOAD_ROWS:,} requests",
+        hint=f"give a random sample of at most {MAX_WORKLOAD_ROWS:,} rows, or prompt=MEAN,P95 output=MEAN,P95",
+    )
 
 
 def load_pairs_file(path: str | Path) -> Workload:
     """Read (prompt_tokens, output_tokens) pairs from a CSV (header row naming both columns) or
-    a JSONL file (one object per line with both keys).
+    a JSONL file (one object per line with both keys; ``.jsonl``, ``.ndjson`` or ``.json``).
+
+    UTF-8, with or without a byte-order mark. Token counts are whole numbers >= 1 (JSON numbers,
+    or text as parse_tokens reads it: ``2k`` = 2,000); booleans are refused. Bounded: a file
+    larger than MAX_WORKLOAD_BYTES is refused from its size before it is read, and reading stops
+    at MAX_WORKLOAD_ROWS + 1 rows.
 
     Raises:
-        KvplanError: unreadable file, missing column/key, a non-integer or < 1 value; the message
-            names the file and line.
+        KvplanError: unreadable, too large, too many rows, not UTF-8, not CSV/JSON, a missing
+            column/key, a value that is not a whole number of tokens; one line naming the file
+            (and line).
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        st = p.stat()
     except FileNotFoundError:
         raise KvplanError(f"--workload: file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KvplanError(f"--workload: cannot read {path}: {exc}") from None
-    pairs: list[tuple[int, int]] = []
-    if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise KvplanError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise KvplanError(f"{path}:{i}: expected an object with prompt_tokens and output_tokens")
-            pairs.append(_pair_from(row, f"{path}:{i}"))
-    else:
-        reader = csv.DictReader(text.splitlines())
-        fields = [f.strip() for f in (reader.fieldnames or [])]
-        if "prompt_tokens" not in fields or "output_tokens" not in fields:
-            raise KvplanError(f"{path}:1: the CSV header must name prompt_tokens and output_tokens (got {fields})")
-        reader.fieldnames = fields
-        for i, row in enumerate(reader, start=2):
-            pairs.append(_pair_from(row, f"{path}:{i}"))
-    if not pairs:
+    except OSError as exc:
+        raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise KvplanError(f"--workload: {path} is a directory; give a CSV or JSONL file")
+    if st.st_size > MAX_WORKLOAD_BYTES:
+        raise KvplanError(
+            f"--workload: {path} is {st.st_size / 2**20:.1f} MiB; kvplan reads at most {MAX_WORKLOAD_BYTES // 2**20} MiB "
+            f"({MAX_WORKLOAD_ROWS:,} rows)",
+            hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
+        )
+    counts: Counter = Counter()
+    rows = 0
+    reader = None
+    try:
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            lines = _bounded_lines(f, path)
+            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+                for line_no, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    where = f"{path}:{line_no}"
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise KvplanError(f"{where}: not valid JSON ({exc.msg})") from None
+                    except RecursionError:
+                        raise KvplanError(f"{where}: not valid JSON (nested too deeply)") from None
+                    except ValueError:  # an integer literal longer than Python converts
+                        raise KvplanError(f"{where}: not valid JSON (a number with too many digits)") from None
+                    if not isinstance(row, dict):
+                        raise KvplanError(f"{where}: expected an object with prompt_tokens and output_tokens")
+                    rows += 1
+                    if rows > MAX_WORKLOAD_ROWS:
+                        raise _too_many_rows(path)
+                    counts[_pair_from(row, where)] += 1
+            else:
+                reader = csv.reader(lines)
+                header = next(reader, None)
+                fields = [c.strip() for c in (header or [])]
+                if "prompt_tokens" not in fields or "output_tokens" not in fields:
+                    shown = fields if len(repr(fields)) <= 120 else repr(fields)[:117] + "..."
+                    raise KvplanError(f"{path}:1: the CSV header must name prompt_tokens and output_tokens (got {shown})")
+                ip, io = fields.index("prompt_tokens"), fields.index("output_tokens")
+                for cells in reader:
+                    line_no = reader.line_num
+                    if not any(c.strip() for c in cells):
+                        continue
+                    rows += 1
+                    if rows > MAX_WORKLOAD_ROWS:
+                        raise _too_many_rows(path)
+                    values = {"prompt_tokens": cells[ip] if ip < len(cells) else None,
+                              "output_tokens": cells[io] if io < len(cells) else None}
+                    counts[_pair_from(values, f"{path}:{line_no}")] += 1
+    except UnicodeDecodeError as exc:
+        raise KvplanError(f"--workload: {path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a chunk)") from None
+    except csv.Error as exc:
+        raise KvplanError(f"{path}:{reader.line_num if reader is not None else 1}: not valid CSV ({exc})") from None
+    except OSError as exc:
+        raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
+    if not counts:
         raise KvplanError(f"--workload: {path} holds no (prompt_tokens, output_tokens) rows")
-    counts = Counter(pairs)
     return Workload(pairs=tuple((pp, o, float(w)) for (pp, o), w in sorted(counts.items())), description=str(path))
 
 
@@ -694,6 +846,13 @@ class WorkloadModel:
             hit = self._cache[key] = sequence_blocks(rules, self.workload, sharing, mml, at_completion=at_completion)
         return hit
 
+    def _excluded(self, mml: int) -> float:
+        key = ("excluded", mml)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = excluded_weight(self.workload, mml)
+        return hit
+
     def capacity(self, plan) -> WorkloadCapacity:
         """Capacity of one engine (``plan``) for this workload (see WorkloadCapacity).
 
@@ -749,7 +908,7 @@ class WorkloadModel:
             static_sequences=static_seqs,
             paged_utilization=paged_util,
             static_utilization=min(static_util, 1.0),
-            excluded_fraction=excluded_weight(self.workload, mml),
+            excluded_fraction=self._excluded(mml),
         )
 
     def capacity_with_fixes(self, plan, replan: Callable[[dict], object] | None = None) -> WorkloadCapacity:

@@ -257,8 +257,11 @@ def test_a_failed_plot_write_leaves_no_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(reason="needs the one-line validate_plot call in kvplan/cli.py run_estimate (lead's file; see docs/plan.md)",
+@pytest.mark.xfail(reason="needs the validate_plot call in kvplan/cli.py run_estimate (the lead's file; docs/plan.md "
+                          "'--workload on estimate' gives the exact lines) - remove this mark once it is there",
                    strict=False)
-def test_estimate_bad_plot_fails_before_the_report(tmp_path):
-    code, out, err = run_cli("estimate", LLAMA8B, "--max-model-len", "8192", "--plot", str(tmp_path / "x.pdf"))
+@pytest.mark.parametrize("name", ["x.pdf", "nodir/x.png", ""])
+def test_estimate_bad_plot_fails_before_the_report(tmp_path, name):
+    path = str(tmp_path / name) if name else ""
+    code, out, err = run_cli("estimate", LLAMA8B, "--max-model-len", "8192", "--plot", path)
     assert code == 2 and out == "" and "--plot" in err
