@@ -124,10 +124,16 @@ def _drop_stdout() -> None:
     """After EPIPE on stdout: point it at /dev/null so the interpreter's final flush cannot
     fail again (the Python docs' recipe for SIGPIPE-less platforms)."""
     try:
+        target = sys.stdout.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
+        return
+    try:
+        os.dup2(devnull, target)
+    except OSError:
         pass
+    finally:
+        os.close(devnull)
 
 
 def check_junit_path(path: str) -> None:
