@@ -147,8 +147,8 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
                 price = float(usd)
             except ValueError:
                 raise KvplanError(f"--price: {name.strip()}: {usd!r} is not a number of USD per GPU-hour") from None
-            if not price >= 0 or price == float("inf"):
-                raise KvplanError(f"--price: {name.strip()}: must be a non-negative number, got {usd!r}")
+            if not (math.isfinite(price) and price >= 0):
+                raise KvplanError(f"--price: {name.strip()}: must be a finite number >= 0 (USD per GPU-hour), got {usd!r}")
             out[p.id] = price
     return out
 
