@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kvplan.errors import KvplanError
 
 MiB = 1 << 20
+# No GPU comes near this (B300: 288 GB); a larger memory_bytes is a typo (1e28) or a unit slip.
+MAX_MEMORY_BYTES = 64 << 40  # 64 TiB
 
 ENV_VAR = "KVPLAN_GPU_PROFILES"
 BUNDLED_ORIGIN = "kvplan/data/gpus.yaml"
@@ -44,7 +46,7 @@ class GPUProfile(BaseModel):
             torch.cuda.get_device_name), e.g. ``NVIDIA A100-SXM4-80GB``; vLLM 0.26.0 looks for
             "a100" in it when choosing batch defaults (engine/arg_utils.py).
         memory_bytes: CUDA-visible total memory in bytes (``torch.cuda.mem_get_info()[1]``),
-            > 0. A YAML file may also write a size string such as ``80GiB``.
+            > 0 and at most 64 TiB. A YAML file may also write a size string such as ``80GiB``.
         memory_quality: how memory_bytes was obtained: ``measured`` (on this project's machine),
             ``cuda-exact`` (exact bytes from a public CUDA query), ``torch-mib-floor`` (a torch
             repr's floored MiB), ``vllm-log-gib`` (a vLLM log's 2-decimal GiB), ``estimate``, or
@@ -59,6 +61,9 @@ class GPUProfile(BaseModel):
         price_source: where the price came from, and when.
         aliases: other accepted names.
         notes: free text.
+        warnings: one-line warnings kvplan found while loading the profile files (an alias that
+            shadows another profile's name or alias, or that an id makes unreachable, a name
+            listed twice); not settable from YAML. For the plan's warnings.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,17 +71,18 @@ class GPUProfile(BaseModel):
     id: str = Field(min_length=1)
     name: str | None = None
     reported_name: str | None = None
-    memory_bytes: int = Field(gt=0)
+    memory_bytes: int = Field(gt=0, le=MAX_MEMORY_BYTES)
     memory_quality: MemoryQuality = "user"
     memory_source: str | None = None
-    nvidia_smi_total_mib: int | None = Field(default=None, gt=0)
+    nvidia_smi_total_mib: int | None = Field(default=None, gt=0, le=MAX_MEMORY_BYTES // MiB)
     fp8_supported: bool = False
     bf16_supported: bool = True
     compute_capability: str | None = None
-    price_per_hour_usd: float | None = Field(default=None, ge=0)
+    price_per_hour_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     price_source: str | None = None
     aliases: tuple[str, ...] = ()
     notes: str | None = None
+    warnings: tuple[str, ...] = ()
 
     @field_validator("memory_bytes", mode="before")
     @classmethod
@@ -87,9 +93,16 @@ class GPUProfile(BaseModel):
             from kvplan.units import parse_bytes
 
             try:
-                return parse_bytes(v, what="memory_bytes")
+                v = parse_bytes(v, what="memory_bytes")
             except KvplanError as exc:
                 raise ValueError(f"cannot read {v!r} as a size (write bytes or e.g. 80GiB)") from exc
+        if isinstance(v, float):
+            # YAML reads 1e28 or 8.5e10 as floats: only whole, finite byte counts are bytes.
+            if not v.is_integer():
+                raise ValueError("expected a whole number of bytes")
+            v = int(v)
+        if isinstance(v, int) and v > MAX_MEMORY_BYTES:
+            raise ValueError(f"{v:,} bytes is more than any GPU has (limit 64 TiB = {MAX_MEMORY_BYTES:,})")
         return v
 
     @field_validator("aliases", mode="before")
@@ -143,6 +156,8 @@ class GPUProfile(BaseModel):
         """
         if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
             raise KvplanError(f"{source}: must be a positive number of bytes, got {memory_bytes!r}")
+        if memory_bytes > MAX_MEMORY_BYTES:
+            raise KvplanError(f"{source}: {memory_bytes:,} bytes is more than any GPU has (limit 64 TiB)")
         return self.model_copy(
             update={"memory_bytes": memory_bytes, "memory_quality": "user", "memory_source": source}
         )
@@ -173,7 +188,7 @@ def _entry_error(origin: str, i: int, entry: dict, exc: ValidationError) -> Kvpl
 
 
 def _parse_entries(text: str, origin: str) -> list[dict]:
-    """The raw ``gpus:`` entries of one YAML document.
+    """The raw ``gpus:`` entries of one YAML document (the bundled file: trusted, not size-capped).
 
     Raises:
         KvplanError: not YAML, or not a mapping with a ``gpus`` list of mappings (names origin).
@@ -186,6 +201,43 @@ def _parse_entries(text: str, origin: str) -> list[dict]:
         where = f"{origin}:{mark.line + 1}" if mark is not None else origin
         problem = getattr(exc, "problem", None) or exc
         raise KvplanError(_one_line(f"{where}: not valid YAML ({problem})")) from None
+    return _entries_of(data, origin)
+
+
+def _read_user_file(flag: str, f: str) -> list[dict]:
+    """The ``gpus:`` entries of one user file (``--gpu-profiles`` / KVPLAN_GPU_PROFILES).
+
+    Read with ``kvplan check``'s guarded reader (kvplan.check.read_text and load_yaml): at most
+    2 MiB, UTF-8 without NUL bytes, and a YAML document whose aliases expand past 100,000 nodes
+    (a "billion laughs" bomb: 60 s and 2.8 GB before this guard) is refused before it is built.
+    Raises:
+        KvplanError: missing, a directory, too large, binary, not UTF-8, not YAML, an alias bomb,
+            several documents, or not a ``gpus`` list (one line naming the flag and the file).
+    """
+    from kvplan.check import InputError, load_yaml, read_text
+
+    path = Path(f).expanduser()
+    origin = f"{flag} {f}"
+    if not path.exists():
+        raise KvplanError(f"{flag}: file not found: {f}")
+    if path.is_dir():
+        raise KvplanError(f"{flag}: {f} is a directory, expected a YAML file")
+    try:
+        docs = load_yaml(read_text(path))
+    except InputError as exc:
+        where = f"{origin}:{exc.line}" if exc.line else origin
+        raise KvplanError(_one_line(f"{where}: {exc.message}")) from None
+    if len(docs) > 1:
+        raise KvplanError(f"{origin}:{docs[1].line}: a second YAML document; expected one mapping with a 'gpus' list")
+    return _entries_of(docs[0].data if docs else None, origin)
+
+
+def _entries_of(data: Any, origin: str) -> list[dict]:
+    """The ``gpus:`` entries of one parsed YAML document.
+
+    Raises:
+        KvplanError: not a mapping with a ``gpus`` list of mappings with an ``id`` (names origin).
+    """
     if not isinstance(data, dict) or "gpus" not in data:
         raise KvplanError(f"{origin}: expected a top-level mapping with a 'gpus' list")
     if not isinstance(data["gpus"], list):
@@ -199,6 +251,8 @@ def _parse_entries(text: str, origin: str) -> list[dict]:
             raise KvplanError(f"{origin}: gpus[{i}]: expected a mapping with id, memory_bytes, ...")
         if "id" not in entry:
             raise KvplanError(f"{origin}: gpus[{i}].id: required")
+        if "warnings" in entry:  # kvplan's own field: a file cannot set it
+            raise KvplanError(f"{origin}: gpus[{i}].warnings: unknown key (see kvplan/data/gpus.yaml for the accepted keys)")
         entries.append(entry)
     return entries
 
@@ -233,8 +287,68 @@ def _apply(profiles: dict[str, GPUProfile], entries: list[dict], origin: str, *,
             profile = GPUProfile(**data)
         except ValidationError as exc:
             raise _entry_error(origin, i, entry, exc) from None
-        profiles[profile.id] = profile
+        profiles[profile.id] = _with_clash_warnings(profiles, profile, origin, i) if user else profile
         by_norm[key] = profile.id
+
+
+def _name_owners(profiles: dict[str, GPUProfile], skip: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(normalized id -> id, normalized name/alias -> id) over ``profiles`` except ``skip``."""
+    ids: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for p in profiles.values():
+        if p.id == skip:
+            continue
+        ids[_norm(p.id)] = p.id
+        for n in (p.name, p.reported_name, *p.aliases):
+            if n and _norm(n):
+                names[_norm(n)] = p.id
+    return ids, names
+
+
+def _with_clash_warnings(profiles: dict[str, GPUProfile], profile: GPUProfile, origin: str, i: int) -> GPUProfile:
+    """``profile`` (from a user file) with warnings for names that clash with other profiles.
+
+    Lookup rule (_lookup_table): ids beat names and aliases; among names and aliases the later
+    profile wins. So a user name equal to another profile's id is unreachable (the other profile
+    is also told, since `--gpu NAME` picks it), one equal to another's name or alias takes
+    `--gpu NAME` away from it, and one listed twice is a slip. Mutates ``profiles`` only to add
+    the warning to an id owner.
+    """
+    ids, names = _name_owners(profiles, profile.id)
+    warnings: list[str] = []
+    alias_keys: set[str] = set()
+    checked: set[str] = set()
+    for n in (profile.name, profile.reported_name, *profile.aliases):
+        key = _norm(n) if n else ""
+        if not key:
+            continue
+        if n in profile.aliases and key in alias_keys:
+            warnings.append(f"GPU profile {profile.id!r} ({origin}, gpus[{i}]) lists the alias {n!r} twice")
+            continue
+        if n in profile.aliases:
+            alias_keys.add(key)
+        if key in checked:
+            continue
+        checked.add(key)
+        if key in ids:
+            owner = ids[key]
+            msg = (
+                f"GPU profile {profile.id!r} ({origin}, gpus[{i}]) names itself {n!r}, which is profile "
+                f"{owner!r}'s id: `--gpu {n}` still picks {owner!r}"
+            )
+            warnings.append(msg)
+            if msg not in profiles[owner].warnings:
+                profiles[owner] = profiles[owner].model_copy(update={"warnings": profiles[owner].warnings + (msg,)})
+        elif key in names:
+            owner = names[key]
+            warnings.append(
+                f"GPU profile {profile.id!r} ({origin}, gpus[{i}]) takes the name {n!r} from profile "
+                f"{owner!r}: `--gpu {n}` now picks {profile.id!r}"
+            )
+    new = tuple(w for w in dict.fromkeys(warnings) if w not in profile.warnings)
+    if not new:
+        return profile
+    return profile.model_copy(update={"warnings": profile.warnings + new})
 
 
 @lru_cache(maxsize=1)
@@ -265,24 +379,17 @@ def load_profiles(extra_files: list[str] | None = None) -> dict[str, GPUProfile]
     Args:
         extra_files: paths given with ``--gpu-profiles`` (applied last, so they win).
     Returns:
-        {id: GPUProfile}, bundled order first, new user ids appended.
+        {id: GPUProfile}, bundled order first, new user ids appended. A user name or alias that
+        clashes with another profile's id, name or alias (or is listed twice) is kept as the
+        lookup rule says and recorded in ``GPUProfile.warnings``.
     Raises:
-        KvplanError: a user file is missing, unreadable, not YAML, or has an invalid entry;
-            the one-line message names the flag or variable, the file and the key.
+        KvplanError: a user file is missing, unreadable, over 2 MiB, not YAML, an alias bomb, or
+            has an invalid entry (memory_bytes above 64 TiB included); the one-line message
+            names the flag or variable, the file and the key.
     """
     profiles = bundled_profiles()
     for flag, f in _user_files(extra_files):
-        path = Path(f).expanduser()
-        origin = f"{flag} {f}"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise KvplanError(f"{flag}: file not found: {f}") from None
-        except IsADirectoryError:
-            raise KvplanError(f"{flag}: {f} is a directory, expected a YAML file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KvplanError(_one_line(f"{flag}: cannot read {f}: {exc}")) from None
-        _apply(profiles, _parse_entries(text, origin), origin, user=True)
+        _apply(profiles, _read_user_file(flag, f), f"{flag} {f}", user=True)
     return profiles
 
 

@@ -5,8 +5,8 @@ Inside kvplan bytes are always ``int``; GiB only appear in messages and renderin
 
 from __future__ import annotations
 
-import math
 import re
+from decimal import Decimal
 
 from kvplan.errors import KvplanError
 
@@ -30,6 +30,8 @@ _UNITS = {
     "g": GiB,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+# Byte counts reach torch and CUDA as int64; anything larger is a typo, not a size.
+MAX_BYTES = (1 << 63) - 1
 
 
 def parse_bytes(text: str | int, *, what: str = "size") -> int:
@@ -39,9 +41,11 @@ def parse_bytes(text: str | int, *, what: str = "size") -> int:
     are powers of 1024; decimal ones (kB/MB/GB/TB) powers of 1000.
 
     Returns:
-        the size in bytes (int, > 0).
+        the size in bytes (int, > 0, at most 2**63 - 1), computed exactly (no float rounding, so
+        a 400-digit number is refused rather than overflowing).
     Raises:
-        KvplanError: the text is not a positive size; the message names ``what``.
+        KvplanError: the text is not a positive size, or exceeds 2**63 - 1 bytes; the message
+            names ``what``.
     """
     if isinstance(text, bool):
         raise KvplanError(f"{what}: expected a size such as 80GiB, got {text!r}")
@@ -54,11 +58,17 @@ def parse_bytes(text: str | int, *, what: str = "size") -> int:
                 f"{what}: cannot read {text!r} as a size",
                 hint="write bytes (85899345920) or a unit: 80GiB, 81920MiB, 80GB",
             )
-        number = float(m.group(1))
-        value = int(round(number * _UNITS[m.group(2).lower()]))
-    if value <= 0 or not math.isfinite(value):
+        value = int((Decimal(m.group(1)) * _UNITS[m.group(2).lower()]).to_integral_value())  # half-even, as round()
+    if value <= 0:
         raise KvplanError(f"{what}: must be a positive size, got {text!r}")
+    if value > MAX_BYTES:
+        raise KvplanError(f"{what}: {_short(text)} is larger than any memory (limit 2**63 - 1 bytes)")
     return value
+
+
+def _short(text) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def gib(n_bytes: int | float) -> float:

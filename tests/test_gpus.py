@@ -269,6 +269,135 @@ def test_wrong_shapes_name_the_key(tmp_path, text, key):
     assert f in line and key in line
 
 
+# --- hostile user files (fresh-eyes review 1, item 7): size cap and YAML alias bombs ----------
+
+BOMB = """\
+a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+gpus: [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_alias_bomb_is_refused_quickly_in_one_line(tmp_path):
+    import time
+
+    f = _write(tmp_path, BOMB)
+    start = time.monotonic()
+    line = _one_error_line(*run_cli("estimate", MODEL, "--gpu", "H200", "--gpu-profiles", f))
+    assert time.monotonic() - start < 5.0
+    assert "--gpu-profiles" in line and f in line and "alias bomb" in line
+
+
+def test_alias_bomb_through_the_environment_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPLAN_GPU_PROFILES", _write(tmp_path, BOMB))
+    line = _one_error_line(*run_cli("gpus"))
+    assert "KVPLAN_GPU_PROFILES" in line and "alias bomb" in line
+
+
+def test_oversized_profile_file_is_refused_unread(tmp_path):
+    f = _write(tmp_path, "gpus:\n" + "  - {id: x, memory_bytes: 1}\n" * 100_000)  # 3.1 MB
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", f))
+    assert "--gpu-profiles" in line and f in line and "2,097,152" in line
+
+
+def test_second_yaml_document_is_refused(tmp_path):
+    f = _write(tmp_path, "gpus:\n  - {id: a, memory_bytes: 5}\n---\ngpus: []\n")
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", f))
+    assert f"{f}:4" in line and "second YAML document" in line  # its first line
+
+
+def test_binary_profile_file_is_refused(tmp_path):
+    p = tmp_path / "gpus.yaml"
+    p.write_bytes(b"gpus:\x00\n")
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", str(p)))
+    assert str(p) in line and "binary" in line
+
+
+# --- absurd memory (item 36) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["1e28", "1.0e+28", "70368744177665", "65TiB", "80.5", ".nan", ".inf"])
+def test_absurd_memory_bytes_is_refused_naming_the_key(tmp_path, value):
+    f = _write(tmp_path, f"gpus:\n  - id: big\n    memory_bytes: {value}\n")
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", f))
+    assert f in line and "gpus[0].memory_bytes" in line
+
+
+def test_memory_bytes_up_to_64_tib_is_accepted(tmp_path):
+    f = _write(tmp_path, "gpus:\n  - {id: a, memory_bytes: 64TiB}\n  - {id: b, memory_bytes: 8.5e+10}\n")
+    profiles = load_profiles([f])
+    assert profiles["a"].memory_bytes == 70_368_744_177_664  # 64 x 2^40
+    assert profiles["b"].memory_bytes == 85_000_000_000 and isinstance(profiles["b"].memory_bytes, int)
+
+
+@pytest.mark.parametrize("key, value", [("nvidia_smi_total_mib", "10000000000"), ("price_per_hour_usd", ".nan"), ("price_per_hour_usd", ".inf")])
+def test_absurd_other_numbers_are_refused(tmp_path, key, value):
+    f = _write(tmp_path, f"gpus:\n  - id: h200\n    {key}: {value}\n")
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", f))
+    assert f"gpus[0].{key}" in line
+
+
+def test_absurd_gpu_memory_flag_is_one_line():
+    line = _one_error_line(*run_cli("estimate", MODEL, "--gpu", "H200", "--gpu-memory", "9" * 400 + "GiB"))
+    assert "--gpu-memory" in line
+
+
+def test_gpu_memory_flag_above_64_tib_is_one_line():
+    line = _one_error_line(*run_cli("estimate", MODEL, "--gpu", "H200", "--gpu-memory", "100TiB"))
+    assert "--gpu-memory" in line and "64 TiB" in line
+
+
+# --- names that clash (item 36): kept as the lookup rule says, with a warning -----------------------
+
+
+def test_user_alias_shadowing_a_bundled_alias_warns(tmp_path):
+    f = _write(tmp_path, "gpus:\n  - {id: my-h100, memory_bytes: 84000000000, aliases: [H100]}\n")
+    p = find_gpu("H100", load_profiles([f]))
+    assert p.id == "my-h100"
+    assert len(p.warnings) == 1
+    assert "'H100'" in p.warnings[0] and "'h100-sxm'" in p.warnings[0] and f in p.warnings[0]
+
+
+def test_user_alias_equal_to_a_bundled_id_warns_on_both(tmp_path):
+    f = _write(tmp_path, "gpus:\n  - {id: mine, memory_bytes: 84000000000, aliases: [H200]}\n")
+    profiles = load_profiles([f])
+    picked = find_gpu("H200", profiles)
+    assert picked.id == "h200"  # ids beat aliases
+    assert any("'mine'" in w and "'H200'" in w for w in picked.warnings)
+    assert any("'h200'" in w for w in profiles["mine"].warnings)
+
+
+def test_duplicate_aliases_warn(tmp_path):
+    f = _write(
+        tmp_path,
+        "gpus:\n"
+        "  - {id: one, memory_bytes: 1000, aliases: [lab, lab]}\n"
+        "  - {id: two, memory_bytes: 2000, aliases: [LAB]}\n",
+    )
+    profiles = load_profiles([f])
+    assert any("twice" in w for w in profiles["one"].warnings)
+    assert any("'LAB'" in w and "'one'" in w for w in profiles["two"].warnings)
+    assert find_gpu("lab", profiles).id == "two"  # the later profile wins, as documented
+
+
+def test_plain_user_file_and_bundled_profiles_have_no_warnings(tmp_path):
+    f = _write(tmp_path, NEW_GPU)
+    profiles = load_profiles([f])
+    assert all(p.warnings == () for p in profiles.values())
+
+
+def test_warnings_cannot_be_set_from_yaml(tmp_path):
+    f = _write(tmp_path, "gpus:\n  - {id: h200, warnings: [x]}\n")
+    line = _one_error_line(*run_cli("gpus", "--gpu-profiles", f))
+    assert "gpus[0].warnings" in line and "unknown key" in line
+
+
 # --- bundled data -----------------------------------------------------------------------------
 
 
