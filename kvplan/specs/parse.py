@@ -154,7 +154,6 @@ _LIMITS: dict[str, int] = {
     "mamba_expand": 64,
     "mamba_d_conv": 1024,
     "linear_conv_kernel_dim": 1024,
-    "num_hidden_layers_vision": 4096,
     **{k: _MAX_POSITIONS for k in _POSITION_KEYS},
     "original_max_position_embeddings": _MAX_POSITIONS,
     "sliding_window": _MAX_POSITIONS,
@@ -162,6 +161,7 @@ _LIMITS: dict[str, int] = {
     "max_window_layers": _MAX_POSITIONS,
 }
 _DEFAULT_LIMIT = 1 << 24  # any other count or size (ranks, state sizes, periods, group sizes)
+_MAX_LIST = 1 << 16  # entries of a per-layer list (mlp_only_layers, moe_layers, no_rope_layers)
 _MAX_ROPE_FACTOR = 1e6  # (64: DeepSeek YaRN); the derived length is bounded by _MAX_POSITIONS too
 
 _REQUIRED = object()
@@ -265,12 +265,15 @@ class _Cfg:
         return value
 
     def int_list(self, key: str, *, minimum: int = 0, maximum: int | None = None, length: int | None = None) -> list[int] | None:
-        """A list of integers (None when absent/null); ``length``, when given, applies to a non-empty list."""
+        """A list of integers (None when absent/null); ``length``, when given, applies to a
+        non-empty list. Lists here are per layer (or shorter), so at most _MAX_LIST entries."""
         value = self.data.get(key)
         if value is None:
             return None
         if not isinstance(value, list):
             raise self.error(key, f"must be a list of integers, got {_show(value)}")
+        if len(value) > _MAX_LIST:
+            raise self.error(key, f"has {len(value):,} entries, above kvplan's limit of {_MAX_LIST:,}")
         if length is not None and value and len(value) != length:
             raise self.error(key, f"must list one entry per layer ({length}), got {len(value)}")
         out = []
