@@ -566,3 +566,13 @@ def test_nested_hf_quant_config_names_the_file(tmp_path):
     (d / "hf_quant_config.json").write_text("[" * 100_000 + "]" * 100_000)
     line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
     assert str(d / "hf_quant_config.json") in line
+
+
+def test_keys_inside_text_config_are_named_with_their_prefix():
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {**{k: v for k, v in LLAMA.items() if k != "architectures"}, "model_type": "gemma3_text",
+                        "num_hidden_layers": "x"},
+    }
+    assert "'text_config.num_hidden_layers'" in parse_error(cfg)

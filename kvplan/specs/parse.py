@@ -607,6 +607,9 @@ def _quantization(c: _Cfg, notes: list[str]) -> QuantSpec | None:
 
 
 def _unknown_quant_note(method: str, key: str) -> str:
+    """The note for a quantization method kvplan has no weight rule for. vLLM 0.26.0
+    config/model.py _verify_quantization raises "Unknown quantization method" for a method not in
+    its registry; a registered one kvplan does not model (hqq, gguf, modelopt_fp4, ...) starts."""
     return (
         f"{key} {method!r} is not a method kvplan models ({', '.join(sorted(MODELLED_QUANT_METHODS))}): its weights "
         "are sized as unquantized, which over-states them if it packs weights; vLLM 0.26.0 refuses to start "
