@@ -207,14 +207,14 @@ def _parse_entries(text: str, origin: str) -> list[dict]:
 def _read_user_file(flag: str, f: str) -> list[dict]:
     """The ``gpus:`` entries of one user file (``--gpu-profiles`` / KVPLAN_GPU_PROFILES).
 
-    Read with ``kvplan check``'s guarded reader (kvplan.check.read_text and load_yaml): at most
+    Read with ``kvplan check``'s guarded reader (kvplan.safe_io.read_text and load_yaml): at most
     2 MiB, UTF-8 without NUL bytes, and a YAML document whose aliases expand past 100,000 nodes
     (a "billion laughs" bomb: 60 s and 2.8 GB before this guard) is refused before it is built.
     Raises:
         KvplanError: missing, a directory, too large, binary, not UTF-8, not YAML, an alias bomb,
             several documents, or not a ``gpus`` list (one line naming the flag and the file).
     """
-    from kvplan.check import InputError, load_yaml, read_text
+    from kvplan.safe_io import InputError, load_yaml, read_text
 
     path = Path(f).expanduser()
     origin = f"{flag} {f}"

@@ -358,7 +358,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     defaults.check_version(args.vllm_version)
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     _validate_parallel(spec, tp, pp)
-    warnings: list[str] = []
+    # What parsing, the model source and the GPU profile already know is uncertain comes first.
+    warnings: list[str] = [*spec.notes, *gpu.warnings]
 
     dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
     if dtype == "bfloat16" and not gpu.bf16_supported:
