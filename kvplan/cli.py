@@ -226,9 +226,10 @@ def run_estimate(**kw) -> int:
     revision = kw.get("revision")
     extras = {"plot": kw.pop("plot"), "curves": kw.pop("curves")}
     wl_args = (kw.pop("workload"), kw.pop("shared_prefix_tokens"), kw.pop("n"), kw.get("enable_prefix_caching"))
-    if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] or extras["curves"]:
-        from kvplan.cli_plan import estimate_extras, workload_model_from_flags
+    if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] is not None or extras["curves"]:
+        from kvplan.cli_plan import estimate_extras, validate_plot, workload_model_from_flags
 
+        validate_plot(extras["plot"])  # exit 2 (bad path) or 3 (no matplotlib) before any output
         extras["workload"] = workload_model_from_flags(*wl_args)  # bad input fails before any output
     else:
         estimate_extras = None

@@ -257,9 +257,6 @@ def test_a_failed_plot_write_leaves_no_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(reason="needs the validate_plot call in kvplan/cli.py run_estimate (the lead's file; docs/plan.md "
-                          "'--workload on estimate' gives the exact lines) - remove this mark once it is there",
-                   strict=False)
 @pytest.mark.parametrize("name", ["x.pdf", "nodir/x.png", ""])
 def test_estimate_bad_plot_fails_before_the_report(tmp_path, name):
     path = str(tmp_path / name) if name else ""

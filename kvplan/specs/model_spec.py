@@ -13,6 +13,7 @@ All sizes are element counts (heads, dims, tokens); no bytes here except the opt
 from __future__ import annotations
 
 from enum import Enum
+from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -199,12 +200,12 @@ class ModelSpec(_Frozen):
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
     notes: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def is_hybrid(self) -> bool:
         """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
         return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
 
-    @property
+    @cached_property
     def is_moe(self) -> bool:
         return self.moe is not None and any(self.moe_layers)
 

@@ -12,6 +12,7 @@ Units: bytes (int), tokens, blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from kvplan.engines.vllm.kv_spec import LayerCacheSpec
 
@@ -119,7 +120,11 @@ class KVCacheLayout:
 
     def largest_max_model_len(self, available_bytes: int, upper: int, max_in_flight_tokens: int) -> int:
         """The largest max_model_len in [1, upper] whose one request fits ``available_bytes``
-        (vLLM _estimate_max_model_len_from_groups, a binary search); 0 if none."""
+        (vLLM _estimate_max_model_len_from_groups, a binary search); 0 if none. Cached: plan
+        sweeps ask the same layout the same question for many GPUs."""
+        return _largest_max_model_len(self, int(available_bytes), upper, max_in_flight_tokens)
+
+    def _search_max_model_len(self, available_bytes: int, upper: int, max_in_flight_tokens: int) -> int:
         if self.bytes_for_max_len(1, max_in_flight_tokens) > available_bytes:
             return 0
         lo, hi, best = 1, upper, 1
@@ -130,6 +135,11 @@ class KVCacheLayout:
             else:
                 hi = mid - 1
         return best
+
+
+@lru_cache(maxsize=16384)
+def _largest_max_model_len(layout: KVCacheLayout, available_bytes: int, upper: int, max_in_flight_tokens: int) -> int:
+    return layout._search_max_model_len(available_bytes, upper, max_in_flight_tokens)
 
 
 def _same(a: LayerCacheSpec, b: LayerCacheSpec) -> bool:
