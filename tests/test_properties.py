@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -447,7 +446,7 @@ def _plan_or_error(cfg, gpu_name: str, kw: dict):
 # 1. never an unhandled exception
 
 
-@_settings(400)
+@_settings(1000)
 @given(cfg=any_config, gpu_name=st.sampled_from(GPUS), kw=engine_flags(extreme=True))
 def test_parse_and_plan_either_plan_or_raise_kvplan_error(cfg, gpu_name, kw):
     assume(_known_open_bug(cfg, gpu_name, kw, "plan") is None)
@@ -494,25 +493,27 @@ def _cli_flags(kw: dict) -> list[str]:
     return out
 
 
-_TMP = Path(tempfile.mkdtemp(prefix="kvplan-props-"))
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory) -> Path:
+    """One config.json path, rewritten by every example (module-scoped: hypothesis-safe)."""
+    return tmp_path_factory.mktemp("props") / "config.json"
 
 
-def _write_config(cfg) -> str:
-    path = _TMP / "config.json"
+def _write_config(path: Path, cfg) -> str:
     path.write_text(json.dumps(cfg), encoding="utf-8")  # NaN/Infinity written as Python's json does
     return str(path)
 
 
-@_settings(150)
+@_settings(300)
 @given(
     cfg=any_config,
     gpu_name=st.sampled_from(GPUS),
     kw=engine_flags(extreme=True),
     fmt=st.sampled_from(("table", "json", "yaml", "serve")),
 )
-def test_cli_exit_code_is_0_1_or_2_and_never_a_traceback(cfg, gpu_name, kw, fmt):
+def test_cli_exit_code_is_0_1_or_2_and_never_a_traceback(config_file, cfg, gpu_name, kw, fmt):
     assume(_known_open_bug(cfg, gpu_name, kw, fmt) is None)
-    code, out, err = run_cli("estimate", _write_config(cfg), "--gpu", gpu_name, "--format", fmt, *_cli_flags(kw))
+    code, out, err = run_cli("estimate", _write_config(config_file, cfg), "--gpu", gpu_name, "--format", fmt, *_cli_flags(kw))
     event(f"exit {code}")
     assert code in (0, 1, 2), (code, err)
     assert "Traceback" not in err and "Traceback" not in out
@@ -528,7 +529,7 @@ def test_cli_exit_code_is_0_1_or_2_and_never_a_traceback(cfg, gpu_name, kw, fmt)
         assert 60 <= cells <= 62, cells
 
 
-@_settings(60)
+@_settings(100)
 @given(
     flags=st.lists(
         st.sampled_from(
@@ -590,7 +591,7 @@ def test_cli_bad_flags_never_traceback(flags, model):
 # 2. more GPU memory never gives fewer blocks
 
 
-@_settings(150)
+@_settings(300)
 @given(
     cfg=realistic,
     gpu_name=st.sampled_from(GPUS),
@@ -631,7 +632,7 @@ def _attention_layers(spec) -> int:
     )
 
 
-@_settings(150)
+@_settings(300)
 @given(
     cfg=non_hybrid,
     gpu_name=st.sampled_from(["H200", "H100-SXM", "L4", "B200"]),
@@ -692,7 +693,7 @@ def test_fp8_kv_cache_gives_twice_the_tokens_of_bf16(cfg, gpu_name, kw, bypass):
 # 4. doubling --block-size halves the blocks
 
 
-@_settings(150)
+@_settings(300)
 @given(
     cfg=non_hybrid,
     gpu_name=st.sampled_from(GPUS),
@@ -730,7 +731,7 @@ def test_doubling_block_size_halves_blocks(cfg, gpu_name, kw, block):
 # 5. TP: never fewer than one KV head per rank
 
 
-@_settings(200)
+@_settings(400)
 @given(
     cfg=st.one_of(FAMILIES["llama"], FAMILIES["mistral"], FAMILIES["gemma2"], FAMILIES["moe"], FAMILIES["deepseek"]),
     tp=st.sampled_from((1, 2, 4, 8, 16, 32)),
@@ -786,7 +787,7 @@ def tight_flags(draw):
     return kw
 
 
-@_settings(150)
+@_settings(200)
 @given(cfg=realistic, gpu_name=st.sampled_from(["T4", "L4", "V100-16GB", "RTX-4090", "A100-80GB-SXM"]), kw=tight_flags())
 def test_recommendations_for_a_failed_start_help(cfg, gpu_name, kw):
     """`recommend._unblock` promises "never a change that cannot help": applying a recommended
@@ -834,7 +835,7 @@ def _validator():
 VALIDATOR_KIND, VALIDATE = _validator()
 
 
-@_settings(200)
+@_settings(400)
 @given(cfg=realistic, gpu_name=st.sampled_from(GPUS), kw=engine_flags())
 def test_json_document_validates_against_its_schema(cfg, gpu_name, kw):
     p = _plan_or_error(cfg, gpu_name, kw)
@@ -854,10 +855,10 @@ def test_json_document_validates_against_its_schema(cfg, gpu_name, kw):
         assert kv["num_gpu_blocks"] > 0 and doc["memory"]["kv_cache_bytes"] > 0
 
 
-@_settings(40)
+@_settings(80)
 @given(cfg=realistic, gpu_name=st.sampled_from(GPUS), kw=engine_flags())
-def test_cli_json_output_validates_against_its_schema(cfg, gpu_name, kw):
-    code, out, err = run_cli("estimate", _write_config(cfg), "--gpu", gpu_name, "--format", "json", *_cli_flags(kw))
+def test_cli_json_output_validates_against_its_schema(config_file, cfg, gpu_name, kw):
+    code, out, err = run_cli("estimate", _write_config(config_file, cfg), "--gpu", gpu_name, "--format", "json", *_cli_flags(kw))
     assume(code in (0, 1))
     VALIDATE(json.loads(out))
 

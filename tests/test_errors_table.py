@@ -1,0 +1,605 @@
+"""docs/errors.md, row by row: each bad input runs through the real command line (in-process,
+tests/helpers.py run_cli) and must give the documented exit code and message.
+
+Every row names one input class, the command, the exit code and a stable part of the message
+(paths under the test's tmp_path vary, so the fragments leave them out). Rows where kvplan does
+not yet behave as documented are ``xfail(strict=True)``: the row states what it SHOULD do.
+Hub rows run against tests/hf_server.py's local FakeHub (no internet).
+
+``test_every_row_is_in_docs_errors_md`` keeps the page and this table in step: each row's first
+fragment must appear in docs/errors.md verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from helpers import run_cli
+from hf_server import fake_hub, safetensors_bytes, set_hf_env  # noqa: F401 - fixture
+
+from kvplan.sources.bundled import find_bundled
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"  # bundled (32 heads, 8 KV heads, 32 layers, 8192 positions)
+LLAMA_CFG = find_bundled(LLAMA3_8B).config
+
+
+def _config_dir(tmp: Path, content: str | bytes | dict, name: str = "model") -> str:
+    """A model directory holding config.json with ``content`` (a dict is written as JSON)."""
+    d = tmp / name
+    d.mkdir(exist_ok=True)
+    if isinstance(content, dict):
+        content = json.dumps(content)
+    data = content.encode() if isinstance(content, str) else content
+    (d / "config.json").write_bytes(data)
+    return str(d)
+
+
+def _llama(**over) -> dict:
+    return {**LLAMA_CFG, **over}
+
+
+def _without(key: str) -> dict:
+    return {k: v for k, v in LLAMA_CFG.items() if k != key}
+
+
+def _file(tmp: Path, name: str, content: str | bytes) -> str:
+    path = tmp / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return str(path)
+
+
+def _sparse(tmp: Path, name: str, size: int, head: bytes = b"") -> str:
+    """A file of ``size`` bytes that costs no disk: ``head`` then a hole (NUL bytes)."""
+    path = tmp / name
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+    return str(path)
+
+
+def _big_config_dir(tmp: Path) -> str:
+    d = tmp / "big"
+    d.mkdir()
+    _sparse(d, "config.json", MB100, b'{"pad": "')
+    return str(d)
+
+
+def _alias_bomb(top: str) -> str:
+    """A 'billion laughs' YAML document: 9 levels of 9 aliases (9**9 nodes once expanded)."""
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    prev = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    return "\n".join(lines) + "\n" + top.replace("BOMB", f"*{prev}") + "\n"
+
+
+def _safetensors_dir(tmp: Path, header: dict | None = None, raw: bytes | None = None) -> str:
+    d = Path(_config_dir(tmp, LLAMA_CFG))
+    if raw is None:
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        raw = struct.pack("<Q", len(text)) + text + b"\0" * 64
+    (d / "model.safetensors").write_bytes(raw)
+    return str(d)
+
+
+MB100 = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of docs/errors.md.
+
+    Attributes:
+        id: the row's name (pytest id).
+        argv: builds the command line (files under the given tmp dir); the program name excluded.
+        code: the exit code.
+        fragments: stable parts of the message, all required; the first is quoted in the docs.
+        stream: "err" (one ``error:`` line on stderr) or "out" (kvplan check's report).
+        xfail: why kvplan does not behave like this yet (the row says what it should do).
+    """
+
+    id: str
+    argv: Callable[[Path], list[str]]
+    code: int
+    fragments: tuple[str, ...]
+    stream: str = "err"
+    xfail: str | None = None
+
+
+def E(*args: str) -> Callable[[Path], list[str]]:  # noqa: N802 - reads like a command line
+    return lambda tmp: ["estimate", *args]
+
+
+ROWS: list[Row] = [
+    # -- config.json: syntax, encoding, size ---------------------------------------------------
+    Row(
+        "malformed-json",
+        lambda t: ["estimate", _config_dir(t, '{"model_type": "llama",\n  "hidden_size": 4096,\n}')],
+        2,
+        ("config.json:3: not valid JSON (Expecting property name enclosed in double quotes)",),
+    ),
+    Row("empty-config", lambda t: ["estimate", _config_dir(t, "")], 2, ("config.json:1: not valid JSON (Expecting value)",)),
+    Row(
+        "json-not-an-object",
+        lambda t: ["estimate", _config_dir(t, "[1, 2]")],
+        2,
+        ("config.json: config.json must hold a JSON object, got a JSON list",),
+    ),
+    Row(
+        "json-nested-too-deep",
+        lambda t: ["estimate", _config_dir(t, "[" * 100_000 + "]" * 100_000)],
+        2,
+        ("config.json: JSON nested more than 64 levels deep; not a model file",),
+    ),
+    Row(
+        "config-not-utf8",
+        lambda t: ["estimate", _config_dir(t, b'{"model_type": "ll\xffama"}')],
+        2,
+        ("config.json: not UTF-8 text (bad byte at offset 18)",),
+    ),
+    Row(
+        "config-100mb",
+        lambda t: ["estimate", _big_config_dir(t)],
+        2,
+        ("config.json: 104,857,600 bytes is too large (limit 16 MiB)",),
+    ),
+    Row(
+        "no-config-json",
+        lambda t: ["estimate", str(t)],
+        2,
+        (": no config.json in this directory", "hint: give the model directory that holds config.json"),
+    ),
+    Row("no-such-directory", E("./no/such/dir"), 2, ("./no/such/dir: no such directory",)),
+    # -- config.json: keys, types, values ------------------------------------------------------
+    Row(
+        "missing-key",
+        lambda t: ["estimate", _config_dir(t, _without("num_attention_heads"))],
+        2,
+        ("config.json is missing required key 'num_attention_heads / n_head / num_heads'",),
+    ),
+    Row(
+        "missing-model-type",
+        lambda t: ["estimate", _config_dir(t, _without("model_type"))],
+        2,
+        ("config.json is missing required key 'model_type'",),
+    ),
+    Row(
+        "wrong-type-string-number",
+        lambda t: ["estimate", _config_dir(t, _llama(hidden_size="4096"))],
+        2,
+        ("config key 'hidden_size' must be an integer, got '4096'",),
+    ),
+    Row(
+        "wrong-type-positions-string",
+        lambda t: ["estimate", _config_dir(t, _llama(max_position_embeddings="8192"))],
+        2,
+        ("config key 'max_position_embeddings' must be an integer, got '8192'",),
+    ),
+    Row(
+        "wrong-type-nested",
+        lambda t: ["estimate", _config_dir(t, _llama(rope_scaling={"type": "linear", "factor": "abc"}))],
+        2,
+        ("config key 'rope_scaling.factor' must be a number, got 'abc'",),
+    ),
+    Row(
+        "zero",
+        lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=0))],
+        2,
+        ("config key 'num_hidden_layers' must be >= 1, got 0",),
+    ),
+    Row(
+        "negative",
+        lambda t: ["estimate", _config_dir(t, _llama(num_key_value_heads=-8))],
+        2,
+        ("config key 'num_key_value_heads' must be >= 1, got -8",),
+    ),
+    Row(
+        "negative-rope-factor",
+        lambda t: ["estimate", _config_dir(t, _llama(rope_scaling={"type": "linear", "factor": -4}))],
+        2,
+        ("config key 'rope_scaling.factor' must be > 0, got -4",),
+    ),
+    Row(
+        "nan",
+        lambda t: ["estimate", _config_dir(t, '{"hidden_size": NaN, ' + json.dumps(_without("hidden_size"))[1:])],
+        2,
+        ("config key 'hidden_size' must be an integer, got nan",),
+    ),
+    Row(
+        "infinity",
+        lambda t: ["estimate", _config_dir(t, '{"intermediate_size": Infinity, ' + json.dumps(_without("intermediate_size"))[1:])],
+        2,
+        ("config key 'intermediate_size' must be an integer, got inf",),
+    ),
+    Row(
+        "huge-layer-count",
+        lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=10**12))],
+        2,
+        ("config key 'num_hidden_layers' is 1,000,000,000,000, above kvplan's limit of 4,096",),
+    ),
+    Row(
+        "huge-hidden-size",
+        lambda t: ["estimate", _config_dir(t, _llama(hidden_size=10**30))],
+        2,
+        ("config key 'hidden_size' is 1,000,000,000,000,000,000,000,000,000,000, above kvplan's limit of 262,144",),
+    ),
+    Row(
+        "unknown-quant-method",
+        lambda t: ["estimate", _config_dir(t, _llama(quantization_config={"quant_method": "magic"}))],
+        2,
+        ("quantization_config.quant_method 'magic'",),
+        xfail="exit 0 with only a warning, though the warning itself says vLLM 0.26.0 refuses a method "
+        "it does not register (config/model.py _verify_quantization: 'Unknown quantization method')",
+    ),
+    # -- safetensors next to config.json -------------------------------------------------------
+    Row(
+        "safetensors-bad-shape",
+        lambda t: [
+            "estimate",
+            _safetensors_dir(t, {"model.embed_tokens.weight": {"dtype": "BF16", "shape": "x", "data_offsets": [0, 4]}}),
+        ],
+        2,
+        ("model.safetensors: unreadable safetensors header (tensor 'model.embed_tokens.weight': shape must be a list of integers >= 0, got 'x')",),
+    ),
+    Row(
+        "safetensors-huge-header",
+        lambda t: ["estimate", _safetensors_dir(t, raw=struct.pack("<Q", 10**9) + b"{")],
+        2,
+        ("model.safetensors: unreadable safetensors header (declares a 1,000,000,000-byte header; safetensors allows 100,000,000)",),
+    ),
+    # -- GPU --------------------------------------------------------------------------------------
+    Row("unknown-gpu", E(LLAMA3_8B, "--gpu", "H2OO"), 2, ("--gpu: unknown GPU 'H2OO'; did you mean h200, gh200, h20?",)),
+    Row(
+        "gpu-memory-unreadable",
+        E(LLAMA3_8B, "--gpu-memory", "abc"),
+        2,
+        ("--gpu-memory: cannot read 'abc' as a size", "hint: write bytes (85899345920) or a unit: 80GiB, 81920MiB, 80GB"),
+    ),
+    Row("gpu-memory-zero", E(LLAMA3_8B, "--gpu-memory", "0"), 2, ("--gpu-memory: must be a positive size, got '0'",)),
+    Row(
+        "gpu-memory-huge",
+        E(LLAMA3_8B, "--gpu-memory", "99999999999999999999999999GiB"),
+        2,
+        ("--gpu-memory: '99999999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
+    ),
+    Row(
+        "gpu-profiles-malformed-yaml",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-profiles", _file(t, "gpus.yaml", "gpus:\n  - id: x\n   memory_bytes: [1, 2\n")],
+        2,
+        ("gpus.yaml:3: not valid YAML: did not find expected '-' indicator",),
+    ),
+    Row(
+        "gpu-profiles-alias-bomb",
+        lambda t: [
+            "estimate",
+            LLAMA3_8B,
+            "--gpu-profiles",
+            _file(t, "bomb.yaml", _alias_bomb("gpus:\n  - id: bomb\n    memory_bytes: 80GiB\n    aliases: BOMB")),
+        ],
+        2,
+        ("bomb.yaml:6: YAML document expands to more than 100,000 nodes (alias bomb?)",),
+    ),
+    Row(
+        "gpu-profiles-100mb",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-profiles", _sparse(t, "big.yaml", MB100, b"gpus: []\n#")],
+        2,
+        ("big.yaml: file is 104,857,600 bytes; kvplan reads at most 2,097,152 bytes per file",),
+    ),
+    Row(
+        "gpu-profiles-not-utf8",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-profiles", _file(t, "gpus.yaml", b"gpus:\n  - id: x\xff\n")],
+        2,
+        ("gpus.yaml:2: not UTF-8 (byte 0xff at offset 15)",),
+    ),
+    Row(
+        "gpu-profiles-missing",
+        E(LLAMA3_8B, "--gpu-profiles", "/no/such/gpus.yaml"),
+        2,
+        ("--gpu-profiles: file not found: /no/such/gpus.yaml",),
+    ),
+    # -- model name ---------------------------------------------------------------------------
+    Row("empty-model-name", E(""), 2, ("MODEL: empty model name",)),
+    Row(
+        "invalid-repo-id",
+        E("acme/bad name"),
+        2,
+        ("'acme/bad name': not a valid Hub repo id",),
+    ),
+    Row(
+        "unknown-model-offline",
+        E("acme/no-such-model"),
+        2,
+        (
+            "acme/no-such-model: HF_HUB_OFFLINE is set and config.json (revision main) is not in the Hugging Face cache",
+            "hint: run once online to cache it, or unset HF_HUB_OFFLINE",
+        ),
+    ),
+    # -- flags ----------------------------------------------------------------------------------
+    Row(
+        "tp-not-dividing-heads",
+        E(LLAMA3_8B, "--tensor-parallel-size", "3"),
+        2,
+        ("--tensor-parallel-size 3: must divide the model's num_attention_heads (32)", "hint: valid sizes: 1, 2, 4, 8, 16, 32"),
+    ),
+    Row(
+        "tp-not-dividing-kv-heads",
+        lambda t: ["estimate", _config_dir(t, _llama(num_attention_heads=12, num_key_value_heads=3, hidden_size=1536)), "-tp", "2"],
+        2,
+        ("--tensor-parallel-size 2: must divide num_key_value_heads (3)",),
+    ),
+    Row(
+        "tp-above-kv-heads-not-multiple",
+        lambda t: ["estimate", _config_dir(t, _llama(num_attention_heads=12, num_key_value_heads=3, hidden_size=1536)), "-tp", "4"],
+        2,
+        ("--tensor-parallel-size 4: larger than num_key_value_heads (3) and not a multiple of it",),
+    ),
+    Row("tp-not-a-number", E(LLAMA3_8B, "-tp", "x"), 2, ("'--tensor-parallel-size' / '-tp'",)),
+    Row("tp-huge", E(LLAMA3_8B, "-tp", "99999999999999999999"), 2, ("--tensor-parallel-size: must be <= 1024 (got 99999999999999999999)",)),
+    Row("pp-more-than-layers", E(LLAMA3_8B, "-pp", "100"), 2, ("--pipeline-parallel-size 100: more stages than the model's 32 layers",)),
+    Row("utilization-zero", E(LLAMA3_8B, "--gpu-memory-utilization", "0"), 2, ("--gpu-memory-utilization: must be in (0, 1], got 0.0",)),
+    Row("utilization-negative", E(LLAMA3_8B, "--gpu-memory-utilization", "-0.5"), 2, ("--gpu-memory-utilization: must be in (0, 1], got -0.5",)),
+    Row("utilization-above-one", E(LLAMA3_8B, "--gpu-memory-utilization", "1.5"), 2, ("--gpu-memory-utilization: must be in (0, 1], got 1.5",)),
+    Row("utilization-nan", E(LLAMA3_8B, "--gpu-memory-utilization", "nan"), 2, ("--gpu-memory-utilization: must be in (0, 1], got nan",)),
+    Row(
+        "kv-cache-dtype-unknown",
+        E(LLAMA3_8B, "--kv-cache-dtype", "int4"),
+        2,
+        ("--kv-cache-dtype: must be one of auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2 (got 'int4')",),
+    ),
+    Row(
+        "kv-cache-dtype-vllm-only",
+        E(LLAMA3_8B, "--kv-cache-dtype", "fp8_inc"),
+        2,
+        ("--kv-cache-dtype: vLLM 0.26.0 accepts 'fp8_inc' but kvplan cannot size it yet",),
+    ),
+    Row(
+        "max-model-len-not-a-number",
+        E(LLAMA3_8B, "--max-model-len", "abc"),
+        2,
+        ("--max-model-len: expected a number of tokens (8192, 32k = 32000, 32K = 32768) or 'auto', got 'abc'",),
+    ),
+    Row("max-model-len-zero", E(LLAMA3_8B, "--max-model-len", "0"), 2, ("--max-model-len: must be positive, got '0'",)),
+    Row(
+        "max-model-len-above-model",
+        E(LLAMA3_8B, "--max-model-len", "10000000"),
+        2,
+        ("--max-model-len 10000000: larger than the model's limit (8192 tokens, from max_position_embeddings and rope scaling); vLLM refuses it",),
+    ),
+    Row(
+        "block-size-not-multiple-of-16",
+        E(LLAMA3_8B, "--block-size", "17"),
+        2,
+        ("--block-size: must be a positive multiple of 16 (FlashAttention kernel blocks) (got 17)",),
+    ),
+    Row(
+        "dtype-unknown",
+        E(LLAMA3_8B, "--dtype", "bf16"),
+        2,
+        ("--dtype: must be one of auto, half, float16, bfloat16, float, float32 (vLLM's spelling) (got 'bf16')",),
+    ),
+    Row(
+        "quantization-unknown",
+        E(LLAMA3_8B, "--quantization", "magic"),
+        2,
+        ("--quantization: unsupported value 'magic'",),
+    ),
+    Row(
+        "quantization-needs-checkpoint",
+        E(LLAMA3_8B, "--quantization", "awq"),
+        2,
+        ("--quantization awq: needs a checkpoint quantized with awq; this config has no quantization_config",),
+    ),
+    Row(
+        "quantization-below-capability",
+        E(LLAMA3_8B, "--gpu", "V100-16GB", "--quantization", "fp8"),
+        2,
+        ("--quantization: fp8 needs compute capability 7.5; NVIDIA V100 16GB (SXM2) has 7.0, so vLLM refuses it",),
+    ),
+    Row("max-num-seqs-zero", E(LLAMA3_8B, "--max-num-seqs", "0"), 2, ("--max-num-seqs: must be >= 1, got 0",)),
+    Row(
+        "batched-tokens-below-seqs",
+        E(LLAMA3_8B, "--max-num-seqs", "99999999999999999999"),
+        2,
+        ("--max-num-batched-tokens 8192: smaller than --max-num-seqs 99999999999999999999; vLLM refuses it",),
+    ),
+    Row(
+        "kv-cache-memory-huge-size",
+        E(LLAMA3_8B, "--kv-cache-memory", "99999999999999999999999GiB"),
+        2,
+        ("--kv-cache-memory-bytes: '99999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
+    ),
+    Row("format-unknown", E(LLAMA3_8B, "--format", "xml"), 2, ("--format: unknown value 'xml'", "hint: use table, json, yaml or serve")),
+    Row("vllm-version-unknown", E(LLAMA3_8B, "--vllm-version", "0.5.0"), 2, ("--vllm-version: kvplan has no rules for vLLM '0.5.0'",)),
+    Row(
+        "workload-100mb",
+        lambda t: ["estimate", LLAMA3_8B, "--workload", _sparse(t, "w.csv", MB100, b"prompt_tokens,output_tokens\n")],
+        2,
+        ("w.csv is 100.0 MiB; kvplan reads at most 16 MiB (100,000 rows)",),
+    ),
+    # -- valid flags, absurd values: the configuration is checked and does not start ------------
+    Row(
+        "kv-cache-memory-above-gpu",
+        E(LLAMA3_8B, "--gpu", "L4", "--kv-cache-memory", "500GiB", "--format", "json"),
+        1,
+        ('"failure": "--kv-cache-memory-bytes 536,870,912,000: with weights',),
+        stream="out",
+    ),
+    Row(
+        "batched-tokens-absurd",
+        E(LLAMA3_8B, "--max-num-batched-tokens", "100000000000000000000"),
+        1,
+        ("will not start: no memory left for the KV cache",),
+        stream="out",
+        xfail="MemoryError traceback from render.print_table's memory bar (a 4e15-cell string); "
+        "tests/test_properties_regressions.py pins it",
+    ),
+    # -- kvplan check and kvplan plan read the same inputs --------------------------------------
+    Row(
+        "check-malformed-yaml",
+        lambda t: ["check", _file(t, "deploy.yaml", "model: meta-llama/Meta-Llama-3-8B\ntensor-parallel-size: [1, 2\n")],
+        2,
+        ("3  error   parse-error  not valid YAML: did not find expected ',' or ']'",),
+        stream="out",
+    ),
+    Row(
+        "check-alias-bomb",
+        lambda t: ["check", _file(t, "deploy.yaml", _alias_bomb("model: meta-llama/Meta-Llama-3-8B\nx: BOMB"))],
+        2,
+        ("parse-error  YAML document expands to more than 100,000 nodes (alias bomb?)",),
+        stream="out",
+    ),
+    Row(
+        "check-100mb",
+        lambda t: ["check", _sparse(t, "deploy.yaml", MB100)],
+        2,
+        ("parse-error  file is 104,857,600 bytes; kvplan reads at most 2,097,152 bytes per file",),
+        stream="out",
+    ),
+    Row(
+        "check-not-utf8",
+        lambda t: ["check", _file(t, "deploy.yaml", b"model: meta-llama/Meta-\xffLlama-3-8B\n")],
+        2,
+        ("parse-error  not UTF-8 (byte 0xff at offset 23)",),
+        stream="out",
+    ),
+    Row(
+        "plan-malformed-json",
+        lambda t: ["plan", _config_dir(t, '{"model_type": "llama",\n  "hidden_size": 4096,\n}')],
+        2,
+        ("config.json:3: not valid JSON (Expecting property name enclosed in double quotes)",),
+    ),
+    Row(
+        "plan-tp-not-dividing-heads",
+        lambda t: ["plan", LLAMA3_8B, "--tensor-parallel-size", "3"],
+        2,
+        ("--tensor-parallel-size 3: must divide the model's num_attention_heads (32)",),
+    ),
+]
+
+
+def _params(rows):
+    out = []
+    for row in rows:
+        marks = [pytest.mark.xfail(strict=True, reason=row.xfail)] if row.xfail else []
+        out.append(pytest.param(row, id=row.id, marks=marks))
+    return out
+
+
+def _check(row: Row, code: int, out: str, err: str) -> None:
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert code == row.code, (code, out[-1500:], err[-1500:])
+    text = err if row.stream == "err" else out
+    if row.stream == "err":
+        lines = err.strip().splitlines()
+        assert lines and lines[0].startswith("error: "), err
+        assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("  hint: ")), err
+        if row.code == 2:
+            assert out == "", out[:500]  # bad input: nothing on stdout
+    for fragment in row.fragments:
+        assert fragment in text, (fragment, text[-1500:])
+
+
+@pytest.mark.parametrize("row", _params(ROWS))
+def test_row(row: Row, tmp_path: Path):
+    argv = row.argv(tmp_path)
+    started = time.monotonic()
+    code, out, err = run_cli(*argv)
+    _check(row, code, out, err)
+    assert time.monotonic() - started < 10  # hostile inputs are refused quickly, not chewed on
+
+
+# -- the Hugging Face Hub (tests/hf_server.py, no internet) ---------------------------------------
+
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+@dataclass(frozen=True)
+class HubRow:
+    id: str
+    model: str
+    fragments: tuple[str, ...]
+    env: dict = field(default_factory=dict)  # HF_* variables for this row ("{dead}": a closed port)
+    code: int = 2
+    extra: tuple[str, ...] = ()
+    xfail: str | None = None
+
+
+HUB_ROWS: list[HubRow] = [
+    HubRow(
+        "hub-timeout",
+        "acme/slow",
+        ("did not answer within 1 s", "HF_HUB_ETAG_TIMEOUT"),
+        env={"HF_HUB_ETAG_TIMEOUT": "1"},
+    ),
+    HubRow("hub-401-gated", "acme/gated", ("gated model", "no Hugging Face token", "HTTP 401")),
+    HubRow("hub-403-no-access", "acme/gated", ("gated model", "token sent has no access", "HTTP 403"), env={"HF_TOKEN": "hf_not_granted"}),
+    HubRow("hub-404-model", "acme/does-not-exist", ("no such model", "HTTP 404", "check the repo id")),
+    HubRow("hub-404-revision", "acme/tiny", ("revision 'nope' not found", "--revision"), extra=("--revision", "nope")),
+    HubRow("hub-no-config", "acme/no-config", ("no config.json",)),
+    HubRow("hub-500", "acme/broken", ("HTTP 500", "no retries", "try again later")),
+    HubRow("hub-429", "acme/limited", ("HTTP 429", "HF_TOKEN")),
+    HubRow("hub-unreachable", "acme/tiny", ("cannot reach the Hub at", "gave up after", "HF_ENDPOINT"), env={"HF_ENDPOINT": "{dead}"}),
+    HubRow(
+        "hub-offline-empty-cache",
+        "acme/tiny",
+        ("HF_HUB_OFFLINE is set and config.json (revision main) is not in the Hugging Face cache", "unset HF_HUB_OFFLINE"),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+]
+
+
+@pytest.fixture
+def hub(fake_hub):  # noqa: F811 - the fixture imported from hf_server
+    cfg = json.dumps(TINY).encode()
+    fake_hub.add_repo("acme/tiny", {"config.json": cfg})
+    fake_hub.add_repo("acme/gated", {"config.json": cfg}, gated=True)
+    fake_hub.add_repo("acme/no-config", {"README.md": b"# weights only\n"})
+    fake_hub.add_repo("acme/broken", {"config.json": cfg}, fail_status=500)
+    fake_hub.add_repo("acme/limited", {"config.json": cfg}, fail_status=429)
+    fake_hub.add_repo("acme/slow", {"config.json": cfg}, delay_s=5.0)
+    return fake_hub
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.id, marks=[pytest.mark.xfail(strict=True, reason=r.xfail)] if r.xfail else []) for r in HUB_ROWS])
+def test_hub_row(row: HubRow, hub, monkeypatch):
+    from hf_server import closed_port_url
+
+    env = {k: (closed_port_url() if v == "{dead}" else v) for k, v in row.env.items()}
+    if env:
+        set_hf_env(monkeypatch, **env)
+    started = time.monotonic()
+    code, out, err = run_cli("estimate", row.model, "--gpu", "H200", *row.extra)
+    assert time.monotonic() - started < 5  # one short attempt, never the library's retry loops
+    _check(Row(row.id, lambda t: [], row.code, row.fragments), code, out, err)
+
+
+# -- the page and the table agree -----------------------------------------------------------------
+
+
+def test_every_row_is_in_docs_errors_md():
+    text = DOCS.read_text(encoding="utf-8")
+    missing = [r.id for r in ROWS if r.fragments[0] not in text]
+    missing += [r.id for r in HUB_ROWS if r.fragments[0] not in text]
+    assert not missing, f"rows whose message docs/errors.md does not quote: {missing}"
+    for r in ROWS + HUB_ROWS:
+        assert f"`{r.id}`" in text, f"docs/errors.md has no row named `{r.id}`"
