@@ -2,7 +2,7 @@
 
 Each test states the behaviour kvplan should have and is marked ``xfail(strict=True)`` while the
 bug is open: when a fix lands the test passes, strict xfail turns that into a failure, and the
-fixer deletes the marker (and the matching entry in test_properties.KNOWN_OPEN_BUGS, which keeps
+fixer deletes the marker (and the matching branch of test_properties._known_open_bug, which keeps
 the fuzz properties from tripping over the same bug meanwhile).
 
 Commands that would allocate gigabytes while the bug is open run in a child process with a 2 GiB
