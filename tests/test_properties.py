@@ -473,7 +473,13 @@ def test_parse_and_plan_either_plan_or_raise_kvplan_error(cfg, gpu_name, kw):
     event("planned: fits" if p.fits else "planned: does not fit")
     assert p.num_gpu_blocks >= 0
     assert p.page_size_bytes >= 0
+    assert p.gpu_kv_cache_tokens >= 0 and p.max_concurrency >= 0
     assert p.fits == (p.failure is None)
+    if p.fits:
+        # vLLM's start-up check passed on every stage: one max-length request fits its KV memory,
+        # so the largest length that fits is at least the one planned.
+        assert all(s.bytes_for_max_len <= s.budget.kv_cache_bytes for s in p.stages)
+        assert p.largest_max_model_len is not None and p.largest_max_model_len >= p.effective["max_model_len"] > 0
     doc = render.to_dict(p, {"origin": "fuzz"})
     json.dumps(doc, allow_nan=False)  # the JSON contract never holds NaN/Infinity
 
