@@ -37,6 +37,15 @@ VLLM_ONLY_KV_CACHE_DTYPES = (
 )
 # --dtype values vLLM 0.26.0 accepts (config/model.py _STR_DTYPE_TO_TORCH_DTYPE plus "auto").
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# vLLM 0.26.0 model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS (a
+# quantization_config.quant_method outside this list makes vLLM refuse the model).
+VLLM_QUANTIZATION_METHODS = frozenset({
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+    "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+    "bitsandbytes", "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4",
+    "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel",
+    "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+})
 # Minimum compute capability per weight quantization (vLLM 0.26.0 get_min_capability: fp8.py 75,
 # mxfp4.py 80, auto_awq.py 75, auto_gptq.py 60, bitsandbytes.py 70).
 QUANT_MIN_CAPABILITY = {"fp8": 75, "mxfp4": 80, "awq": 75, "gptq": 60, "bitsandbytes": 70}
@@ -62,10 +71,10 @@ class EngineArgs(BaseModel):
     block_size: int | None = None
     dtype: str = "auto"
     quantization: str | None = None
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1 << 24)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=(1 << 31) - 1)
     enforce_eager: bool = False
-    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0, le=1 << 50)
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool = False
     usage: str = "serve"
@@ -102,6 +111,8 @@ class EngineArgs(BaseModel):
     def _mml(cls, v: int | None) -> int | None:
         if v is not None and v != -1 and v <= 0:
             raise ValueError("must be a positive number of tokens, or 'auto'")
+        if v is not None and v > 1 << 32:
+            raise ValueError("must be at most 4,294,967,296 tokens")
         return v
 
     @field_validator("usage")
@@ -175,6 +186,14 @@ class Plan:
 
 def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile, warnings: list[str]) -> QuantSpec | None:
     q = spec.quantization
+    if q is not None and q.source == "checkpoint" and q.method not in VLLM_QUANTIZATION_METHODS:
+        base = q.method.removeprefix("modelopt_")
+        if not (q.method.startswith("modelopt_") and "modelopt_" + base in VLLM_QUANTIZATION_METHODS):
+            raise KvplanError(
+                f"{spec.name}: quantization_config.quant_method {q.method!r} is not a vLLM 0.26.0 quantization "
+                "method; vLLM refuses the model",
+                hint="known methods include " + ", ".join(sorted(VLLM_QUANTIZATION_METHODS)[:8]) + ", ...",
+            )
     if args.quantization:
         want = args.quantization.lower()
         if want not in QUANTIZATIONS:

@@ -71,10 +71,26 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
     """Flags that would leave room for the KV cache when nothing is left: a higher
     --gpu-memory-utilization if that alone suffices, else the smallest larger TP whose weight
     share (about weights / k) would leave room; never a change that cannot help."""
+    from kvplan.engines.vllm.memory import NON_TORCH_MULTI_GPU_EXTRA, REDUNDANCY_BUFFER
+
     eff = plan.effective
     other = b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_applied_bytes
     util = eff["gpu_memory_utilization"]
     out: list[Recommendation] = []
+    if b.kv_cache_memory_override:
+        # --kv-cache-memory-bytes ignores the utilization; suggest what fits beside the rest,
+        # with vLLM's own 150 MiB margin.
+        room = b.total_bytes - b.weights_bytes - other - REDUNDANCY_BUFFER
+        if room > 0:
+            out.append(
+                Recommendation(
+                    "--kv-cache-memory-bytes",
+                    int(room),
+                    f"{b.kv_cache_bytes / GiB:.1f} GiB of KV cache does not fit beside {b.weights_bytes / GiB:.1f} GiB of "
+                    f"weights on a {b.total_bytes / GiB:.1f} GiB GPU",
+                )
+            )
+        return out
     for target in (0.92, 0.95):
         if target > util and b.total_bytes * target - b.weights_bytes - other > b.total_bytes * 0.02:
             out.append(
@@ -88,11 +104,12 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
             return out
     heads = plan.spec.attention.num_attention_heads
     tp = eff["tensor_parallel_size"]
+    extra = 0 if tp * eff["pipeline_parallel_size"] > 1 else NON_TORCH_MULTI_GPU_EXTRA  # NCCL buffers appear
     for k in (2, 4, 8, 16):
         new_tp = tp * k
         if heads % new_tp:
             continue
-        if b.requested_bytes - b.weights_bytes / k - other > b.requested_bytes * 0.05:
+        if b.requested_bytes - b.weights_bytes / k - other - extra > b.requested_bytes * 0.05:
             out.append(
                 Recommendation(
                     "--tensor-parallel-size",

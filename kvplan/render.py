@@ -193,8 +193,11 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
     ]
     bar = Text()
     used = 0
+    # Scale by whichever is larger, the GPU or what the terms add up to (an over-large
+    # --kv-cache-memory-bytes can exceed the GPU): the bar never grows past `width` cells.
+    scale = max(total, sum(max(n, 0) for _, n, _ in parts), 1)
     for _, n, style in parts:
-        cells = int(round(width * max(n, 0) / total)) if total else 0
+        cells = min(width - used, int(round(width * max(n, 0) / scale)))
         used += cells
         bar.append("█" * cells, style=style)
     bar.append("░" * max(0, width - used), style="dim")

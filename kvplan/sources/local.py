@@ -83,9 +83,15 @@ def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
             naming the file.
     """
     try:
-        raw = path.read_bytes()
+        size = path.stat().st_size
+        if size > max_bytes:  # refuse from the size alone: never read a huge file into memory
+            raise KvplanError(f"{path}: {size:,} bytes is too large (limit {max_bytes // (1 << 20)} MiB)")
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # pipes and devices report no size: cap the read too
     except FileNotFoundError:
         raise KvplanError(f"{path}: not found") from None
+    except IsADirectoryError:
+        raise KvplanError(f"{path}: is a directory, not a JSON file") from None
     except OSError as exc:
         raise KvplanError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:
