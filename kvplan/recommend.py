@@ -80,7 +80,14 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
     if b.kv_cache_memory_override:
         # --kv-cache-memory-bytes ignores the utilization; suggest what fits beside the rest,
         # with vLLM's own 150 MiB margin.
-        room = b.total_bytes - b.weights_bytes - other - REDUNDANCY_BUFFER
+        room = min(
+            st.budget.total_bytes
+            - st.budget.weights_bytes
+            - st.budget.activation_peak_bytes
+            - st.budget.non_torch_bytes
+            - st.budget.cudagraph_applied_bytes
+            for st in plan.stages
+        ) - REDUNDANCY_BUFFER  # every pipeline stage allocates the same KV size
         if room > 0:
             out.append(
                 Recommendation(
