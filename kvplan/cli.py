@@ -316,6 +316,24 @@ def register_commands(argv: list[str] | None = None) -> None:
         _registered.add(name)
 
 
+_TYPE_ERRORS = (
+    ("valid integer", "must be a whole number"),
+    ("valid number", "must be a number"),
+    ("valid boolean", "must be true or false"),
+)
+
+
+def _given_value(flag: str) -> str | None:
+    """The text given after ``flag`` on the command line (for messages), if any."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def _usage_error_types() -> tuple[tuple, tuple, tuple]:
     """(exit, abort, usage-error) exception classes of typer's click (vendored or not)."""
     exits, aborts, usage = [typer.Exit], [typer.Abort], [typer.BadParameter.__mro__[2]]
@@ -350,6 +368,12 @@ def main() -> None:
         param = getattr(e, "param", None)
         if param is not None and getattr(param, "opts", None):
             name = max(param.opts, key=len)
+            # typer 0.29 words type errors like pydantic; say it plainly, naming the flag once
+            for phrase, plain in _TYPE_ERRORS:
+                if phrase in msg:
+                    got = next((v for v in map(_given_value, param.opts) if v is not None), None)
+                    msg = f"{name}: {plain}" + (f", got {got!r}" if got is not None else "")
+                    break
             if name not in msg:
                 msg = f"{name}: {msg}"
         print(f"error: {msg}", file=sys.stderr)
