@@ -361,7 +361,7 @@ ROWS: list[Row] = [
         2,
         ("--tensor-parallel-size 4: larger than num_key_value_heads (3) and not a multiple of it",),
     ),
-    Row("tp-not-a-number", E(LLAMA3_8B, "-tp", "x"), 2, ("'--tensor-parallel-size' / '-tp'",)),
+    Row("tp-not-a-number", E(LLAMA3_8B, "-tp", "x"), 2, ("--tensor-parallel-size: must be a whole number, got 'x'",)),
     Row("tp-huge", E(LLAMA3_8B, "-tp", "99999999999999999999"), 2, ("--tensor-parallel-size: must be <= 1024 (got 99999999999999999999)",)),
     Row("pp-more-than-layers", E(LLAMA3_8B, "-pp", "100"), 2, ("--pipeline-parallel-size 100: more stages than the model's 32 layers",)),
     Row("utilization-zero", E(LLAMA3_8B, "--gpu-memory-utilization", "0"), 2, ("--gpu-memory-utilization: must be in (0, 1], got 0.0",)),
