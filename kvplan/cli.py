@@ -383,4 +383,27 @@ def main() -> None:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:
+        if getattr(e, "filename", None) is None:  # writing our own output failed (e.g. a full disk)
+            _quiet_stdout()
+            print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        raise
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        _quiet_stdout()
+        print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -528,15 +528,24 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     for s in stages:
         where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
         b = s.budget
+        if b.requested_bytes > b.free_at_start_bytes and not b.kv_cache_memory_override:
+            failure = (
+                f"--gpu-memory-utilization {args.gpu_memory_utilization}: requests {b.requested_bytes / 2**30:.2f} GiB but "
+                f"only about {b.free_at_start_bytes / 2**30:.2f} GiB is free when vLLM starts (the CUDA context holds "
+                f"{memory.CUDA_CONTEXT_BYTES / 2**20:.0f} MiB); vLLM refuses to start"
+            )
+            largest = 0
+            break
         if b.kv_cache_memory_override:
             # --kv-cache-memory-bytes skips the utilization budget; the KV tensors are then
             # allocated on top of weights, activation and non-torch memory (gpu_worker.py).
             need = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.kv_cache_bytes
-            if need > b.total_bytes:
+            if need > b.free_at_start_bytes:
                 failure = (
                     f"--kv-cache-memory-bytes {b.kv_cache_bytes:,}: with weights {b.weights_bytes / 2**30:.2f} GiB, "
                     f"activation {b.activation_peak_bytes / 2**30:.2f} GiB and non-torch {b.non_torch_bytes / 2**30:.2f} GiB "
-                    f"it needs {need / 2**30:.2f} GiB{where} but the GPU has {b.total_bytes / 2**30:.2f} GiB; "
+                    f"it needs {need / 2**30:.2f} GiB{where} but about {b.free_at_start_bytes / 2**30:.2f} GiB is free "
+                    f"when vLLM starts; "
                     "vLLM would run out of memory allocating the KV cache"
                 )
                 largest = 0
@@ -589,6 +598,11 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         warnings.append(
             "CUDA graphs on the V1 model runner (MoE/hybrid): vLLM subtracts its graph-memory estimate; "
             "kvplan's estimate for it is unverified"
+        )
+    if spec.is_multimodal:
+        warnings.append(
+            f"{spec.architecture} is multimodal: vLLM also profiles its vision encoder on the largest image "
+            "batch, which kvplan does not model; the activation peak may be higher and the KV cache smaller"
         )
     if tp > spec.attention.num_key_value_heads and not spec.uses_mla:
         warnings.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvplan.planner import Plan
@@ -78,23 +79,49 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
     util = eff["gpu_memory_utilization"]
     out: list[Recommendation] = []
     if b.kv_cache_memory_override:
-        # --kv-cache-memory-bytes ignores the utilization; suggest what fits beside the rest,
-        # with vLLM's own 150 MiB margin.
-        room = min(
-            st.budget.total_bytes
-            - st.budget.weights_bytes
-            - st.budget.activation_peak_bytes
-            - st.budget.non_torch_bytes
-            - st.budget.cudagraph_applied_bytes
-            for st in plan.stages
-        ) - REDUNDANCY_BUFFER  # every pipeline stage allocates the same KV size
+        # --kv-cache-memory-bytes ignores the utilization; suggest vLLM's own "fully utilize gpu
+        # memory" value (free memory at start minus everything else, minus 150 MiB), the smallest
+        # over pipeline stages since every stage allocates the same KV size.
+        room = min(st.budget.fill_gpu_kv_cache_memory_bytes for st in plan.stages)
         if room > 0:
+            too_big = b.kv_cache_bytes > room
             out.append(
                 Recommendation(
                     "--kv-cache-memory-bytes",
                     int(room),
-                    f"{b.kv_cache_bytes / GiB:.1f} GiB of KV cache does not fit beside {b.weights_bytes / GiB:.1f} GiB of "
-                    f"weights on a {b.total_bytes / GiB:.1f} GiB GPU",
+                    (
+                        f"{b.kv_cache_bytes / GiB:.1f} GiB of KV cache does not fit beside {b.weights_bytes / GiB:.1f} GiB "
+                        f"of weights on this {b.total_bytes / GiB:.1f} GiB GPU"
+                        if too_big
+                        else f"{b.kv_cache_bytes / GiB:.2f} GiB of KV cache is too small for one "
+                        f"{eff['max_model_len']}-token request"
+                    )
+                    + " (vLLM's own 'fully utilize gpu memory' figure)",
+                )
+            )
+        return out
+    if b.requested_bytes > b.free_at_start_bytes:
+        util = math.floor(1000 * (b.free_at_start_bytes - (1 << 20)) / b.total_bytes) / 1000  # round down
+        out.append(
+            Recommendation(
+                "--gpu-memory-utilization",
+                util,
+                f"vLLM refuses a request above the {b.free_at_start_bytes / GiB:.2f} GiB free at start-up",
+            )
+        )
+        from kvplan.errors import KvplanError
+        from kvplan.planner import plan as replan
+
+        try:
+            lowered = replan(plan.spec, plan.gpu, plan.args.model_copy(update={"gpu_memory_utilization": util}))
+        except KvplanError:
+            return out
+        if not lowered.fits and lowered.largest_max_model_len:
+            out.append(
+                Recommendation(
+                    "--max-model-len",
+                    lowered.largest_max_model_len,
+                    f"at --gpu-memory-utilization {util} the largest context whose one request fits",
                 )
             )
         return out
@@ -116,6 +143,21 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
         new_tp = tp * k
         if heads % new_tp:
             continue
+        if new_tp > 8:
+            # tensor parallelism stays inside one node (8 GPUs); split further by pipeline stages
+            pp = eff["pipeline_parallel_size"] * (new_tp // 8)
+            if b.requested_bytes - b.weights_bytes / k - other - extra > b.requested_bytes * 0.05:
+                out.append(
+                    Recommendation(
+                        "--pipeline-parallel-size",
+                        pp,
+                        f"weights take {b.weights_bytes / GiB:.1f} GiB per GPU; with --tensor-parallel-size 8 inside "
+                        f"a node and {pp} pipeline stages across nodes each GPU holds about {b.weights_bytes / k / GiB:.1f} GiB",
+                    )
+                )
+                if tp != 8:
+                    out.append(Recommendation("--tensor-parallel-size", 8, "tensor parallelism within one 8-GPU node"))
+            break
         if b.requested_bytes - b.weights_bytes / k - other - extra > b.requested_bytes * 0.05:
             out.append(
                 Recommendation(

@@ -49,12 +49,21 @@ def explicit_args(plan: Plan) -> dict:
     return out
 
 
+def _served_model(name: str) -> str:
+    """What `vllm serve` takes: the directory when kvplan was given a path to a config.json."""
+    if name.endswith("config.json") and ("/" in name or "\\" in name or name == "config.json"):
+        import os.path
+
+        return os.path.dirname(name) or "."
+    return name
+
+
 def serve_command(plan: Plan, revision: str | None = None) -> str:
     args = explicit_args(plan)
     if revision:
         args["revision"] = revision
     mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
-    return flags.serve_command(plan.spec.name, args, mml)
+    return flags.serve_command(_served_model(plan.spec.name), args, mml)
 
 
 def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
@@ -163,7 +172,7 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
     if revision:
         args["revision"] = revision
     mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
-    return yaml.safe_dump(flags.config_yaml_dict(plan.spec.name, args, mml), sort_keys=False)
+    return yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, mml), sort_keys=False)
 
 
 def print_table(plan: Plan, console, revision: str | None = None) -> None:
@@ -219,7 +228,8 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
     if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
         rows.append(("CUDA graphs (captured later, not subtracted)", b.cudagraph_bytes))
     for name, n in rows:
-        t.add_row(name, f"{n:,}", f"{n / GiB:.2f}")
+        gib_cell = f"{n / GiB:.2f}" if n >= 0 else f"{n / GiB:.2f} (none left)"
+        t.add_row(name, f"{n:,}", gib_cell)
     console.print(t)
 
     kv = doc["kv_cache"]

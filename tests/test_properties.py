@@ -760,6 +760,7 @@ def test_tp_keeps_at_least_one_kv_head_per_rank(cfg, tp, kv_dtype):
 
 
 _REC_FIELDS = {
+    "--pipeline-parallel-size": "pipeline_parallel_size",
     "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
     "--max-model-len": "max_model_len",
     "--gpu-memory-utilization": "gpu_memory_utilization",
@@ -781,29 +782,36 @@ def tight_flags(draw):
 @_settings(200)
 @given(cfg=realistic, gpu_name=st.sampled_from(["T4", "L4", "V100-16GB", "RTX-4090", "A100-80GB-SXM"]), kw=tight_flags())
 def test_recommendations_for_a_failed_start_help(cfg, gpu_name, kw):
-    """`recommend._unblock` promises "never a change that cannot help": applying a recommended
-    flag to a plan that does not start must make it start (--max-model-len: "the largest context
-    whose one request fits"), or at least leave more KV memory per GPU."""
+    """`recommend._unblock` promises "never a change that cannot help": applying the recommended
+    flags (together, as the output presents them) to a plan that does not start must make it
+    start, or at least end the failure it names first and leave more KV memory per GPU."""
     from kvplan.recommend import recommendations
 
     p = _plan_or_error(cfg, gpu_name, kw)
     assume(p is not None and not p.fits)
-    assume(_known_open_bug(cfg, gpu_name, kw, "recommendations") is None)
-    for rec in recommendations(p):
+    recs = recommendations(p)
+    assume(recs)
+    update = {}
+    for rec in recs:
         field = _REC_FIELDS.get(rec.flag)
         assert field is not None, rec.flag
         event(f"recommends {rec.flag}")
-        fixed = _plan_or_error(cfg, gpu_name, {**kw, field: rec.value})
-        assert fixed is not None, rec
-        if rec.flag == "--max-model-len":
-            assert fixed.fits, (rec, fixed.failure)
-        elif rec.flag == "--kv-cache-memory-bytes":
-            # a smaller pinned KV size cannot add KV memory; it must end the out-of-memory failure
-            assert fixed.fits or not fixed.failure.startswith("--kv-cache-memory-bytes"), (rec, fixed.failure)
-        else:
-            before = min(s.budget.kv_cache_bytes for s in p.stages)
-            after = min(s.budget.kv_cache_bytes for s in fixed.stages)
-            assert fixed.fits or after > before, (rec, before, after, fixed.failure)
+        update[field] = rec.value
+    fixed = _plan_or_error(cfg, gpu_name, {**kw, **update})
+    assert fixed is not None, recs
+    if fixed.fits:
+        return
+    first_flag = p.failure.split(":", 1)[0]
+    if first_flag.startswith("--"):
+        # the failure named a flag (utilization above free memory, --kv-cache-memory-bytes too
+        # large): the recommended set must end that failure
+        assert not fixed.failure.startswith(first_flag), (recs, p.failure, fixed.failure)
+    elif "--max-model-len" in update:
+        raise AssertionError((recs, fixed.failure))  # "the largest context that fits" must fit
+    else:
+        before = min(s.budget.kv_cache_bytes for s in p.stages)
+        after = min(s.budget.kv_cache_bytes for s in fixed.stages)
+        assert after > before, (recs, before, after, fixed.failure)
 
 
 # --------------------------------------------------------------------------------------------

@@ -355,14 +355,17 @@ def _text_cfg(config: dict[str, Any], where: str) -> _Cfg:
     return _Cfg(config, where)
 
 
-def _dtype_of(cfg: dict[str, Any], top: dict[str, Any]) -> str:
+def _dtype_of(cfg: dict[str, Any], top: dict[str, Any], where: str = "config.json") -> str:
     raw = cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") or top.get("dtype")
     if raw is None:
         # vLLM treats a missing dtype as float32, which `--dtype auto` then runs as bfloat16.
         return "float32"
     key = str(raw).replace("torch.", "").lower()
     if key not in _DTYPES:
-        raise KvplanError(f"config key 'torch_dtype' has an unsupported value {_show(raw)}")
+        raise KvplanError(
+            f"{where}: config key 'torch_dtype' has an unsupported value {_show(raw)}",
+            hint="vLLM reads float32, float16 or bfloat16 here",
+        )
     return _DTYPES[key]
 
 
@@ -939,7 +942,7 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
             mamba=mamba,
             moe=moe,
             moe_layers=moe_layers,
-            dtype=_dtype_of(c.data, config),
+            dtype=_dtype_of(c.data, config, where),
             quantization=quant,
             tie_word_embeddings=bool(tie),
             max_position_embeddings=base_positions,

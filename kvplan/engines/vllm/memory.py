@@ -46,6 +46,13 @@ NON_TORCH_MULTI_GPU_EXTRA = int(0.40 * GiB)
 # vLLM suggests --kv-cache-memory values leaving this buffer (gpu_worker.py, 150 MiB).
 REDUNDANCY_BUFFER = 150 * MiB
 
+# CUDA memory already in use when the worker takes its first snapshot (CUDA context, cuBLAS
+# handles, NCCL init): 150,109,880,320 - 149,557,477,376 = 552,402,944 B on the lent H200
+# (cuda_free_bytes_at_start of every calibration and recorded start, vLLM 0.26.0, torch 2.11).
+# vLLM refuses to start when the requested memory exceeds the free memory
+# (v1/worker/utils.py request_memory), so utilization close to 1.0 cannot start.
+CUDA_CONTEXT_BYTES = 552_402_944
+
 
 @dataclass(frozen=True)
 class MemoryBudget:
@@ -70,6 +77,25 @@ class MemoryBudget:
     cudagraph_applied_bytes: int
     kv_cache_bytes: int
     kv_cache_memory_override: bool = False
+
+    @property
+    def free_at_start_bytes(self) -> int:
+        """Free CUDA memory when vLLM's worker starts (total minus the CUDA context)."""
+        return self.total_bytes - CUDA_CONTEXT_BYTES
+
+    @property
+    def fill_gpu_kv_cache_memory_bytes(self) -> int:
+        """vLLM's "--kv-cache-memory=N to fully utilize gpu memory" suggestion: free memory at
+        start minus weights, activation, non-torch and captured graphs, minus 150 MiB
+        (v1/worker/gpu_worker.py compile_or_warm_up_model)."""
+        return (
+            self.free_at_start_bytes
+            - self.weights_bytes
+            - self.activation_peak_bytes
+            - self.non_torch_bytes
+            - self.cudagraph_bytes
+            - REDUNDANCY_BUFFER
+        )
 
     @property
     def suggested_kv_cache_memory_bytes(self) -> int:
