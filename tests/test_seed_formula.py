@@ -100,34 +100,34 @@ def test_waterfall_rows():
     # + real memory: 4 x ceil(85,095,874,560 x 0.92) - 4 x 35,280,928,768
     assert 4 * 78_288_204_596 - 4 * 35_280_928_768 == 172_029_103_312
     assert 172_029_103_312 // 5_242_880 == 32_811
-    # + activation and non-torch: 4 x (308,529,746 + 665,719,930)
-    assert 4 * (308_529_746 + 665_719_930) == 3_896_998_704
-    assert 172_029_103_312 - 3_896_998_704 == 168_132_104_608
-    assert 168_132_104_608 // 5_242_880 == 32_068
-    assert 32_811 - 32_068 == 743
-    for n in (28_228, 172_029_103_312, 32_811, 3_896_998_704, 168_132_104_608, 743):
+    # + activation and non-torch: 4 x (561,987,136 + 670,669,209)
+    assert 4 * (561_987_136 + 670_669_209) == 4_930_625_380
+    assert 172_029_103_312 - 4_930_625_380 == 167_098_477_932
+    assert 167_098_477_932 // 5_242_880 == 31_871
+    assert 32_811 - 31_871 == 940
+    for n in (28_228, 172_029_103_312, 32_811, 4_930_625_380, 167_098_477_932, 940):
         assert _quoted(n)
 
 
 def test_per_gpu_chain_by_hand():
     assert math.ceil(85_095_874_560 * 0.92) == 78_288_204_596
-    available = 78_288_204_596 - 35_280_928_768 - 308_529_746 - 665_719_930
-    assert available == 42_033_026_152
+    available = 78_288_204_596 - 35_280_928_768 - 561_987_136 - 670_669_209
+    assert available == 41_774_619_483
     assert 16 * 2 * (128 + 128) * 2 == 16_384
     assert 16_384 * 80 == 1_310_720
-    assert divmod(42_033_026_152, 1_310_720) == (32_068, 857_192)
-    assert round(32_068 / 512, 2) == 62.63
-    assert int(32_068 / 512 * 8192) == 32_068 * 16 == 513_088
-    for n in (78_288_204_596, 42_033_026_152, 16_384, 1_310_720, 857_192, 513_088):
+    assert divmod(41_774_619_483, 1_310_720) == (31_871, 662_363)
+    assert round(31_871 / 512, 2) == 62.25
+    assert int(31_871 / 512 * 8192) == 31_871 * 16 == 509_936
+    for n in (78_288_204_596, 41_774_619_483, 16_384, 1_310_720, 662_363, 509_936):
         assert _quoted(n)
-    assert "62.63" in SEED
+    assert "62.25" in SEED
 
 
 def test_utilization_0_9_by_hand():
     assert math.ceil(85_095_874_560 * 0.9) == 76_586_287_104
-    assert 76_586_287_104 - 35_280_928_768 - 308_529_746 - 665_719_930 == 40_331_108_660
-    assert 40_331_108_660 // 1_310_720 == 30_770
-    assert _quoted(76_586_287_104) and _quoted(40_331_108_660) and _quoted(30_770)
+    assert 76_586_287_104 - 35_280_928_768 - 561_987_136 - 670_669_209 == 40_072_701_991
+    assert 40_072_701_991 // 1_310_720 == 30_573
+    assert _quoted(76_586_287_104) and _quoted(40_072_701_991) and _quoted(30_573)
 
 
 def test_doc_says_which_commit_produced_the_numbers():
@@ -166,7 +166,7 @@ def test_kvplan_budget_chain(seed_plan):
 
 def test_kvplan_stays_near_the_quoted_numbers(seed_plan):
     kv, m = seed_plan["kv_cache"], seed_plan["memory"]
-    assert abs(kv["num_gpu_blocks"] - 32_068) <= 0.05 * 32_068, "update docs/seed-formula.md"
+    assert abs(kv["num_gpu_blocks"] - 31_871) <= 0.05 * 31_871, "update docs/seed-formula.md"
     assert abs(m["weights_bytes"] - 35_280_928_768) <= 0.02 * 35_280_928_768, "update docs/seed-formula.md"
     # Far from the article either way: ~26x its 1,248 blocks, ~9x its formula's 3,528.
     assert kv["num_gpu_blocks"] > 8 * 3_528
@@ -179,7 +179,7 @@ def test_kvplan_at_utilization_0_9_near_quoted():
         "--gpu-memory-utilization", "0.9",
     )
     assert d["memory"]["requested_bytes"] == 76_586_287_104
-    assert abs(d["kv_cache"]["num_gpu_blocks"] - 30_770) <= 0.05 * 30_770
+    assert abs(d["kv_cache"]["num_gpu_blocks"] - 30_573) <= 0.05 * 30_573
 
 
 # --- docs/how-it-works.md worked examples (vLLM's logged numbers) ---------------------------
