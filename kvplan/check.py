@@ -1896,8 +1896,6 @@ class Checker:
         if kind == "manifest":
             assert docs is not None
             deps = self._manifest_deployments(docs, path, shown, raw, fr)
-            if fr.diagnostics and any(d.check_id == PARSE_ERROR for d in fr.diagnostics):
-                return fr
         elif docs is not None and kind != "command":
             deps = self._yaml_deployments(docs, path, shown, raw, fr)
         else:
@@ -2058,29 +2056,9 @@ class Checker:
                 )
                 continue
             if "config" in sources:
-                cfg = base / str(entry["config"])
-                cshown = _display_path(str(cfg))
-                try:
-                    ctext = read_text(cfg)
-                    cdocs = load_yaml(ctext)
-                except InputError as exc:
-                    self._parse_error(fr, f"{exc.message} (deployment {name!r} of {shown})", exc.line, file=cshown)
+                dep = self._manifest_config(entry, i, name, doc, path, shown, fr)
+                if dep is None:
                     continue
-                mappings = [d for d in cdocs if isinstance(d.data, dict)]
-                if len(mappings) != 1 or any(d.data is not None and not isinstance(d.data, dict) for d in cdocs):
-                    what = f"holds {len(mappings)} YAML mappings" if len(mappings) > 1 else describe_yaml(cdocs)
-                    self._parse_error(
-                        fr,
-                        f"a vLLM --config file must be one YAML mapping; it {what} "
-                        f"(deployment {name!r} of {shown})",
-                        mappings[1].line if len(mappings) > 1 else None,
-                        file=cshown,
-                    )
-                    continue
-                dep = deployment_from_config(mappings[0], cshown, self.cat, name=name)
-                problem = multiple_documents_problem(cdocs, ctext.split("\n"))
-                if problem is not None:
-                    dep.diag(MULTIPLE_DOCUMENTS, "error", problem[1], line=problem[0], hint=problem[2])
             elif "command" in sources:
                 cmd = str(entry["command"])
                 span = doc.spans.get(epath + ("command",)) or (eline, eline)
@@ -2111,6 +2089,70 @@ class Checker:
                 dep.set_target(str(k), v, doc.line_of(epath + (str(k),)), f"deployments[{i}].{k}")
             deps.append(dep)
         return deps
+
+    def _manifest_config(self, entry: dict, i: int, name: str, doc: YamlDoc, path: Path, shown: str, fr: FileResult):
+        """The deployment of a kvplan.yaml entry with ``config: FILE`` (relative to kvplan.yaml),
+        or None with one diagnostic on ``fr`` when FILE cannot be a vLLM --config file: this
+        kvplan.yaml itself, a name vLLM's loader refuses (not .yaml/.yml), unreadable, not YAML,
+        or not one mapping of `vllm serve` flags. The other entries are checked either way.
+
+        Rule source: vLLM 0.26.0 utils/argparse_utils.py load_config_file (yaml/yml only,
+        yaml.safe_load of one document, every top-level key a flag).
+        """
+        raw_cfg = str(entry["config"])
+        key, line = f"deployments[{i}].config", doc.line_of(("deployments", i, "config"))
+        cfg = path.parent / raw_cfg
+        cshown = _display_path(str(cfg))
+
+        def bad_key(message: str, hint: str | None = None) -> None:
+            fr.diagnostics.append(
+                Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=line, key=key,
+                           message=message, hint=hint, deployment=name)
+            )
+
+        try:
+            same = cfg.exists() and cfg.resolve() == path.resolve()
+        except OSError:
+            same = False
+        if same:
+            bad_key(f"{raw_cfg} is this kvplan.yaml itself, not a vLLM --config file",
+                    "name the YAML file given to `vllm serve --config`, e.g. deploy/chat.yaml")
+            return None
+        if cfg.suffix.lower() not in (".yaml", ".yml"):
+            bad_key(f"{raw_cfg}: vLLM reads a --config file only when its name ends in .yaml or .yml "
+                    "(`vllm serve` exits with 'Config file must be of a yaml/yml type')")
+            return None
+        try:
+            ctext = read_text(cfg)
+            cdocs = load_yaml(ctext)
+        except InputError as exc:
+            self._parse_error(fr, f"{exc.message} (deployment {name!r} of {shown})", exc.line, file=cshown)
+            return None
+        mappings = [d for d in cdocs if isinstance(d.data, dict)]
+        what = None
+        if len(mappings) > 1:
+            what = f"holds {len(mappings)} YAML mappings"
+        elif len(mappings) != 1 or any(d.data is not None and not isinstance(d.data, dict) for d in cdocs):
+            what = describe_yaml(cdocs)
+        else:
+            kind = yaml_doc_kind(mappings[0].data, self.cat)
+            if kind in ("k8s", "compose", "manifest"):
+                what = "holds " + {"k8s": "a Kubernetes object", "compose": "a docker-compose file",
+                                   "manifest": "a kvplan.yaml (deployments)"}[kind]
+        if what is not None:
+            self._parse_error(
+                fr,
+                f"a vLLM --config file must be one YAML mapping of `vllm serve` flags; it {what} "
+                f"(deployment {name!r} of {shown})",
+                mappings[1].line if len(mappings) > 1 else None,
+                file=cshown,
+            )
+            return None
+        dep = deployment_from_config(mappings[0], cshown, self.cat, name=name)
+        problem = multiple_documents_problem(cdocs, ctext.split("\n"))
+        if problem is not None:
+            dep.diag(MULTIPLE_DOCUMENTS, "error", problem[1], line=problem[0], hint=problem[2])
+        return dep
 
     # -- checks -----------------------------------------------------------------------------
     def evaluate(self, dep: Deployment) -> DeploymentResult:

@@ -98,12 +98,11 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict)
 
     if fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
-    if junit_xml is not None:
-        check_junit_path(junit_xml)
+    target = check_junit_path(junit_xml) if junit_xml is not None else None
     report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
     code = report.exit_code(strict)
     if junit_xml is not None:
-        write_junit(report, junit_xml, strict)
+        write_junit(report, junit_xml, strict, target=target)
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:  # text from input files on an ASCII CI log: escape, never crash
         reconfigure(errors="backslashreplace")
@@ -136,26 +135,22 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
-def check_junit_path(path: str) -> None:
+def check_junit_path(path: str):
     """Refuse a --junit-xml path that cannot be written, before anything is checked or printed.
 
-    Raises:
-        KvplanError: the path is empty, is a directory, its directory does not exist or is not
-            a directory, or the directory is not writable (names --junit-xml).
-    """
-    from kvplan.errors import KvplanError
+    A symbolic link is followed: the report goes to the file it points to (the link stays).
+    A directory, FIFO, device node or socket is refused, never replaced.
 
-    if not path.strip():
-        raise KvplanError("--junit-xml: the path is empty", hint="give a file name such as kvplan-junit.xml")
-    if os.path.isdir(path):
-        raise KvplanError(f"--junit-xml: {path} is a directory", hint=f"give a file name, e.g. {os.path.join(path, 'kvplan-junit.xml')}")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(directory):
-        raise KvplanError(f"--junit-xml: cannot write {path}: directory {directory} does not exist", hint="create it first (mkdir -p)")
-    if not os.path.isdir(directory):
-        raise KvplanError(f"--junit-xml: cannot write {path}: {directory} is not a directory")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise KvplanError(f"--junit-xml: cannot write {path}: directory {directory} is not writable")
+    Returns:
+        the file to write (absolute, symbolic links resolved).
+    Raises:
+        KvplanError: the path is empty, is (or points to) a directory or another non-regular
+            file, its directory does not exist or no file can be created in it (names
+            --junit-xml). See kvplan.safe_io.output_target.
+    """
+    from kvplan.safe_io import output_target
+
+    return output_target(path, "--junit-xml", "kvplan-junit.xml")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,33 +306,41 @@ def _new_file_mode(path: str) -> int:
     return 0o666 & ~mask
 
 
-def write_junit(report, path: str, strict: bool) -> None:
+def write_junit(report, path: str, strict: bool, target=None) -> None:
     """Write the JUnit XML atomically (temporary file in the same directory, then rename); the
     file gets the mode a normal write would give it (see _new_file_mode).
 
+    Args:
+        target: the file check_junit_path returned for ``path`` (checked again when None).
     Raises:
-        KvplanError: the directory does not exist or is not writable (names --junit-xml).
+        KvplanError: the path cannot be written (see check_junit_path), or something other
+            than a regular file appeared there meanwhile (names --junit-xml).
     """
     from kvplan.errors import KvplanError
+    from kvplan.safe_io import replace_file
 
+    if target is None:
+        target = check_junit_path(path)
     text = junit_xml_text(report, strict)
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = _new_file_mode(path)
+    mode = _new_file_mode(str(target))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".kvplan-junit-", suffix=".xml", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".kvplan-junit-", suffix=".xml", dir=target.parent)
     except OSError as exc:
         raise KvplanError(f"--junit-xml: cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        replace_file(tmp, target, "--junit-xml")
+        tmp = None
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise KvplanError(f"--junit-xml: cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -129,6 +129,11 @@ def _run(kw: dict) -> int:
         return _run_batch(kw, fmt)
 
     if kw["from_log"]:
+        if kw["record"] is not None:
+            raise KvplanError(
+                f"--record: not used with --from-log (a record is written from a run kvplan verify starts); got {kw['record']}",
+                hint="drop --record, or run `kvplan verify MODEL ... --record DIR` on a GPU machine",
+            )
         doc, code = v.verify_log(
             kw["from_log"],
             model=kw["model"],

@@ -172,10 +172,30 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
+# pydantic error types -> plain words ("must be greater than 0", not "Input should be ...").
+_PLAIN = {
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "int_parsing": "expected a whole number",
+    "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "finite_number": "expected a finite number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected text",
+    "string_too_short": "must not be empty",
+    "literal_error": "expected one of {expected}",
+}
+
+
 def _entry_error(origin: str, i: int, entry: dict, exc: ValidationError) -> KvplanError:
     err = exc.errors()[0]
     key = ".".join(str(p) for p in err["loc"]) or "entry"
-    msg = err["msg"].removeprefix("Value error, ")
+    msg = _PLAIN.get(err["type"], "").format(**(err.get("ctx") or {})) or err["msg"].removeprefix("Value error, ")
     if err["type"] == "missing":
         msg = "required for a new GPU id"
     elif err["type"] == "extra_forbidden":
@@ -216,6 +236,8 @@ def _read_user_file(flag: str, f: str) -> list[dict]:
     """
     from kvplan.safe_io import InputError, load_yaml, read_text
 
+    if not str(f).strip():
+        raise KvplanError(f"{flag}: empty file name", hint="give a YAML file with a 'gpus' list, e.g. my-gpus.yaml")
     path = Path(f).expanduser()
     origin = f"{flag} {f}"
     if not path.exists():

@@ -177,28 +177,25 @@ PLOT_FORMATS = ("png", "svg")
 def check_plot_path(path: str) -> Path:
     """Check a --plot target before anything is computed or printed; writes nothing.
 
-    The name must end in .png or .svg (any case); its directory must exist and be writable; the
-    name must not be a directory; matplotlib (the ``kvplan[plot]`` extra) must import.
+    The name must end in .png or .svg (any case); what is there must be a regular file or
+    nothing (a symbolic link is followed to the file it points to; a directory, FIFO or device
+    is refused, never replaced); its directory must exist and accept a new file (tried, see
+    kvplan.safe_io.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
 
     Returns:
-        the Path.
+        the file to write (absolute, symbolic links resolved).
     Raises:
         KvplanError: empty name, another extension, a missing or read-only directory, a
-            directory as the name (names --plot; exit 2).
+            directory or other non-regular file as the name (names --plot; exit 2).
         EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
     """
     if not str(path).strip():
         raise KvplanError("--plot: empty file name", hint="e.g. --plot plan.png")
-    out = Path(path)
-    if out.suffix.lower().lstrip(".") not in PLOT_FORMATS:
+    if Path(path).suffix.lower().lstrip(".") not in PLOT_FORMATS:
         raise KvplanError(f"--plot: {path}: expected a .png or .svg file name")
-    if out.is_dir():
-        raise KvplanError(f"--plot: {path} is a directory; give a file name ending in .png or .svg")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise KvplanError(f"--plot: {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise KvplanError(f"--plot: {path}: not writable")
+    from kvplan.safe_io import output_target
+
+    out = output_target(path, "--plot", "plan.png")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -275,11 +272,13 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
 
         tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent if str(out.parent) else ".")
+            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
             os.close(fd)
             fig.savefig(tmp, format=fmt)
             os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, out)
+            from kvplan.safe_io import replace_file
+
+            replace_file(tmp, out, "--plot")
             tmp = None
         except OSError as exc:
             raise KvplanError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None

@@ -1,10 +1,18 @@
-"""Guarded reading of user files (configs, profiles, deployment files): size cap, NUL/UTF-8
-checks, and YAML with safe_load semantics plus an alias-expansion budget ("billion laughs")
-and key line numbers. Shared by kvplan check and the GPU-profile loader.
+"""Guarded reading and writing of user files.
+
+Reading (configs, profiles, deployment files, logs, batch files, model JSON): only regular
+files (a FIFO, device or directory is refused before a byte is read: /dev/zero and a named pipe
+neither run forever nor hang), a size cap checked on ``stat`` and again while reading (at most
+cap + 1 bytes are read even when ``stat`` says 0), NUL/UTF-8 checks, and YAML with safe_load
+semantics plus an alias-expansion budget ("billion laughs"), a nesting guard and key line
+numbers. Writing (--junit-xml, --plot): the target is checked before anything is printed, a
+symbolic link is followed to its file, and only a regular file is ever replaced.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,36 +22,131 @@ MAX_YAML_NODES = 100_000  # a YAML document expanding (through aliases) past thi
 
 
 class InputError(Exception):
-    """A file cannot be read or parsed (becomes a parse-error Diagnostic)."""
+    """A file cannot be read or parsed (becomes a parse-error Diagnostic).
 
-    def __init__(self, message: str, line: int | None = None):
+    Attributes:
+        message: what is wrong, without the file name (callers add it).
+        line: 1-based line, when the problem has one.
+        kind: "missing", "not-regular" (a directory, FIFO, device, socket), "too-large",
+            "unreadable", or "content" (binary, not UTF-8, not YAML, ...).
+        size: the file's size in bytes for "too-large" (None when it was not known in advance).
+    """
+
+    def __init__(self, message: str, line: int | None = None, *, kind: str = "content", size: int | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
+        self.kind = kind
+        self.size = size
 
 
-def read_text(path: Path) -> str:
-    """Read a UTF-8 text file of at most MAX_FILE_BYTES bytes.
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is ("a FIFO (named pipe)", "a character device", ...), from its
+    ``st_mode``; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in _NOT_REGULAR:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(kind: str) -> InputError:
+    if kind == "a directory":
+        return InputError("is a directory, not a file", kind="not-regular")
+    return InputError(f"is {kind}, not a regular file; kvplan reads only regular files", kind="not-regular")
+
+
+def open_regular(path: Path | str):
+    """Open a regular file for binary reading; refuse anything else before reading a byte.
+
+    The path is checked with ``stat`` first (a device node is never opened: opening some has
+    side effects), then opened with O_NONBLOCK (a FIFO swapped in meanwhile cannot block the
+    open) and checked again on the open descriptor.
+
+    Returns:
+        a binary file object (blocking reads).
     Raises:
-        InputError: missing, a directory, too large, binary or not UTF-8.
+        InputError: missing, unreadable, or a directory, FIFO, device or socket (the message
+            does not name the file: callers add it).
     """
     try:
-        size = path.stat().st_size
+        kind = file_kind(os.stat(path).st_mode)
     except FileNotFoundError:
-        raise InputError("no such file") from None
+        raise InputError("no such file", kind="missing") from None
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}") from None
-    if path.is_dir():
-        raise InputError("is a directory, not a file")
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"file is {size:,} bytes; kvplan reads at most {MAX_FILE_BYTES:,} bytes per file")
+        raise InputError(f"cannot read: {exc.strerror or exc}", kind="unreadable") from None
+    if kind is not None:
+        raise _not_regular(kind)
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    flags = os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError("no such file", kind="missing") from None
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"file is over {MAX_FILE_BYTES:,} bytes")
+        raise InputError(f"cannot read: {exc.strerror or exc}", kind="unreadable") from None
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _not_regular(kind)
+        if nonblock:
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~nonblock)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def too_large(size: int | None, limit: int) -> str:
+    """The message for a file over ``limit`` bytes (``size`` None: its size is not known)."""
+    what = f"file is {size:,} bytes" if size is not None else f"file is over {limit:,} bytes"
+    mib = f" ({limit / 2**20:g} MiB)" if limit >= 2**20 and limit != MAX_FILE_BYTES else ""
+    return f"{what}; kvplan reads at most {limit:,} bytes{mib} per file"
+
+
+def read_bytes(path: Path | str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes.
+
+    The size ``stat`` reports refuses a large file before it is read; the read itself stops
+    at ``limit + 1`` bytes, so a file whose size is not known in advance (under /proc, still
+    growing) cannot make kvplan read more.
+
+    Raises:
+        InputError: see open_regular; larger than ``limit`` (the message says the limit).
+    """
+    with open_regular(path) as fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise InputError(too_large(size, limit), kind="too-large", size=size)
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", kind="unreadable") from None
+    if len(data) > limit:
+        raise InputError(too_large(None, limit), kind="too-large")
+    return data
+
+
+def read_text(path: Path | str, limit: int = MAX_FILE_BYTES) -> str:
+    """Read a UTF-8 text file of at most ``limit`` bytes (default MAX_FILE_BYTES).
+
+    Raises:
+        InputError: missing, not a regular file (a directory, FIFO, device), too large, binary
+            or not UTF-8.
+    """
+    data = read_bytes(path, limit)
     if b"\x00" in data:
         raise InputError("binary file (contains NUL bytes)")
     try:
@@ -52,6 +155,89 @@ def read_text(path: Path) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Output files (--junit-xml, --plot)
+# ---------------------------------------------------------------------------------------------
+
+
+def output_target(path: str, flag: str, example: str) -> Path:
+    """Check an output file path before anything is computed or printed, and say where the
+    file will be written.
+
+    A symbolic link is followed (the file it points to is written, as ``open(path, "w")``
+    would; the link stays). What is there must be a regular file or nothing: a directory,
+    FIFO, device or socket is refused, never replaced. The directory must exist and accept a
+    new file: that is tried by creating and removing an empty probe file, because
+    ``os.access`` says yes to root on a directory such as /sys where nothing can be created.
+
+    Args:
+        path: the path as given; flag: the option, for messages ("--junit-xml");
+        example: a file name for the hint ("kvplan-junit.xml").
+    Returns:
+        the absolute path to write (symbolic links resolved).
+    Raises:
+        KvplanError: empty, not a regular file, a missing or unwritable directory (exit 2).
+    """
+    import tempfile
+
+    from kvplan.errors import KvplanError
+
+    if not str(path).strip():
+        raise KvplanError(f"{flag}: the path is empty", hint=f"give a file name such as {example}")
+    target = Path(os.path.realpath(path))
+    via = f" (a symbolic link to {target})" if os.path.islink(path) else ""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise KvplanError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
+    kind = None if mode is None else file_kind(mode)
+    if kind == "a directory":
+        raise KvplanError(f"{flag}: {path} is a directory{via}", hint=f"give a file name, e.g. {os.path.join(path, example)}")
+    if kind is not None:
+        raise KvplanError(
+            f"{flag}: {path} is {kind}{via}, not a regular file; kvplan writes only regular files",
+            hint=f"give a file name such as {example}",
+        )
+    directory = target.parent
+    if not directory.exists():
+        raise KvplanError(f"{flag}: cannot write {path}: directory {directory} does not exist", hint="create it first (mkdir -p)")
+    if not directory.is_dir():
+        raise KvplanError(f"{flag}: cannot write {path}: {directory} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".kvplan-probe-", dir=directory)
+    except OSError as exc:
+        raise KvplanError(f"{flag}: cannot write {path}: directory {directory} is not writable ({exc.strerror or exc})") from None
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    if mode is not None and not os.access(target, os.W_OK):
+        raise KvplanError(f"{flag}: cannot write {path}: the file is not writable")
+    return target
+
+
+def replace_file(tmp: str | Path, target: Path, flag: str) -> None:
+    """Rename a finished temporary file over ``target`` (see output_target), checking once more
+    that nothing but a regular file has appeared there meanwhile.
+
+    Raises:
+        KvplanError: ``target`` is now a directory, FIFO, device or socket (nothing replaced).
+        OSError: the rename failed (callers name the flag).
+    """
+    from kvplan.errors import KvplanError
+
+    try:
+        kind = file_kind(os.lstat(target).st_mode)
+    except FileNotFoundError:
+        kind = None
+    if kind is not None and not os.path.islink(target):
+        raise KvplanError(f"{flag}: {target} is {kind}, not a regular file; kvplan writes only regular files")
+    os.replace(tmp, target)
 
 
 def _yaml_loader():

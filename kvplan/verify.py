@@ -58,6 +58,10 @@ DEFAULT_TOLERANCE_PCT = 1.0
 STOP_GRACE_S = 10.0
 MIN_CASE_S = 30.0  # with --deadline, do not start a case with less time than this left
 MAX_LOG_LINES = 4000
+# --from-log reads at most this much: a vLLM start-up log is a few hundred KiB even at DEBUG
+# (tests/data/logs/*), and the whole file is held in memory while it is parsed.
+MAX_FROM_LOG_BYTES = 64 * 2**20
+# --batch files are YAML written by hand: the 2 MiB cap of every other kvplan input file.
 CHILD_OVERRIDE_ENV = "KVPLAN_VERIFY_CHILD"  # a Python script used instead of kvplan.vllm_child (tests)
 
 # key, label, unit ("bytes", "tokens", "blocks", "x", "count")
@@ -861,11 +865,9 @@ def comparison_document(
     if plan_doc is None:
         status = "refused" if refusal else "error"
     version = log.vllm_version or (log.env or {}).get("vllm")
-    if version and version != VERIFIED_VLLM:
-        notes.append(
-            f"the log is from vLLM {version}; kvplan predicts with vLLM {VERIFIED_VLLM} rules, so differences "
-            "may come from the version"
-        )
+    note = version_note(log, version)
+    if note:
+        notes.append(note)
     doc = {
         "kvplan_version": __version__,
         "mode": mode,
@@ -899,15 +901,45 @@ def comparison_document(
 # ---------------------------------------------------------------------------------------------
 
 
+def version_note(log: VllmLog, version: str | None) -> str | None:
+    """The note a log from another vLLM gets (docs/verify.md): its version when it names one,
+    else the V0 engine's line formats (vLLM before the V1 engine), else None.
+
+    A V0 start sized its KV cache with other rules (another memory profile, its own block
+    manager), so a difference against 0.26.0's rules is expected, not a kvplan error."""
+    if version and version != VERIFIED_VLLM:
+        return (
+            f"the log is from vLLM {version}; kvplan predicts with vLLM {VERIFIED_VLLM} rules, so differences "
+            "may come from the version"
+        )
+    if not version and "v0" in log.families and "v1" not in log.families:
+        return (
+            "the log is in the format of vLLM's V0 engine (an older release; the log names no version): kvplan "
+            f"predicts with vLLM {VERIFIED_VLLM} rules (V1 engine), which size the KV cache differently, so "
+            "differences may come from the version"
+        )
+    return None
+
+
 def _read_log_file(path: str) -> tuple[str, dict | None]:
-    """(log text, record) of a log file or a calibration-shaped JSON record."""
+    """(log text, record) of a log file or a calibration-shaped JSON record.
+
+    At most MAX_FROM_LOG_BYTES (64 MiB) are read, and only from a regular file (a FIFO or a
+    device such as /dev/zero is refused before it is read; kvplan.safe_io.read_bytes).
+    Raises:
+        KvplanError: missing, not a regular file, over 64 MiB, or a JSON record without a
+            ``log_excerpt`` list (one line naming --from-log and the file).
+    """
+    from kvplan.safe_io import InputError, read_bytes
+
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise KvplanError(f"--from-log: file not found: {path}") from None
-    except OSError as exc:
-        raise KvplanError(f"--from-log: cannot read {path} ({exc.strerror})") from None
+        data = read_bytes(p, MAX_FROM_LOG_BYTES)
+    except InputError as exc:
+        if exc.kind == "missing":
+            raise KvplanError(f"--from-log: file not found: {path}") from None
+        raise KvplanError(f"--from-log: {path}: {exc.message}", hint=_LOG_HINT if exc.kind == "too-large" else None) from None
+    raw = data.decode("utf-8", errors="replace")
     stripped = raw.lstrip()
     if p.suffix == ".json" or stripped.startswith("{"):
         try:
@@ -923,6 +955,9 @@ def _read_log_file(path: str) -> tuple[str, dict | None]:
             lines.append("KVPLAN_EXACT " + json.dumps(record["exact_bytes"]))
         return "\n".join(lines), record
     return raw, None
+
+
+_LOG_HINT = "give the start-up part of the log (vLLM prints its memory lines in the first minutes), e.g. head -c 10M"
 
 
 def _record_usage(record: dict) -> str:
@@ -1322,7 +1357,6 @@ def load_batch(path: str) -> dict:
     Raises:
         KvplanError: missing/unreadable file, bad YAML, or a bad key (names file and key).
     """
-    import yaml
     from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
     class Defaults(BaseModel):
@@ -1364,19 +1398,18 @@ def load_batch(path: str) -> dict:
         defaults: Defaults = Field(default_factory=Defaults)
         cases: list[Case] = Field(min_length=1)
 
-    p = Path(path)
+    from kvplan.safe_io import InputError, load_yaml, read_text
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"--batch: file not found: {path}") from None
-    except OSError as exc:
-        raise KvplanError(f"--batch: cannot read {path} ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise KvplanError(f"--batch: {where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        docs = load_yaml(read_text(Path(path)))
+    except InputError as exc:
+        if exc.kind == "missing":
+            raise KvplanError(f"--batch: file not found: {path}") from None
+        where = f"{path}:{exc.line}" if exc.line else path
+        raise KvplanError(f"--batch: {where}: {exc.message}") from None
+    if len(docs) > 1:
+        raise KvplanError(f"--batch: {path}:{docs[1].line}: a second YAML document; expected one mapping with a 'cases' list")
+    data = docs[0].data if docs else None
     if isinstance(data, list):
         data = {"cases": data}
     if not isinstance(data, dict):
@@ -1466,9 +1499,13 @@ def _run_batch_cases(
     for i, case in enumerate(cases):
         existing = record_dir / f"{case['name']}.json" if record_dir is not None else None
         if skip_existing and existing is not None and existing.is_file():
+            from kvplan.safe_io import InputError, read_bytes
+
             try:
-                old = json.loads(existing.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+                old = json.loads(read_bytes(existing, MAX_FROM_LOG_BYTES))
+            except (InputError, ValueError):
+                old = {}
+            if not isinstance(old, dict):
                 old = {}
             verdict = old.get("verify") or {}
             status = verdict.get("status", "recorded")

@@ -45,6 +45,7 @@ Units: tokens, blocks (int counts; means are floats), bytes (int).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import stat
@@ -355,11 +356,17 @@ def load_pairs_file(path: str | Path) -> Workload:
             f"({MAX_WORKLOAD_ROWS:,} rows)",
             hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
         )
+    from kvplan.safe_io import InputError, open_regular
+
+    try:
+        raw = open_regular(p)  # a FIFO or device is refused here instead of hanging or never ending
+    except InputError as exc:
+        raise KvplanError(f"--workload: {path}: {exc.message}") from None
     counts: Counter = Counter()
     rows = 0
     reader = None
     try:
-        with open(p, encoding="utf-8-sig", newline="") as f:
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
             lines = _bounded_lines(f, path)
             if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
                 for line_no, line in enumerate(lines, start=1):
@@ -387,7 +394,7 @@ def load_pairs_file(path: str | Path) -> Workload:
                 if "prompt_tokens" not in fields or "output_tokens" not in fields:
                     shown = fields if len(repr(fields)) <= 120 else repr(fields)[:117] + "..."
                     raise KvplanError(f"{path}:1: the CSV header must name prompt_tokens and output_tokens (got {shown})")
-                ip, io = fields.index("prompt_tokens"), fields.index("output_tokens")
+                ip, iout = fields.index("prompt_tokens"), fields.index("output_tokens")
                 for cells in reader:
                     line_no = reader.line_num
                     if not any(c.strip() for c in cells):
@@ -396,7 +403,7 @@ def load_pairs_file(path: str | Path) -> Workload:
                     if rows > MAX_WORKLOAD_ROWS:
                         raise _too_many_rows(path)
                     values = {"prompt_tokens": cells[ip] if ip < len(cells) else None,
-                              "output_tokens": cells[io] if io < len(cells) else None}
+                              "output_tokens": cells[iout] if iout < len(cells) else None}
                     counts[_pair_from(values, f"{path}:{line_no}")] += 1
     except UnicodeDecodeError as exc:
         raise KvplanError(f"--workload: {path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a chunk)") from None

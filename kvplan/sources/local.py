@@ -82,20 +82,21 @@ def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
             deeply (a "[[[[..." file that would otherwise end in a RecursionError); one line
             naming the file.
     """
+    from kvplan.safe_io import InputError, read_bytes
+
     try:
-        size = path.stat().st_size
-        if size > max_bytes:  # refuse from the size alone: never read a huge file into memory
-            raise KvplanError(f"{path}: {size:,} bytes is too large (limit {max_bytes // (1 << 20)} MiB)")
-        with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)  # pipes and devices report no size: cap the read too
-    except FileNotFoundError:
-        raise KvplanError(f"{path}: not found") from None
-    except IsADirectoryError:
-        raise KvplanError(f"{path}: is a directory, not a JSON file") from None
-    except OSError as exc:
-        raise KvplanError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > max_bytes:
-        raise KvplanError(f"{path}: {len(raw):,} bytes is too large (limit {max_bytes // (1 << 20)} MiB)")
+        # refused from its size before it is read, and never more than max_bytes + 1 read: a
+        # pipe or device reports no size (and is refused anyway: only regular files are read)
+        raw = read_bytes(path, max_bytes)
+    except InputError as exc:
+        if exc.kind == "missing":
+            raise KvplanError(f"{path}: not found") from None
+        if exc.message.startswith("is a directory"):
+            raise KvplanError(f"{path}: is a directory, not a JSON file") from None
+        if exc.kind == "too-large":
+            size = f"{exc.size:,}" if exc.size is not None else f"over {max_bytes:,}"
+            raise KvplanError(f"{path}: {size} bytes is too large (limit {max_bytes // (1 << 20)} MiB)") from None
+        raise KvplanError(f"{path}: {exc.message}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -214,8 +215,14 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
     def bad(why: str) -> KvplanError:
         return KvplanError(f"{path}: unreadable safetensors header ({why})")
 
+    from kvplan.safe_io import InputError, open_regular
+
     try:
-        with open(path, "rb") as f:
+        f = open_regular(path)
+    except InputError as exc:
+        raise KvplanError(f"{path}: {exc.message}") from None
+    try:
+        with f:
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise bad(f"the file has {len(prefix)} bytes, fewer than the 8-byte header length")
@@ -307,6 +314,15 @@ def missing_shards(files: list[Path]) -> list[str]:
     return missing
 
 
+def missing_shards_text(absent: list[str]) -> str:
+    """Why a shard series is incomplete, in a sentence: "X, a shard of the series, is not
+    there" or "X and 2 more shards of the series are not there" (``absent``: file names)."""
+    if len(absent) == 1:
+        return f"{absent[0]}, a shard of the series, is not there"
+    more = len(absent) - 1
+    return f"{absent[0]} and {more} more shard{'s' if more > 1 else ''} of the series are not there"
+
+
 def _spans(indices: list[int]) -> str:
     """[1, 2, 3, 7] -> "1-3, 7" (at most 4 spans shown)."""
     spans: list[str] = []
@@ -396,6 +412,8 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
             header is malformed (see read_safetensors_header). Each message names the file.
     """
     cfg_path = directory / "config.json"
+    if cfg_path.exists() and not cfg_path.is_file():
+        read_config(cfg_path)  # a FIFO, device or directory named config.json: says which
     if not cfg_path.is_file():
         raise KvplanError(
             f"{directory}: no config.json in this directory",
@@ -421,7 +439,7 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         absent = [] if weight_map is not None else missing_shards(files)
         why = None
         if absent:
-            why = f"{absent[0]}" + (f" and {len(absent) - 1} more shard(s)" if len(absent) > 1 else "") + " of the series is not there"
+            why = missing_shards_text(absent)
         else:
             why = coverage_gap(tensors, n_layers, weight_map)
         described = f"safetensors headers ({len(files)} file{'s' if len(files) != 1 else ''})"
