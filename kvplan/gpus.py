@@ -57,6 +57,8 @@ class GPUProfile(BaseModel):
             weights run natively only there.
         bf16_supported: bfloat16 support (False on Volta/Turing).
         compute_capability: "9.0" etc.
+        sm_count: streaming multiprocessors (vLLM's V1 sampler keeps one scratch row of the
+            vocabulary per SM; None = the H200's 132, a few MB off elsewhere).
         price_per_hour_usd: hourly price of one GPU in USD (None = unknown), >= 0.
         price_source: where the price came from, and when.
         aliases: other accepted names.
@@ -78,6 +80,7 @@ class GPUProfile(BaseModel):
     fp8_supported: bool = False
     bf16_supported: bool = True
     compute_capability: str | None = None
+    sm_count: int | None = Field(default=None, gt=0, le=4096)
     price_per_hour_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     price_source: str | None = None
     aliases: tuple[str, ...] = ()

@@ -469,6 +469,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             enforce_eager=args.enforce_eager,
             is_last_pp_rank=last,
             layers=layers,
+            sm_count=gpu.sm_count,
+            moe_workspace_persists=quant is None or quant.method != "mxfp4",
         )
         cg, cg_applied = runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
         b = memory.budget(

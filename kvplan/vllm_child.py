@@ -354,12 +354,22 @@ def _environment(expect_vllm: str | None) -> dict:
 
 
 def _read_config(model: str) -> dict | None:
-    path = os.path.join(model, "config.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+    """config.json of a model directory, with ModelOpt's hf_quant_config.json (when present)
+    under ``_hf_quant_config`` as the bundled specs keep it: vLLM reads both files, so a log
+    re-planned from this line alone must see both. None when config.json cannot be read."""
+    def load(name: str):
+        try:
+            with open(os.path.join(model, name), encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
+
+    config = load("config.json")
+    if isinstance(config, dict) and "_hf_quant_config" not in config:
+        quant = load("hf_quant_config.json")
+        if isinstance(quant, dict):
+            config = {**config, "_hf_quant_config": quant}
+    return config
 
 
 def run(request: dict) -> int:

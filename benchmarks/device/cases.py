@@ -112,13 +112,53 @@ RECORDS = [
 ]
 
 
+# Third round (2026-11-29, second session): architectures and quantizations no start had covered:
+# Mamba-2 and Mamba-1 hybrids with MoE, FP8 block-quantized and ModelOpt FP8 checkpoints, MLA with
+# FP8 experts (DeepSeek-V3 shape), a 120B MXFP4 MoE, an old learned-position model (OPT), Phi-4,
+# Gemma-2-27B, TinyLlama. Granite-4.0-H-Small's bundled config is partial: the Mamba head layout
+# and the attention positions below are the published sibling configs' (see the spec's note); the
+# record stores the config it ran, so it replays exactly whatever the real file says.
+GRANITE_H_SMALL = cfg(
+    "ibm-granite__granite-4.0-h-small.json",
+    architectures=["GraniteMoeHybridForCausalLM"],
+    mamba_n_heads=128, mamba_d_head=64, mamba_n_groups=1, mamba_chunk_size=256,
+    mamba_conv_bias=True, mamba_proj_bias=False,
+    max_position_embeddings=131072, position_embedding_type="nope", rope_scaling=None,
+    layer_types=["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
+)
+RECORDS3 = [
+    ("granite4h-small_eager", GRANITE_H_SMALL, {**E, "max_model_len": 32768}),
+    ("p-dsv3-4L", cfg("deepseek-ai__DeepSeek-V3.json", layers=4), {**E, "max_model_len": 16384}),
+    ("qwen3-32b-fp8_eager", cfg("Qwen__Qwen3-32B-FP8.json"), {**E, "max_model_len": 32768}),
+    ("llama3.1-70b-modelopt-fp8_eager", cfg("nvidia__Llama-3.1-70B-Instruct-FP8.json"), {**E, "max_model_len": 16384}),
+    ("gpt-oss-120b_eager", cfg("openai__gpt-oss-120b.json"), {**E, "max_model_len": 32768}),
+    ("p-jamba-8L", cfg("ai21labs__Jamba-v0.1.json", layers=8), {**E, "max_model_len": 16384}),
+    ("phi4_eager", cfg("microsoft__phi-4.json"), {**E, "max_model_len": 16384}),
+    ("gemma2-27b_eager", cfg("google__gemma-2-27b.json"), {**E, "dtype": "bfloat16"}),
+    ("opt-125m_eager", cfg("facebook__opt-125m.json"), {**E}),
+    ("tinyllama_serve_defaults", cfg("TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"), {**SERVE}),
+]
+
+# torch.compile + CUDA graphs on the V2 runner at other hidden sizes (the compiled forward's
+# fixed part was fitted at H=4096 only; TinyLlama at H=2048 showed it is not a constant).
+GRAPHS = {"max_model_len": 8192, "max_num_batched_tokens": 8192, "max_num_seqs": 1024}
+PROBES3 = [
+    ("p-llama70b-2L-graphs", cfg("meta-llama__Meta-Llama-3-70B.json", layers=2, torch_dtype="bfloat16"), GRAPHS),
+    ("p-phi4-4L-graphs", cfg("microsoft__phi-4.json", layers=4), GRAPHS),
+]
+
+
 def write(outdir: Path, which: str = "all") -> Path:
     cases = []
-    sel = {"probes": PROBES, "probes2": PROBES2, "records": RECORDS, "all": PROBES + RECORDS}[which]
+    sel = {"probes": PROBES, "probes2": PROBES2, "records": RECORDS, "round3": RECORDS3, "probes3": PROBES3, "all": PROBES + RECORDS}[which]
     for name, config, args in sel:
         d = outdir / name
         d.mkdir(parents=True, exist_ok=True)
+        config = dict(config)
+        modelopt = config.pop("_hf_quant_config", None)  # ModelOpt keeps it in its own file
         (d / "config.json").write_text(json.dumps(config, indent=1))
+        if modelopt is not None:
+            (d / "hf_quant_config.json").write_text(json.dumps(modelopt, indent=1))
         cases.append({"name": name, "model": str(d), "engine_args": args})
     path = outdir / f"cases-{which}.yaml"
     path.write_text(yaml.safe_dump({"cases": cases}, sort_keys=False))
@@ -127,5 +167,5 @@ def write(outdir: Path, which: str = "all") -> Path:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "device-cases")
-    for which in ("probes", "probes2", "records", "all"):
+    for which in ("probes", "probes2", "records", "round3", "probes3", "all"):
         print(write(out, which))

@@ -14,12 +14,20 @@ Forward stage, elements per token live at the peak (H hidden, I intermediate per
   MoE (modular Triton fused-MoE, fused_moe/experts/triton_moe.py workspace_shapes):
       5.5H + top_k * (max(Ie, H) + max(2Ie, H)) + 5.5 * shared_intermediate
   Gated DeltaNet (Qwen3-Next):  3H + 12.9 fp32 copies of value_dim
-With torch.compile (no --enforce-eager) on the V2 runner: T * (3I + 0.31H) * 2 B + 425 MB.
+With torch.compile (no --enforce-eager) on the V2 runner: T * (3I + 0.31H) * 2 B + 95,500 B * H.
 
 Sampler stage (v1/worker/gpu/model_runner.py vs v1/worker/gpu_model_runner.py
-_dummy_sampler_run): the V2 runner holds the bf16 logits (twice with final-logit softcapping);
-the V1 runner (MoE and hybrid models) also sorts them for its top-k/top-p warm-up (fp32 values +
-int64 indices), ~17 B per logit. Both keep the forward's [T, H] output alive.
+_dummy_sampler_run), R = min(T, max_num_seqs) rows of V logits: the V2 runner holds the bf16
+logits (twice with final-logit softcapping). The V1 runner (MoE and hybrid models) runs its
+top-k/top-p sampler on them (v1/sample/sampler.py, ops/topk_topp_sampler.py): bf16 logits,
+their fp32 copy, the fp32 softmax and the fp32 exponential noise are live together (14 B per
+logit), plus the Triton top-k/top-p kernel's per-SM scratch rows (``num_SMs x V`` fp32,
+ops/topk_topp_triton.py; used when R >= 8). Both keep the forward's [T, H] output alive.
+Fused-MoE workspaces persist into this stage: the modular MoE kernel takes them from vLLM's
+global WorkspaceManager (v1/worker/workspace.py), which grows and never frees, so after the
+profiling forward ``T x top_k x (max(Ie, H) + max(2Ie, H))`` elements stay allocated
+(fused_moe/modular_kernel.py _allocate_buffers, experts/triton_moe.py workspace_shapes). The
+MXFP4 experts of gpt-oss do not keep them (records gpt-oss-20b/120b_eager).
 
 Every coefficient names the measurement it was fitted on: tests/data/calibration (14 handed-out
 starts) and tests/data/vllm-0.26.0-h200 (starts recorded with `kvplan verify --record`, whose
@@ -54,18 +62,31 @@ MOE_SHARED_TENSORS = 5.5
 # fitted on calibration qwen3-next-80b_fp8_eager (3.46 GiB at 16384 tokens).
 GDN_FP32_VALUE_COPIES = 12.9
 
-# V1-runner sampler warm-up, bytes per logit: 17.98 measured on qwen3-30b-a3b_eager_serve
-# (1024 rows x 151936), 14.5 on gpt-oss-20b_eager (1024 x 201088); 17 keeps both within 0.6 %
-# of their KV budget.
-V1_SAMPLER_BYTES_PER_LOGIT = 17.0
+# V1-runner sampler warm-up: bf16 logits (2) + fp32 logits (4) + fp32 probs (4) + fp32
+# exponential noise (4) per logit, plus the Triton top-k/top-p scratch (SMs x V x 4 B). With the
+# persisted MoE workspace below this reproduces the worker's exact peaks: granite4h-small_eager
+# within 0.1 MB of 4,360,587,264 B, qwen3-30b-a3b_eager_serve and _graphs within 1.7 MB,
+# gpt-oss-20b/120b_eager (no workspace) 14 MB over 3,114,590,208 B.
+V1_SAMPLER_BYTES_PER_LOGIT = 14
+TOPK_TOPP_SCRATCH_BYTES_PER_SM_LOGIT = 4
+TOPK_TOPP_TRITON_MIN_ROWS = 8
+# Below 8 rows vLLM sorts instead (apply_top_k_top_p_pytorch): fp32 sorted values + int64
+# indices + two bool masks per logit. Read from the code, not measured (a few MB at most).
+TOPK_TOPP_SORT_BYTES_PER_LOGIT = 14
+# Streaming multiprocessors when the GPU profile does not say (the H200's, as measured here).
+DEFAULT_SM_COUNT = 132
 
 # torch.compile on the V2 runner (no --enforce-eager): the compiled MLP keeps ~3I + 0.31H
-# elements per token plus ~425 MB of compiled-graph buffers. Fitted on exact peaks of
-# llama3-4L_graphs_serve / llama3.1-8b_serve_defaults (8192 tokens: 1,184,948,736 B),
-# calibration llama3-8b_default (16384: 1.78 GiB) and qwen3-8b_graphs_32k (16384: 1,707,098,624 B).
+# elements per token (slope between calibration llama3-8b_default at 16384 tokens, 1.78 GiB, and
+# llama3-4L_graphs_serve / llama3.1-8b_serve_defaults at 8192, 1,184,948,736 B) plus a part that
+# does not grow with the tokens but with the model width: 95,500 B per hidden unit, a
+# least-squares fit through the token-independent remainders of the exact peaks at H = 2048
+# (tinyllama_serve_defaults, 153 MB), 4096 (llama3-4L_graphs_serve 426 MB, qwen3-8b_graphs_32k
+# 424 MB), 5120 (p-phi4-4L-graphs 289 MB) and 8192 (p-llama70b-2L-graphs 885 MB). Residuals up
+# to 200 MB (Phi-4): what inductor keeps is not traced to a source line; see docs/accuracy.md.
 COMPILE_I_TENSORS = 3.0
 COMPILE_H_TENSORS = 0.31
-COMPILE_FIXED_BYTES = 425_000_000
+COMPILE_FIXED_BYTES_PER_HIDDEN = 95_500
 
 # vLLM 0.26.0 dense MLPs written `gate_up = ...; x = act(gate_up); x = down(x)` keep gate_up
 # alive through down_proj (qwen2.py Qwen2MLP, also used by qwen3; deepseek_v2.py; qwen2_moe.py);
@@ -136,6 +157,27 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int) -> 
     return max(ffn_bytes, mixer_bytes)
 
 
+def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, layers: range) -> int:
+    """Bytes the fused-MoE workspace keeps after a forward over ``tokens`` tokens (0 without MoE
+    layers in ``layers``). vLLM 0.26.0 fused_moe/modular_kernel.py _allocate_buffers asks the
+    WorkspaceManager for two 256-byte-aligned views: max(workspace13, output) and workspace2,
+    with workspace13 = [T, top_k, max(Ie, H)], workspace2 = [T, top_k, max(2Ie, H)] and output
+    [T, H] (experts/triton_moe.py workspace_shapes; Ie = moe_intermediate_size / tp), in the
+    activation dtype. Every MoE layer has the same shape, so one buffer serves them all."""
+    m = spec.moe
+    if m is None or not any(i < len(spec.moe_layers) and spec.moe_layers[i] for i in layers):
+        return 0
+    h = spec.hidden_size
+    ie = m.moe_intermediate_size // tp
+
+    def aligned(n: int) -> int:
+        return -(-n * act_bytes // 256) * 256
+
+    first = max(tokens * m.top_k * max(ie, h), tokens * h)
+    second = tokens * m.top_k * max(2 * ie, h)
+    return aligned(first) + aligned(second)
+
+
 def activation_peak(
     spec: ModelSpec,
     *,
@@ -146,6 +188,8 @@ def activation_peak(
     enforce_eager: bool,
     is_last_pp_rank: bool = True,
     layers: range | None = None,
+    sm_count: int | None = None,
+    moe_workspace_persists: bool = True,
 ) -> ActivationEstimate:
     """Predict vLLM 0.26.0's "GiB for peak activation" on one GPU.
 
@@ -154,6 +198,9 @@ def activation_peak(
         max_num_seqs: caps the sampler rows (min(tokens, seqs)).
         enforce_eager: False = torch.compile + CUDA graphs.
         layers: the decoder layers this pipeline stage holds (default: all).
+        sm_count: the GPU's streaming multiprocessors (the V1 sampler's scratch rows);
+            None = DEFAULT_SM_COUNT.
+        moe_workspace_persists: False for MoE kernels that allocate their own scratch (MXFP4).
     Returns:
         ActivationEstimate (bytes).
     """
@@ -164,22 +211,30 @@ def activation_peak(
     idx = layers if layers is not None else range(spec.num_hidden_layers)
     per_token = int(max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes) for i in idx), default=3.0 * h))
     forward = per_token * t
+    compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
     if not enforce_eager and v2 and not spec.is_moe and spec.intermediate_size:
         compiled = int(t * (COMPILE_I_TENSORS * spec.intermediate_size / tp + COMPILE_H_TENSORS * h) * act_dtype_bytes)
-        forward = compiled + COMPILE_FIXED_BYTES
+        forward = compiled + compile_fixed
     elif not enforce_eager:
-        forward += COMPILE_FIXED_BYTES
+        forward += compile_fixed
     sampler = 0
     if is_last_pp_rank:
         rows = min(t, max_num_seqs)
         logits = rows * spec.vocab_size
         if v2:
             sampler = logits * act_dtype_bytes * (2 if spec.logit_softcapping else 1) + rows * h * act_dtype_bytes
+            if not enforce_eager:
+                sampler += compile_fixed
         else:
-            sampler = int(logits * V1_SAMPLER_BYTES_PER_LOGIT) + 2 * rows * h * act_dtype_bytes
+            sampler = logits * V1_SAMPLER_BYTES_PER_LOGIT + 2 * rows * h * act_dtype_bytes
+            if rows >= TOPK_TOPP_TRITON_MIN_ROWS:
+                sms = sm_count or DEFAULT_SM_COUNT
+                sampler += min(sms, rows) * spec.vocab_size * TOPK_TOPP_SCRATCH_BYTES_PER_SM_LOGIT
+            else:
+                sampler += logits * TOPK_TOPP_SORT_BYTES_PER_LOGIT
         sampler += t * h * act_dtype_bytes  # the forward's output is still referenced
-        if not enforce_eager:
-            sampler += COMPILE_FIXED_BYTES
+        if moe_workspace_persists:
+            sampler += moe_workspace_bytes(spec, tp, t, act_dtype_bytes, idx)
     fixed = FIXED_BYTES_V2 if v2 else FIXED_BYTES_V1
     peak = max(forward, sampler) + fixed
     return ActivationEstimate(

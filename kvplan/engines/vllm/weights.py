@@ -34,9 +34,14 @@ FP8_KV_BYTES_PER_ATTENTION_LAYER = 1 << 20
 QWEN2_BYTES_PER_LAYER = 3_932_160
 # Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
 GEMMA3_EXTRA_BYTES = 64 << 20
-# MXFP4 experts (gpt-oss, Hopper without FlashInfer): 1.96 % over 4-bit values + e8m0 scales
-# (gpt-oss-20b_eager: 13,990,901,760 B measured vs 13,791,316,096 B by the packed size).
-MXFP4_LAYOUT_OVERHEAD = 0.0196
+# MXFP4 experts (gpt-oss, vLLM's 'TRITON' MXFP4 backend on Hopper: triton_kernels swizzled
+# layouts): 0.818 % over the 4-bit values + e8m0 scales, plus 116,275,639 B once per GPU. A
+# two-point fit on the worker's exact model memory: gpt-oss-20b_eager 13,990,901,760 B (packed
+# formula 13,791,316,096 B; 10,178,887,680 B of experts) and gpt-oss-120b_eager 65,961,363,456 B
+# (65,345,223,808 B; 61,073,326,080 B of experts). Both exact; the fixed part is assumed per GPU
+# (every pipeline stage, every tensor-parallel rank): TP/PP > 1 is unmeasured.
+MXFP4_LAYOUT_OVERHEAD = 0.0081846
+MXFP4_FIXED_BYTES = 116_275_639
 # --quantization fp8 applied at load time to MoE experts: + num_experts x hidden x 4 B per MoE
 # layer (calibration qwen3-next-80b_fp8_eager: 75.04 GiB logged vs 74.86 GiB packed).
 FP8_ONLINE_MOE_BYTES_PER_EXPERT_ELEM = 4
@@ -317,6 +322,8 @@ def weight_bytes_per_rank(
         t.add("vllm_extra", QWEN2_BYTES_PER_LAYER * len(layers))
     if spec.model_type in ("gemma3", "gemma3_text") and first:
         t.add("vllm_extra", GEMMA3_EXTRA_BYTES)
+    if len(layers) and spec.moe is not None and ctx.quant is not None and ctx.quant.method == "mxfp4":
+        t.add("vllm_extra", MXFP4_FIXED_BYTES)
     if spec.vision_params and first:
         t.add("vision", spec.vision_params * db // max(1, tp))
     return t
