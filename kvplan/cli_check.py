@@ -17,7 +17,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from typing import Optional
 
 import typer
@@ -294,21 +293,9 @@ def junit_xml_text(report, strict: bool) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _new_file_mode(path: str) -> int:
-    """The mode an ordinary ``open(path, "w")`` would leave: the existing file's mode when it is
-    rewritten, else 0o666 minus the process umask (mkstemp's own 0o600 is for secrets)."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    mask = os.umask(0o022)  # reading the umask means setting it; put it back at once
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_junit(report, path: str, strict: bool, target=None) -> None:
     """Write the JUnit XML atomically (temporary file in the same directory, then rename); the
-    file gets the mode a normal write would give it (see _new_file_mode).
+    file gets the mode a normal write would give it (safe_io.new_file_mode).
 
     Args:
         target: the file check_junit_path returned for ``path`` (checked again when None).
@@ -316,31 +303,17 @@ def write_junit(report, path: str, strict: bool, target=None) -> None:
         KvplanError: the path cannot be written (see check_junit_path), or something other
             than a regular file appeared there meanwhile (names --junit-xml).
     """
-    from kvplan.errors import KvplanError
-    from kvplan.safe_io import replace_file
+    from kvplan.safe_io import write_file_atomically
 
     if target is None:
         target = check_junit_path(path)
     text = junit_xml_text(report, strict)
-    mode = _new_file_mode(str(target))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".kvplan-junit-", suffix=".xml", dir=target.parent)
-    except OSError as exc:
-        raise KvplanError(f"--junit-xml: cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, mode)
-        replace_file(tmp, target, "--junit-xml")
-        tmp = None
-    except OSError as exc:
-        raise KvplanError(f"--junit-xml: cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+
+    write_file_atomically(target, "--junit-xml", path, write, suffix=".xml")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,6 @@ only in labels.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,33 +267,11 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.suptitle(pics.title)
         fig.tight_layout()
-        import tempfile
+        from kvplan.safe_io import write_file_atomically
 
-        tmp = None
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
-            os.close(fd)
-            fig.savefig(tmp, format=fmt)
-            os.chmod(tmp, 0o666 & ~_umask())
-            from kvplan.safe_io import replace_file
-
-            replace_file(tmp, out, "--plot")
-            tmp = None
-        except OSError as exc:
-            raise KvplanError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        write_file_atomically(out, "--plot", path, lambda tmp: fig.savefig(tmp, format=fmt), suffix=f".{fmt}")
     finally:
         plt.close(fig)
     return out
 
 
-def _umask() -> int:
-    """The process umask (mkstemp creates 0600 files; a plot gets the usual 0666 & ~umask)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

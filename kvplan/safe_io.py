@@ -240,6 +240,54 @@ def replace_file(tmp: str | Path, target: Path, flag: str) -> None:
     os.replace(tmp, target)
 
 
+def new_file_mode(path: str | Path) -> int:
+    """The permission bits a plain ``open(path, "w")`` would leave: the existing file's own, or
+    0o666 less the umask for a new file (mkstemp alone would give 0o600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # reading the umask means setting it; put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_file_atomically(target: Path, flag: str, shown: str, write, *, suffix: str = "") -> None:
+    """Write ``target`` through a temporary file in its directory, then rename it over the
+    target (see replace_file): a failed write leaves the old file, never half a file.
+
+    Args:
+        target: the checked path (output_target's result); flag: the option, for messages;
+        shown: the path as the user gave it; write: called with the temporary file's path,
+            writes the content there; suffix: the temporary file's ending (some writers pick
+            the format from it).
+    Raises:
+        KvplanError: the directory or file cannot be written, or something other than a
+            regular file appeared at ``target`` meanwhile (the message names ``flag``).
+    """
+    import tempfile
+
+    from kvplan.errors import KvplanError
+
+    mode = new_file_mode(target)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        os.close(fd)
+        write(tmp)
+        os.chmod(tmp, mode)
+        replace_file(tmp, target, flag)
+        tmp = None
+    except OSError as exc:
+        raise KvplanError(f"{flag}: cannot write {shown}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def _yaml_loader():
     import yaml
 
