@@ -1,13 +1,15 @@
 """`kvplan verify`: start vLLM (or read its log) and diff what it measured against kvplan's plan.
 
 Registered by kvplan.cli through ``register(app)``. Thin: flags -> kvplan.verify -> tables.
-Exit codes: 0 pass, 1 mismatch or vLLM refused the config, 2 bad input, 3 environment missing
-(no GPU, no vLLM, another vLLM version, timeout). See docs/verify.md.
+Exit codes: 0 pass, 1 mismatch or vLLM refused the config for memory, 2 bad input, 3 environment
+missing (no GPU, no vLLM, another vLLM version, timeout) or vLLM failed before sizing memory for
+another reason (not a memory prediction). See docs/verify.md.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -103,6 +105,22 @@ def _options(kw: dict) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _check_numbers(kw: dict, max_tolerance: float) -> None:
+    """--tolerance in [0, max_tolerance] percent, --timeout and --deadline finite and > 0 seconds.
+
+    Checked first, before the environment: `nan` compares false with every bound (a NaN
+    tolerance turned an exact match into a mismatch; a NaN deadline never ended a batch).
+    Raises:
+        KvplanError: naming the flag and the value (exit 2).
+    """
+    tol = kw["tolerance"]
+    if not (math.isfinite(tol) and 0 <= tol <= max_tolerance):
+        raise KvplanError(f"--tolerance: must be a percentage from 0 to {max_tolerance:g}, got {tol}")
+    for flag, value in (("--timeout", kw["timeout"]), ("--deadline", kw["deadline"])):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise KvplanError(f"{flag}: must be a finite number of seconds > 0, got {value}")
+
+
 def _run(kw: dict) -> int:
     from kvplan import verify as v
 
@@ -111,10 +129,7 @@ def _run(kw: dict) -> int:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
     if kw["usage"] is not None and kw["usage"] not in ("llm", "serve"):
         raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw['usage']!r}")
-    if kw["tolerance"] < 0:
-        raise KvplanError(f"--tolerance: must be >= 0, got {kw['tolerance']}")
-    if kw["timeout"] <= 0:
-        raise KvplanError(f"--timeout: must be > 0 seconds, got {kw['timeout']}")
+    _check_numbers(kw, v.MAX_TOLERANCE_PCT)
     if kw["from_log"] and kw["batch"]:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
@@ -348,6 +363,9 @@ def print_comparison(doc: dict, console) -> None:
                 )
         elif doc.get("prediction_error"):
             console.print(Text("kvplan refused it before planning: ", style="yellow") + Text(doc["prediction_error"]))
+    elif status == "failed":
+        # not a memory refusal: vLLM stopped before sizing memory (exit 3, docs/verify.md)
+        console.print(Text("FAILED: ", style="bold yellow") + Text(str(doc.get("failure") or "")))
     elif status == "incomplete":
         console.print(Text("INCOMPLETE: the log has neither num_gpu_blocks nor the KV tokens", style="yellow"))
     else:
@@ -357,7 +375,7 @@ def print_comparison(doc: dict, console) -> None:
         for line in doc["error_lines"][-8:]:
             console.print("  " + line, markup=False, highlight=False)
     for key, why in (doc.get("missing") or {}).items():
-        if key in ("num_gpu_blocks",) and status not in ("refused", "error"):
+        if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
         console.print(Text("note: ", style="yellow") + Text(note))

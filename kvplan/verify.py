@@ -13,7 +13,9 @@ Three ways in, one comparison out:
 
 The comparison document (``--format json``):
     {"measured": {key: value|None}, "predicted": {key: value}, "errors": {key: {"abs", "pct",
-     "within_log_rounding"}}, "status": "pass"|"mismatch"|"refused"|"incomplete",
+     "within_log_rounding"}}, "status": "pass"|"mismatch"|"refused"|"failed"|"incomplete"|"error",
+     "failure": "vLLM failed before sizing memory: ..." (status "failed", exit 3) | None,
+     "log_consistent": false when the tokens line contradicts the block count (a note says why),
      "compared_on": "num_gpu_blocks"|"gpu_kv_cache_tokens", "measured_source": {key: how},
      "missing": {key: why}, ...}
 Keys (bytes, tokens, blocks): total_bytes, requested_bytes, weights_bytes, activation_peak_bytes,
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import queue
 import re
@@ -44,7 +47,7 @@ from typing import Any, Callable, Optional
 
 from kvplan import __version__
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, EnvironmentMissing, KvplanError
-from kvplan.vllm_log import VllmLog, engine_arguments, parse_log
+from kvplan.vllm_log import MEMORY_REFUSAL_KINDS, VllmLog, engine_arguments, is_memory_refusal, parse_log
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -55,6 +58,8 @@ SUGGESTION_BUFFER = 150 * MiB
 VERIFIED_VLLM = "0.26.0"
 DEFAULT_TIMEOUT_S = 15 * 60
 DEFAULT_TOLERANCE_PCT = 1.0
+# A tolerance above 100 % would pass a prediction of zero blocks; it is a typo, not a check.
+MAX_TOLERANCE_PCT = 100.0
 STOP_GRACE_S = 10.0
 MIN_CASE_S = 30.0  # with --deadline, do not start a case with less time than this left
 MAX_LOG_LINES = 4000
@@ -85,21 +90,49 @@ FIGURES: tuple[tuple[str, str, str], ...] = (
 )
 FIGURE_KEYS = tuple(k for k, _, _ in FIGURES)
 
+def _whole(value: Any) -> int:
+    """An engine argument that vLLM takes as an int: an int, a whole finite float (8192.0) or its
+    text. Raises ValueError for inf, nan, 8192.5, True/False and other text."""
+    if isinstance(value, bool):
+        raise ValueError("not a whole number")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        if not value.is_integer():
+            raise ValueError("not a whole number")
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return int(value.strip())
+    raise TypeError("not a number")
+
+
+def _finite(value: Any) -> float:
+    """An engine argument that vLLM takes as a float; inf and nan raise ValueError."""
+    if isinstance(value, bool):
+        raise ValueError("not a number")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError("not a finite number")
+    return out
+
+
 # vLLM keyword -> (kvplan estimate option, converter). Names are vLLM's (EngineArgs fields).
 _ENGINE_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "tensor_parallel_size": ("tensor_parallel_size", int),
-    "pipeline_parallel_size": ("pipeline_parallel_size", int),
-    "max_model_len": ("max_model_len", lambda v: -1 if str(v).lower() == "auto" else int(v)),
-    "gpu_memory_utilization": ("gpu_memory_utilization", float),
+    "tensor_parallel_size": ("tensor_parallel_size", _whole),
+    "pipeline_parallel_size": ("pipeline_parallel_size", _whole),
+    "max_model_len": ("max_model_len", lambda v: -1 if str(v).lower() == "auto" else _whole(v)),
+    "gpu_memory_utilization": ("gpu_memory_utilization", _finite),
     "kv_cache_dtype": ("kv_cache_dtype", str),
-    "block_size": ("block_size", int),
+    "block_size": ("block_size", _whole),
     "dtype": ("dtype", lambda v: str(v).removeprefix("torch.")),
     "quantization": ("quantization", str),
-    "max_num_seqs": ("max_num_seqs", int),
-    "max_num_batched_tokens": ("max_num_batched_tokens", int),
+    "max_num_seqs": ("max_num_seqs", _whole),
+    "max_num_batched_tokens": ("max_num_batched_tokens", _whole),
     "enforce_eager": ("enforce_eager", bool),
-    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", int),
-    "kv_cache_memory": ("kv_cache_memory_bytes", int),
+    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", _whole),
+    "kv_cache_memory": ("kv_cache_memory_bytes", _whole),
     "enable_prefix_caching": ("enable_prefix_caching", bool),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", bool),
     "revision": ("revision", str),
@@ -175,8 +208,9 @@ def engine_kwargs_to_options(kwargs: dict) -> tuple[dict, list[str]]:
             option, conv = _ENGINE_OPTIONS[key]
             try:
                 options[option] = conv(value)
-            except (TypeError, ValueError):
-                raise KvplanError(f"engine_args.{key}: cannot use {value!r}") from None
+            except (TypeError, ValueError, OverflowError) as exc:
+                why = str(exc) if str(exc).startswith("not a") else "not a number of the kind vLLM takes"
+                raise KvplanError(f"engine_args.{key}: cannot use {value!r} ({why})") from None
             if option == "kv_cache_dtype" and options[option] == "auto":
                 del options[option]
             if option == "dtype" and options[option] == "auto":
@@ -830,6 +864,37 @@ def _predict_for(log: VllmLog, model_for_kvplan: str, options: dict, usage: str,
     return plan, source, choice
 
 
+def log_consistency(log: VllmLog, measured: dict, source: dict, plan_doc: Optional[dict]) -> Optional[str]:
+    """None, or a note when the log's "GPU KV cache size: N tokens" contradicts its block count.
+
+    vLLM 0.26.0 (v1/core/kv_cache_utils.py, the report after get_kv_cache_configs) prints
+    ``num_blocks // len(kv_cache_groups) * block_size`` tokens, so N <= num_gpu_blocks x
+    block_size, and N is about that product divided by the number of KV-cache groups (every
+    recorded start in tests/data: 1.0 for one group, 0.4995 for gemma2's two, 0.143 for
+    gemma3-1b's seven). The group count is the child's exact layout, else kvplan's prediction;
+    as the latter can be wrong, the lower bound allows twice as many groups. Both the block count
+    and the tokens are vLLM's integers, so only 1 % is allowed for rounding.
+    """
+    blocks, bs, tokens = measured.get("num_gpu_blocks"), measured.get("block_size"), measured.get("gpu_kv_cache_tokens")
+    if not (isinstance(blocks, int) and isinstance(bs, int) and isinstance(tokens, int)) or blocks <= 0 or bs <= 0:
+        return None
+    layout = (log.exact or {}).get("kv_cache_layout") or {}
+    groups = layout.get("groups") if isinstance(layout.get("groups"), list) else None
+    if groups is None and plan_doc is not None and isinstance(plan_doc.get("kv_cache", {}).get("groups"), list):
+        groups = plan_doc["kv_cache"]["groups"]
+    n_groups = max(1, len(groups or ()))
+    capacity = blocks * bs
+    if tokens <= capacity * 1.01 and tokens * 2 * n_groups >= capacity * 0.99:
+        return None
+    group_text = f" for {n_groups} KV-cache groups" if n_groups > 1 else ""
+    return (
+        f"the log contradicts itself: 'GPU KV cache size: {tokens:,} tokens' but {blocks:,} blocks x {bs} = "
+        f"{capacity:,} tokens{group_text} (num_gpu_blocks from {source.get('num_gpu_blocks', 'the log')}); "
+        "num_gpu_blocks wins: it is the count vLLM's allocator used, and the tokens line is only printed "
+        "from it, so the verdict compares num_gpu_blocks and the KV cache tokens error means nothing"
+    )
+
+
 def comparison_document(
     *,
     log: VllmLog,
@@ -857,13 +922,25 @@ def comparison_document(
     predicted = predicted_figures(plan_doc) if plan_doc else {}
     errors, status, compared_on = compare(predicted, measured, resolution, tolerance_pct=tolerance_pct)
     refusal = None
+    failure = None
     if log.refusal is not None:
         r = log.refusal
         refusal = {k: v for k, v in r.__dict__.items() if v is not None}
-        if vllm_failed or not log.started or r.kind in ("max_model_len", "no_memory", "free_memory", "oom"):
+        refusal["memory"] = is_memory_refusal(r)
+        if not refusal["memory"] and not log.started:
+            # vLLM stopped before it sized memory, for a reason that is not memory: nothing of
+            # kvplan's prediction was tested (exit 3, like a missing environment)
+            failure = f"vLLM failed before sizing memory: {r.message}; not a memory prediction"
+            status = "failed"
+        elif vllm_failed or not log.started or r.kind in MEMORY_REFUSAL_KINDS:
             status = "refused"
-    if plan_doc is None:
+    if plan_doc is None and failure is None:
         status = "refused" if refusal else "error"
+    consistency = log_consistency(log, measured, source, plan_doc)
+    if consistency:
+        notes.append(consistency)
+    for lineno, why in log.rejected_lines:
+        notes.append(f"log line {lineno} set aside: {why}")
     version = log.vllm_version or (log.env or {}).get("vllm")
     note = version_note(log, version)
     if note:
@@ -889,11 +966,15 @@ def comparison_document(
         "kvplan_failure": None if plan_doc is None else plan_doc["failure"],
         "kvplan_largest_max_model_len": None if plan_doc is None else plan_doc["largest_max_model_len"],
         "prediction_error": prediction_error,
-        "error_lines": log.error_lines if status in ("refused", "error") else [],
+        "failure": failure,
+        "log_consistent": consistency is None,
+        "error_lines": log.error_lines if status in ("refused", "error", "failed") else [],
         "notes": notes,
         "log": log_path,
     }
-    return doc, (EXIT_OK if status == "pass" else EXIT_FAIL)
+    if status == "pass":
+        return doc, EXIT_OK
+    return doc, (EXIT_ENVIRONMENT if status == "failed" else EXIT_FAIL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -942,8 +1023,16 @@ def _read_log_file(path: str) -> tuple[str, dict | None]:
     raw = data.decode("utf-8", errors="replace")
     stripped = raw.lstrip()
     if p.suffix == ".json" or stripped.startswith("{"):
+        from kvplan.sources.local import MAX_JSON_DEPTH, json_text_depth
+
+        if json_text_depth(raw) > MAX_JSON_DEPTH:  # "[[[[...": a RecursionError in json.loads
+            raise KvplanError(
+                f"--from-log: {path}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a vLLM log or a calibration record"
+            )
         try:
             record = json.loads(raw)
+        except RecursionError:  # cannot happen below MAX_JSON_DEPTH; never a traceback
+            raise KvplanError(f"--from-log: {path}: JSON nested too deeply") from None
         except json.JSONDecodeError as exc:
             if p.suffix == ".json":
                 raise KvplanError(f"--from-log: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
@@ -997,6 +1086,10 @@ def verify_log(
     """
     text, record = _read_log_file(path)
     log = parse_log(text)
+    if log.rejected_lines:
+        lineno, why = log.rejected_lines[0]
+        where = f"{path}: log_excerpt line {lineno}" if record is not None else f"{path}:{lineno}"
+        raise KvplanError(f"--from-log: {where}: {why}; not a line kvplan's child writes")
     if record is not None:
         rgpu = record.get("gpu") if isinstance(record.get("gpu"), dict) else {}
         if log.meminfo is None and isinstance(rgpu.get("cuda_total_bytes"), int):
@@ -1137,7 +1230,7 @@ def build_record(*, name: str, request: dict, config: Optional[dict], log: VllmL
     excerpt = [line for line in log.excerpt if not line.startswith(("KVPLAN_", "MEMINFO "))]
     if log.result and not any(s.startswith("RESULT ") for s in excerpt):
         excerpt.append("RESULT " + " ".join(f"{k}={v}" for k, v in log.result.items()))
-    if doc["status"] in ("refused", "error"):
+    if doc["status"] in ("refused", "error", "failed"):
         # keep why it failed: vLLM's last error lines and the child's verdict line
         excerpt += [line for line in log.error_lines[-6:] if line not in excerpt]
         if log.child_error:
@@ -1363,8 +1456,8 @@ def load_batch(path: str) -> dict:
         model_config = ConfigDict(extra="forbid")
         usage: str = "llm"
         dummy_weights: bool = True
-        timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
-        tolerance: float = Field(default=DEFAULT_TOLERANCE_PCT, ge=0)
+        timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
+        tolerance: float = Field(default=DEFAULT_TOLERANCE_PCT, ge=0, le=MAX_TOLERANCE_PCT, allow_inf_nan=False)
         gpu: Optional[str] = None
         engine_args: dict = Field(default_factory=dict)
 
@@ -1383,7 +1476,7 @@ def load_batch(path: str) -> dict:
         engine_args: dict = Field(default_factory=dict)
         usage: Optional[str] = None
         dummy_weights: Optional[bool] = None
-        timeout: Optional[float] = Field(default=None, gt=0)
+        timeout: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         gpu: Optional[str] = None
 
         @field_validator("usage")
@@ -1430,7 +1523,12 @@ def load_batch(path: str) -> dict:
         names.add(c.name)
         args = dict(batch.defaults.engine_args)
         args.update(c.engine_args)
-        engine_kwargs_to_options(args)  # convertible values, or a KvplanError naming the key
+        try:
+            engine_kwargs_to_options(args)  # convertible values, or a KvplanError naming the key
+        except KvplanError as exc:
+            key = exc.message.split(":", 1)[0].removeprefix("engine_args.")
+            where = f"cases.{i}" if key in c.engine_args else "defaults"
+            raise KvplanError(f"--batch: {path}: {where}.{exc.message}") from None
         out_cases.append(
             {
                 "name": c.name,
@@ -1501,9 +1599,13 @@ def _run_batch_cases(
         if skip_existing and existing is not None and existing.is_file():
             from kvplan.safe_io import InputError, read_bytes
 
+            from kvplan.sources.local import MAX_JSON_DEPTH, json_text_depth
+
             try:
-                old = json.loads(read_bytes(existing, MAX_FROM_LOG_BYTES))
-            except (InputError, ValueError):
+                text = read_bytes(existing, MAX_FROM_LOG_BYTES).decode("utf-8", errors="replace")
+                # a record nested deeper than any kvplan writes is unreadable, not a traceback
+                old = json.loads(text) if json_text_depth(text) <= MAX_JSON_DEPTH else {}
+            except (InputError, ValueError, RecursionError):
                 old = {}
             if not isinstance(old, dict):
                 old = {}

@@ -178,6 +178,20 @@ class Refusal:
     kv_capacity_tokens: int | None = None
 
 
+# Refusals about memory: the kinds parse_log recognises, and any other error whose message talks
+# about the KV cache, memory or the model length (vLLM 0.26.0 v1/core/kv_cache_utils.py
+# _check_enough_kv_cache_memory, v1/worker/gpu_worker.py, torch's OutOfMemoryError). Anything
+# else (a missing preprocessor_config.json or tokenizer, an import error, an unsupported
+# architecture) stopped vLLM before it sized memory and says nothing about kvplan's numbers.
+MEMORY_REFUSAL_KINDS = frozenset({"max_model_len", "no_memory", "free_memory", "oom"})
+_MEMORY_WORDS = re.compile(r"KV cache|memory|max_model_len|max seq len|max_seq_len|model length", re.IGNORECASE)
+
+
+def is_memory_refusal(refusal: Refusal) -> bool:
+    """True when ``refusal`` is about memory (see MEMORY_REFUSAL_KINDS), False for a setup error."""
+    return refusal.kind in MEMORY_REFUSAL_KINDS or bool(_MEMORY_WORDS.search(refusal.message or ""))
+
+
 @dataclass
 class VllmLog:
     """Everything ``parse_log`` found. Memory in bytes; None = not in the log.
@@ -207,6 +221,9 @@ class VllmLog:
         excerpt: the relevant messages in log order (for records' log_excerpt).
         resolution_bytes: field -> half the printed step of a GiB figure.
         error_lines: the last error/traceback lines (for "vLLM failed to start" messages).
+        rejected_lines: (line number, why) of protocol lines set aside because their JSON is
+            nested more than MAX_JSON_DEPTH levels (kvplan.sources.local; a hostile or broken
+            line that would otherwise end in a RecursionError). --from-log refuses such a file.
     """
 
     vllm_version: str | None = None
@@ -259,6 +276,7 @@ class VllmLog:
     excerpt: list[str] = field(default_factory=list)
     resolution_bytes: dict[str, int] = field(default_factory=dict)
     error_lines: list[str] = field(default_factory=list)
+    rejected_lines: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def started(self) -> bool:
@@ -401,6 +419,20 @@ def _kv_pairs(text: str) -> dict:
 class _Builder:
     def __init__(self) -> None:
         self.log = VllmLog()
+        self.lineno = 0
+
+    def json_payload(self, what: str, payload: str) -> Any:
+        """``json.loads(payload)``, or None when it is not JSON or nested too deeply (the line is
+        then recorded in ``rejected_lines``; parse_log itself never raises)."""
+        from kvplan.sources.local import MAX_JSON_DEPTH, json_text_depth
+
+        if json_text_depth(payload) > MAX_JSON_DEPTH:
+            self.log.rejected_lines.append((self.lineno, f"{what} line: JSON nested more than {MAX_JSON_DEPTH} levels deep"))
+            return None
+        try:
+            return json.loads(payload)
+        except (json.JSONDecodeError, RecursionError):
+            return None
 
     def set(self, name: str, value: Any, msg: str, *, resolution: int | None = None, first: bool = True) -> None:
         """Record ``name`` from message ``msg`` (the first occurrence wins: every TP rank repeats it)."""
@@ -431,7 +463,8 @@ def parse_log(text: str) -> VllmLog:
     log = b.log
     recent_errors: list[str] = []
     in_traceback = False
-    for raw in text.splitlines():
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        b.lineno = lineno
         msg = message_of(raw)
         if not msg:
             continue
@@ -460,9 +493,8 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
     if m:
         kind, payload = m.groups()
         log.families.add("kvplan-child")
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
+        data = b.json_payload(kind, payload)
+        if data is None:
             return False
         if kind == "KVPLAN_EXACT" and isinstance(data, dict):
             log.exact = data
@@ -480,10 +512,7 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         return True
     m = RE_CASE.match(msg)
     if m:
-        try:
-            data = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            return False
+        data = b.json_payload("CASE", m.group(1))
         if isinstance(data, dict):
             log.case = {
                 "name": data.get("name"),
