@@ -361,12 +361,15 @@ def set_hf_env(monkeypatch: pytest.MonkeyPatch, **env: str | None) -> None:
 
     Both the environment and the constants are restored by ``monkeypatch`` after the test.
     """
+    # Import first: a first import after the variables are set would compute the constants from
+    # them, and monkeypatch would then "restore" the fake values after the test.
+    import huggingface_hub.constants as live
+
     for name, value in env.items():
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    import huggingface_hub.constants as live
 
     fresh = _fresh_hf_constants()
     for name in _SYNCED_CONSTANTS:

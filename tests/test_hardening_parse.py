@@ -335,12 +335,15 @@ def test_good_yarn_factor_still_scales():
 # -- item 9: partial specs carry notes -----------------------------------------------------------
 
 
-def test_bundled_granite_partial_spec_says_what_is_missing():
+def test_bundled_granite_spec_says_where_its_added_keys_come_from():
+    # fresh-eyes-3 item 22: the snapshot was completed (layer_types, Mamba heads, positions) from
+    # the config of the H200 run record, so the parser no longer falls back to all-Mamba / 2048;
+    # the source's note still says the snapshot is not the live config.json
     spec, _ = load_spec("ibm-granite/granite-4.0-h-small")
     notes = " | ".join(spec.notes)
-    assert "partial" in notes  # the bundled snapshot's own status
-    assert "layer_types" in notes and "mamba" in notes.lower()
-    assert "max_position_embeddings" in notes and "2048" in notes
+    assert "near-complete" in notes and "not from the live config.json" in notes
+    assert "granite4h-small_eager.json" in notes
+    assert "layer_types" not in notes and "2048" not in notes
 
 
 def test_user_granite_without_layer_types_carries_a_note():

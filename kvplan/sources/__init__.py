@@ -12,7 +12,7 @@ from pathlib import Path
 from kvplan.errors import KvplanError
 from kvplan.sources.base import ModelSource
 from kvplan.sources.bundled import bundled_ids, find_bundled
-from kvplan.sources.local import load_local, read_config
+from kvplan.sources.local import link_problem, load_local, read_config
 
 __all__ = ["ModelSource", "resolve_model", "bundled_ids", "load_spec"]
 
@@ -24,11 +24,18 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         model: a local directory, a path to a config.json, a bundled repo id/alias, or a Hub repo id.
         revision: Hub revision (branch, tag or commit); forces the Hub for non-local models.
     Raises:
-        KvplanError: not found / unreadable / Hub failures (one line saying what to do).
+        KvplanError: not found / unreadable / Hub failures (one line saying what to do); an empty
+            ``revision`` ("--revision: empty"); ``model`` a broken symbolic link or loop.
     """
     if not model or not model.strip():
         raise KvplanError("MODEL: empty model name")
+    if revision is not None and not revision.strip():
+        # before any Hub or cache lookup: huggingface_hub would take '' as the default branch
+        raise KvplanError("--revision: empty", hint="give a branch, tag or commit hash, or leave --revision out for main")
     path = Path(model).expanduser()
+    problem = link_problem(path)
+    if problem:
+        raise KvplanError(f"{model}: {problem}", hint="give a directory holding config.json, or the path of a config.json")
     if path.is_dir():
         return load_local(path, name=model)
     if path.is_file():

@@ -14,9 +14,11 @@ Every JSON file (config.json, the index, hf_quant_config.json) goes through ``re
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import operator
+import os
 import re
 import struct
 from collections.abc import Mapping
@@ -35,6 +37,12 @@ INDEX_NAME = "model.safetensors.index.json"
 HF_QUANT_CONFIG_NAME = "hf_quant_config.json"
 # safetensors (safetensors/src/tensor.rs MAX_HEADER_SIZE) refuses headers above 100,000,000 bytes.
 SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
+# No real tensor comes near this: the largest published ones (embeddings of 100k-250k vocabularies
+# x 7-16k hidden, fp32 at worst) are a few GiB, and a whole checkpoint shard is at most tens of GiB.
+# A header claiming more (shape [10^12, 10^12]) is broken or hostile and is refused, never sized.
+# Local files are also held to their own size (data_offsets inside the file); Hub headers only to
+# this bound, since huggingface_hub reads the header alone.
+SAFETENSORS_MAX_TENSOR_BYTES = 1 << 40  # 1 TiB
 
 # Checkpoint tensors vLLM 0.26.0 does not load into the served (target) model:
 # - multi-token-prediction heads stored under their own prefix, "mtp.*" (Qwen3-Next and later
@@ -89,6 +97,9 @@ def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
         # pipe or device reports no size (and is refused anyway: only regular files are read)
         raw = read_bytes(path, max_bytes)
     except InputError as exc:
+        problem = link_problem(path) if exc.kind in ("missing", "unreadable") else None
+        if problem:
+            raise KvplanError(f"{path}: {problem}") from None
         if exc.kind == "missing":
             raise KvplanError(f"{path}: not found") from None
         if exc.message.startswith("is a directory"):
@@ -117,9 +128,45 @@ def loads_bounded(text: str, where: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise KvplanError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise KvplanError(f"{where}:{exc.lineno}: not valid JSON ({_json_error_text(exc)})") from None
     except RecursionError:  # cannot happen below MAX_JSON_DEPTH; kept so it never becomes a traceback
         raise KvplanError(f"{where}: JSON nested too deeply; not a model file") from None
+
+
+def _json_error_text(exc: json.JSONDecodeError) -> str:
+    """json's message, with the position where the message itself points at one.
+
+    json phrases some errors to be followed by the position ("Invalid control character at",
+    "Unterminated string starting at"); ``exc.msg`` drops it, so it is put back (line and
+    column, 1-based), and a NUL byte is named as such. Other messages stay as they are (the line
+    is already in the ``FILE:LINE:`` prefix).
+    """
+    msg = exc.msg
+    if not msg.endswith(" at"):
+        return msg
+    text = f"{msg} line {exc.lineno} column {exc.colno}"
+    if 0 <= exc.pos < len(exc.doc) and exc.doc[exc.pos] == "\x00":
+        text += ": a NUL byte"
+    return text
+
+
+def link_problem(path: Path | str) -> str | None:
+    """Why ``path``, a symbolic link, cannot be followed ("is a broken symbolic link (-> TARGET)",
+    "is a symbolic-link loop"), or None when it is not a link or can be followed."""
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"is a broken symbolic link (-> {target})"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic-link loop"
+    return None
 
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -163,7 +210,8 @@ def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
     Rules (safetensors/src/tensor.rs, which vLLM 0.26.0 loads through): ``dtype`` a string;
     ``shape`` a list of integers >= 0 (elements = their product, 1 for a scalar);
     ``data_offsets`` [begin, end] integers with 0 <= begin <= end; for a dtype kvplan knows,
-    end - begin == elements x bits / 8 (rounded up). Bytes are end - begin.
+    end - begin == elements x bits / 8 (rounded up). Bytes are end - begin. Plausibility (kvplan's,
+    not safetensors'): no tensor's end offset or size above SAFETENSORS_MAX_TENSOR_BYTES (1 TiB).
     Raises:
         ValueError: naming the tensor and the field (dtype, shape, data_offsets).
     """
@@ -178,9 +226,19 @@ def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
         or not 0 <= offsets[0] <= offsets[1]
     ):
         raise ValueError(f"tensor {name!r}: data_offsets must be [begin, end] with 0 <= begin <= end, got {_short(offsets)}")
+    if offsets[1] > SAFETENSORS_MAX_TENSOR_BYTES:
+        raise ValueError(
+            f"tensor {name!r}: data_offsets end at byte {offsets[1]:,}, beyond any real checkpoint "
+            f"(kvplan's bound: {SAFETENSORS_MAX_TENSOR_BYTES:,} bytes)"
+        )
     n = math.prod(shape)
-    nbytes = offsets[1] - offsets[0]
     bits = SAFETENSORS_DTYPE_BITS.get(dtype)
+    if n * (bits or 8) // 8 > SAFETENSORS_MAX_TENSOR_BYTES:
+        raise ValueError(
+            f"tensor {name!r}: shape {_short(list(shape))} holds {n:,} elements, beyond any real checkpoint "
+            f"(over {SAFETENSORS_MAX_TENSOR_BYTES:,} bytes)"
+        )
+    nbytes = offsets[1] - offsets[0]
     if bits is not None and nbytes != -(-n * bits // 8):
         raise ValueError(
             f"tensor {name!r}: data_offsets span {nbytes:,} bytes but shape {list(shape)} of {dtype} needs {-(-n * bits // 8):,}"
@@ -208,8 +266,8 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
     an object of tensor name -> {dtype, shape, data_offsets}, plus an optional "__metadata__".
     Raises:
         KvplanError: unreadable file, a header length over 100,000,000 bytes or past the end of
-            the file, a header that is not a JSON object, or a malformed entry (see
-            tensor_entry); one line naming the file.
+            the file, a header that is not a JSON object, a malformed or implausible entry (see
+            tensor_entry), or data_offsets past the end of the file; one line naming the file.
     """
 
     def bad(why: str) -> KvplanError:
@@ -230,6 +288,7 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
             if size > SAFETENSORS_MAX_HEADER_BYTES:
                 raise bad(f"declares a {size:,}-byte header; safetensors allows {SAFETENSORS_MAX_HEADER_BYTES:,}")
             raw = f.read(size)
+            file_bytes = os.fstat(f.fileno()).st_size
     except OSError as exc:
         raise KvplanError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(raw) < size:
@@ -244,6 +303,7 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
         raise bad(exc.message) from None
     if not isinstance(header, dict):
         raise bad(f"expected a JSON object, got a JSON {_json_kind(header)}")
+    data_bytes = file_bytes - 8 - size
     out: dict[str, tuple[str, int, int]] = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -254,6 +314,10 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
             out[name] = tensor_entry(name, info.get("dtype"), info.get("shape"), info.get("data_offsets"))
         except ValueError as exc:
             raise bad(str(exc)) from None
+        # The data section is the rest of the file (safetensors' MetadataIncompleteBuffer check).
+        end = info["data_offsets"][1]
+        if end > data_bytes:
+            raise bad(f"tensor {name!r}: data_offsets end at byte {end:,} of the data, but the file holds {data_bytes:,} data bytes")
     return out
 
 
@@ -407,11 +471,20 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         checkpoint_bytes (bytes) over the tensors vLLM loads, only when the headers cover the
         model (see coverage_gap and missing_shards; else None, with the reason in ``notes``).
     Raises:
-        KvplanError: no config.json; config.json or hf_quant_config.json unreadable (see
-            read_json); the index is not valid JSON or names a missing shard; a safetensors
-            header is malformed (see read_safetensors_header). Each message names the file.
+        KvplanError: no config.json, or config.json a broken symbolic link or loop;
+            config.json or hf_quant_config.json unreadable (see read_json); the index is not
+            valid JSON, names a missing shard, or a shard outside the directory (absolute, "..",
+            a link leading out; see _safetensors_files); a safetensors file that is a FIFO,
+            device or broken link; a safetensors header malformed or implausible (see
+            read_safetensors_header). Each message names the file.
     """
     cfg_path = directory / "config.json"
+    problem = link_problem(cfg_path)
+    if problem:
+        raise KvplanError(
+            f"{directory}: config.json {problem}",
+            hint="point the link at the model's config.json, or give the directory that holds it",
+        )
     if cfg_path.exists() and not cfg_path.is_file():
         read_config(cfg_path)  # a FIFO, device or directory named config.json: says which
     if not cfg_path.is_file():
@@ -466,26 +539,94 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
 
 def _safetensors_files(directory: Path) -> tuple[list[Path], dict[str, str] | None]:
     """The safetensors files vLLM would load from ``directory`` (see load_local), and the
-    index's weight_map (tensor name -> file) when there is an index."""
+    index's weight_map (tensor name -> file) when there is an index.
+
+    The index's names must stay inside the model directory (see _bad_shard_name): an index
+    naming "../../etc/passwd" or "/dev/zero" is refused before anything is opened.
+    Raises:
+        KvplanError: a malformed index; a shard name that is empty, absolute or has a ".."
+            component; a shard that is missing, a broken
+            symbolic link, or not a regular file (a FIFO, a device). Names the index and the shard.
+    """
     index = directory / INDEX_NAME
+    problem = link_problem(index)
+    if problem:
+        raise KvplanError(f"{directory}: {INDEX_NAME} {problem}")
     if index.is_file():
         data = read_json(index)
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise KvplanError(f"{index}: expected an object with a 'weight_map' of tensor name -> file name")
-        shards = [directory / s for s in sorted(set(weight_map.values()))]
-        missing = [s.name for s in shards if not s.is_file()]
+        names = sorted(set(weight_map.values()))
+        hint = "shard names in the weight_map are file names inside the model directory"
+        for s in names:
+            why = _bad_shard_name(s)
+            if why:
+                raise KvplanError(f"{index}: shard {_short(s)} {why}", hint=hint)
+        shards = [directory / s for s in names]
+        missing = [s for s, p in zip(names, shards) if not os.path.lexists(p)]
         if missing:
             raise KvplanError(
                 f"{index}: lists {missing[0]}, which is not in {directory}"
                 + (f" (and {len(missing) - 1} more missing)" if len(missing) > 1 else ""),
                 hint="finish the download, or pass the path of config.json alone to plan from the config",
             )
+        for s, p in zip(names, shards):
+            why = _shard_problem(directory, p)
+            if why:
+                raise KvplanError(f"{index}: shard {_short(s)} {why}", hint=hint)
         return shards, weight_map
     single = directory / "model.safetensors"
-    if single.is_file():
+    if os.path.lexists(single):
+        why = _shard_problem(directory, single)
+        if why:
+            raise KvplanError(f"{single}: {why}")
         return [single], None
-    return sorted(p for p in directory.glob("*.safetensors") if p.is_file()), None
+    found = []
+    for p in sorted(directory.glob("*.safetensors")):
+        why = _shard_problem(directory, p)
+        if why:
+            raise KvplanError(f"{p}: {why}")
+        found.append(p)
+    return found, None
+
+
+def _bad_shard_name(name: str) -> str | None:
+    """Why an index's shard name is not a plain relative file name, or None.
+
+    huggingface_hub and vLLM join the name to the model directory; an absolute name or a ".."
+    component would make that join leave it, so such a name is refused before any file is
+    looked at."""
+    if not name.strip():
+        return "is empty"
+    if "\x00" in name:
+        return "contains a NUL byte"
+    if os.path.isabs(name) or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        return "is an absolute path; shard names are relative to the model directory"
+    if ".." in re.split(r"[/\\]", name):
+        return "has a '..' component; shard names must stay inside the model directory"
+    return None
+
+
+def _shard_problem(directory: Path, path: Path) -> str | None:
+    """Why a safetensors file found in (or named for) ``directory`` cannot be read, or None.
+
+    A broken symbolic link or loop says so; a FIFO, device or directory says what it is. A
+    symbolic link the user placed in the directory is followed wherever it points (weights
+    linked in from another disk, the Hugging Face cache's snapshots -> blobs), as vLLM follows
+    it: only the *names* an index gives are confined to the directory (see _bad_shard_name)."""
+    from kvplan.safe_io import file_kind
+
+    problem = link_problem(path)
+    if problem:
+        return problem
+    try:
+        kind = file_kind(os.stat(path).st_mode)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if kind is not None:
+        return f"is {kind}, not a regular file; kvplan reads only regular files"
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,6 +16,14 @@ SERVE_FLAGS_0_26 = {
     "max_model_len": ("--max-model-len", None),
     "gpu_memory_utilization": ("--gpu-memory-utilization", 0.92),
     "kv_cache_dtype": ("--kv-cache-dtype", "auto"),
+    # --block-size in vLLM 0.26.0 is any int > 0, not a fixed set: config/cache.py
+    # `block_size: int = Field(default=None, gt=0)` (no BlockSize Literal in this version), and
+    # engine/arg_utils.py adds it with get_kwargs(CacheConfig), so argparse has no `choices`.
+    # What a value must satisfy comes from the attention backend's
+    # get_supported_kernel_block_sizes (v1/attention/backends/flash_attn.py: MultipleOf(16);
+    # FlashMLA [64], CUTLASS MLA [128], FlashInfer MLA [32, 64]); platforms/cuda.py skips a
+    # backend whose kernel blocks do not fit ("block_size not supported"). kvplan checks the
+    # FlashAttention rule (a positive multiple of 16) in planner.EngineArgs.
     "block_size": ("--block-size", None),
     "dtype": ("--dtype", "auto"),
     "quantization": ("--quantization", None),
