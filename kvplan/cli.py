@@ -141,39 +141,39 @@ def _plain_message(err: dict) -> str:
 
 @app.command()
 def estimate(
-    model: str = typer.Argument(..., help="Hub repo id, local directory with config.json, or bundled spec id."),
-    gpu: str = typer.Option("H200", "--gpu", help="GPU profile id or alias (see `kvplan gpus`)."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
-    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
-    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
-    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", help="Tokens, or 'auto' for the largest that fits."),
-    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2"),
-    block_size: Optional[int] = typer.Option(None, "--block-size"),
-    dtype: str = typer.Option("auto", "--dtype"),
-    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
-    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
+    model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
+    gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp", metavar="N"),
+    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp", metavar="N"),
+    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", metavar="TOKENS", help="Tokens, or 'auto' for the largest that fits."),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", metavar="FRACTION"),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", metavar="DTYPE", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2"),
+    block_size: Optional[int] = typer.Option(None, "--block-size", metavar="TOKENS"),
+    dtype: str = typer.Option("auto", "--dtype", metavar="DTYPE"),
+    quantization: Optional[str] = typer.Option(None, "--quantization", "-q", metavar="METHOD"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", metavar="N"),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", metavar="TOKENS"),
     enforce_eager: bool = typer.Option(False, "--enforce-eager"),
     kv_cache_memory: Optional[str] = typer.Option(
-        None, "--kv-cache-memory-bytes", "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."
+        None, "--kv-cache-memory-bytes", "--kv-cache-memory", metavar="BYTES", help="KV-cache bytes (bypasses --gpu-memory-utilization)."
     ),
-    revision: Optional[str] = typer.Option(None, "--revision"),
-    vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
-    usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    vllm_version: str = typer.Option("0.26.0", "--vllm-version", metavar="VERSION"),
+    usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option(
-        "table", "--format", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
+        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
     ),
     workload: Optional[str] = typer.Option(
-        None, "--workload", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
+        None, "--workload", metavar="WORKLOAD", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
     ),
-    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="System-prompt tokens shared by all requests."),
-    n: int = typer.Option(1, "--n", "--beam-width", help="Parallel samples / beams per request."),
+    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", metavar="TOKENS", help="System-prompt tokens shared by all requests."),
+    n: int = typer.Option(1, "--n", "--beam-width", metavar="N", help="Parallel samples / beams per request."),
     enable_prefix_caching: Optional[bool] = typer.Option(
         None, "--enable-prefix-caching/--no-enable-prefix-caching"
     ),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
     curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
@@ -196,7 +196,7 @@ def plan_from_options(
 ):
     """Resolve model + GPU + flags into (Plan, ModelSource). Shared by estimate/verify/check."""
     from kvplan.engines.vllm.defaults import check_version
-    from kvplan.gpus import find_gpu, load_profiles
+    from kvplan.gpus import check_gpu_memory_flag, find_gpu, load_profiles
     from kvplan.planner import plan
     from kvplan.sources import load_spec
     from kvplan.units import parse_bytes
@@ -205,7 +205,7 @@ def plan_from_options(
     args = build_engine_args(**engine_kw)
     profile = find_gpu(gpu, load_profiles(gpu_profiles))
     if gpu_memory is not None:
-        profile = profile.with_memory(parse_bytes(gpu_memory, what="--gpu-memory"))
+        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
     spec, source = load_spec(model, revision)
     return plan(spec, profile, args), source
 
@@ -234,6 +234,7 @@ def run_estimate(**kw) -> int:
     else:
         estimate_extras = None
     plan, source = plan_from_options(**kw)
+    _warn_multi_node(plan)
 
     from kvplan import render
 
@@ -263,10 +264,28 @@ def run_estimate(**kw) -> int:
     return EXIT_OK if plan.fits else EXIT_FAIL
 
 
+def _warn_multi_node(plan) -> None:
+    """Add a warning when --tensor-parallel-size spans more GPUs than one node holds. GPU profiles
+    record no node size, so kvplan assumes 8 (kvplan.gpus.GPUS_PER_NODE) and says so; `plan`
+    keeps TP within --gpus-per-node instead."""
+    from kvplan.gpus import GPUS_PER_NODE
+
+    tp = plan.effective["tensor_parallel_size"]
+    if tp > GPUS_PER_NODE:
+        plan.warnings.append(
+            f"--tensor-parallel-size {tp} spans more than one node (kvplan assumes {GPUS_PER_NODE} GPUs per node; "
+            "GPU profiles do not record it): tensor parallelism across nodes all-reduces over the network "
+            f"and is slow; prefer --tensor-parallel-size {GPUS_PER_NODE} with --pipeline-parallel-size "
+            f"{max(1, tp // GPUS_PER_NODE) * plan.effective['pipeline_parallel_size']} (needs a Ray cluster)"
+        )
+
+
 @app.command()
 def gpus(
-    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    gpu_profiles: Optional[list[str]] = typer.Option(
+        None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."
+    ),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table or json."),
 ) -> None:
     """List GPU profiles (CUDA-visible memory, fp8 support, price)."""
     try:
@@ -278,22 +297,35 @@ def gpus(
             return
         if fmt != "table":
             raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+        from rich import box
         from rich.console import Console
         from rich.table import Table
 
-        t = Table("id", "name", "GiB", "fp8", "bf16", "$/h", "aliases")
+        rows = list(profiles.values())
+        priced = any(p.price_per_hour_usd is not None for p in rows)
+        # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
+        t.add_column("name", overflow="fold", min_width=10)
+        t.add_column("GiB", justify="right", no_wrap=True)
+        t.add_column("fp8", no_wrap=True)
+        t.add_column("bf16", no_wrap=True)
+        if priced:
+            t.add_column("$/h", justify="right", no_wrap=True)
+        t.add_column("aliases", overflow="fold", min_width=10)
         t.add_column("CUDA bytes", justify="right", no_wrap=True)
-        for p in profiles.values():
-            t.add_row(
+        for p in rows:
+            cells = [
                 p.id,
                 p.display_name,
                 f"{p.memory_bytes / 2**30:.2f}",
                 "yes" if p.fp8_supported else "no",
                 "yes" if p.bf16_supported else "no",
-                "" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}",
-                ", ".join(p.aliases),
-                f"{p.memory_bytes:,}",
-            )
+            ]
+            if priced:
+                cells.append("" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
+            cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
+            t.add_row(*cells)
         Console().print(t)
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)

@@ -58,7 +58,7 @@ def _shown(x: float) -> str:
 def check_numbers(kw: dict) -> None:
     """Every numeric flag of `plan`: finite and in range, before anything is loaded or searched.
 
-    --concurrency: finite, > 0; --gpu-memory-utilization: finite, in (0, 1]; --max-gpus,
+    --concurrency: finite, >= 1; --gpu-memory-utilization: finite, in (0, 1]; --max-gpus,
     --gpus-per-node, --top, --n, --block-size, --max-num-seqs, --max-num-batched-tokens: >= 1;
     --shared-prefix-tokens: >= 0. (--tensor-parallel-size / --pipeline-parallel-size lists,
     --price, --max-model-len and --workload are checked where they are parsed.)
@@ -67,8 +67,9 @@ def check_numbers(kw: dict) -> None:
         KvplanError: one line naming the flag (exit 2).
     """
     c = kw["concurrency"]
-    if not (math.isfinite(c) and c > 0):
-        raise KvplanError(f"--concurrency: must be a finite number > 0, got {_shown(c)}")
+    if not (math.isfinite(c) and c >= 1):
+        # a target below one request is not a load to plan for (1e-300 made the spare % absurd)
+        raise KvplanError(f"--concurrency: must be a finite number >= 1 (concurrent requests), got {_shown(c)}")
     u = kw.get("gpu_memory_utilization")
     if u is not None and not (math.isfinite(u) and 0 < u <= 1):
         raise KvplanError(f"--gpu-memory-utilization: must be a finite fraction in (0, 1], got {_shown(u)}")
@@ -113,7 +114,7 @@ def load_spec(model: str, revision: str | None):
 def _gpus(names: Optional[str], profiles: dict) -> tuple:
     from kvplan.gpus import find_gpu
 
-    if not names:
+    if names is None:  # no --gpus: all of them; an explicit '' is an empty list (as ',,' is)
         return tuple(profiles.values())
     out = {}
     for name in _csv(names, "--gpus"):
@@ -249,7 +250,10 @@ def run_plan(**kw) -> int:
         # Every combination was refused before an engine was sized, for the flags' own values
         # (TP not dividing the heads, a quantization the checkpoint lacks, ...): bad input, as
         # `estimate` says for the same flag - not "nothing meets the target".
-        raise KvplanError(result.refusal, hint="every combination was refused before sizing an engine; change the flag(s) named")
+        raise KvplanError(
+            result.refusal,
+            hint=result.refusal_hint or "every combination was refused before sizing an engine; change the flag(s) named",
+        )
 
     focus = result.options[0] if result.options else result.closest
     capacity = None

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kvplan.errors import KvplanError
 
 MiB = 1 << 20
+GiB = 1 << 30
 # No GPU comes near this (B300: 288 GB); a larger memory_bytes is a typo (1e28) or a unit slip.
 MAX_MEMORY_BYTES = 64 << 40  # 64 TiB
 
@@ -164,6 +165,42 @@ class GPUProfile(BaseModel):
         return self.model_copy(
             update={"memory_bytes": memory_bytes, "memory_quality": "user", "memory_source": source}
         )
+
+
+GPUS_PER_NODE = 8  # GPU profiles do not record a node size; kvplan assumes the common 8-GPU node
+
+
+def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memory") -> int:
+    """A user-given CUDA total (``--gpu-memory``), checked for plausibility: below 1 GiB is bad
+    input - a bare number is read as bytes, so ``80`` is probably ``80GiB``; and a GPU below the
+    CUDA context vLLM creates (kvplan.engines.vllm.memory.CUDA_CONTEXT_BYTES) cannot start anything.
+
+    Returns:
+        memory_bytes unchanged.
+    Raises:
+        KvplanError: naming ``flag`` (exit 2), with a hint about units.
+    """
+    from kvplan.engines.vllm.memory import CUDA_CONTEXT_BYTES
+
+    if memory_bytes >= GiB:
+        return memory_bytes
+    shown = str(text).strip()
+    if shown.isdigit():
+        raise KvplanError(
+            f"{flag}: {shown} is read as {memory_bytes:,} bytes, less than 1 GiB: no GPU is that small "
+            "(a number without a unit means bytes)",
+            hint=f"did you mean {shown}GiB?",
+        )
+    if memory_bytes <= CUDA_CONTEXT_BYTES:
+        raise KvplanError(
+            f"{flag}: {shown} ({memory_bytes:,} bytes) is not more than the "
+            f"{CUDA_CONTEXT_BYTES / MiB:.0f} MiB the CUDA context alone takes; vLLM cannot start on it",
+            hint="give the GPU's CUDA-visible total with a unit, e.g. 80GiB (torch.cuda.mem_get_info()[1])",
+        )
+    raise KvplanError(
+        f"{flag}: {shown} ({memory_bytes:,} bytes) is less than 1 GiB: no GPU is that small",
+        hint="give the GPU's CUDA-visible total with a unit, e.g. 80GiB (torch.cuda.mem_get_info()[1])",
+    )
 
 
 def _norm(name: str) -> str:

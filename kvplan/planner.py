@@ -312,27 +312,49 @@ def _layout_cached(spec: ModelSpec, tp: int, block_size: int, kv_b: int, dtype_b
     return tuple(layer_specs), eff_block, build_layout(layer_specs, disable_hybrid_kv_cache_manager=disable_hybrid)
 
 
-def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
+def _tp_refusal(spec: ModelSpec, tp: int) -> str | None:
+    """Why vLLM refuses ``--tensor-parallel-size tp`` for this model (one line naming the flag),
+    or None when it accepts it. The one predicate behind both the refusal and its hint's list of
+    valid sizes (vLLM 0.26.0 model_executor/layers/linear.py + attention head sharding)."""
     heads = spec.attention.num_attention_heads
     if heads % tp:
-        raise KvplanError(
-            f"--tensor-parallel-size {tp}: must divide the model's num_attention_heads ({heads})",
-            hint="valid sizes: " + ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0 and d <= 64),
-        )
+        return f"--tensor-parallel-size {tp}: must divide the model's num_attention_heads ({heads})"
     kv = spec.attention.num_key_value_heads
     if not spec.uses_mla and tp > kv and tp % kv:
-        raise KvplanError(
-            f"--tensor-parallel-size {tp}: larger than num_key_value_heads ({kv}) and not a multiple of it"
-        )
+        return f"--tensor-parallel-size {tp}: larger than num_key_value_heads ({kv}) and not a multiple of it"
     if not spec.uses_mla and tp <= kv and kv % tp:
-        raise KvplanError(f"--tensor-parallel-size {tp}: must divide num_key_value_heads ({kv})")
+        return f"--tensor-parallel-size {tp}: must divide num_key_value_heads ({kv})"
+    if spec.moe is not None and spec.moe.moe_intermediate_size % tp:
+        return f"--tensor-parallel-size {tp}: must divide the expert intermediate size ({spec.moe.moe_intermediate_size})"
+    return None
+
+
+def valid_tensor_parallel_sizes(spec: ModelSpec, most: int = 64) -> list[int]:
+    """The sizes 1..min(most, num_attention_heads) that _tp_refusal accepts (for hints)."""
+    heads = spec.attention.num_attention_heads
+    return [d for d in range(1, min(heads, most) + 1) if _tp_refusal(spec, d) is None]
+
+
+def _block_size_note(block_size: int, kv_dtype: str, gpu: GPUProfile) -> str:
+    """Why the default block size is not vLLM's usual 16 (see defaults.default_block_size:
+    vLLM 0.26.0 picks the MLA attention backend's preferred block size)."""
+    cc = gpu.compute_capability or "9.0"
+    backend = "FLASHMLA" if cc.startswith("9.") and kv_dtype.startswith("fp8") else "FLASHINFER_MLA"
+    return (
+        f"block_size {block_size} (not the usual {defaults.DEFAULT_BLOCK_SIZE}): on compute capability {cc} "
+        f"with --kv-cache-dtype {kv_dtype}, vLLM picks the {backend} attention backend for this MLA model and "
+        f"uses its preferred block size; pass --block-size to choose another"
+    )
+
+
+def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
+    why = _tp_refusal(spec, tp)
+    if why is not None:
+        valid = valid_tensor_parallel_sizes(spec)
+        raise KvplanError(why, hint=("valid sizes: " + ", ".join(map(str, valid))) if valid else None)
     if pp > spec.num_hidden_layers:
         raise KvplanError(
             f"--pipeline-parallel-size {pp}: more stages than the model's {spec.num_hidden_layers} layers"
-        )
-    if spec.moe is not None and spec.moe.moe_intermediate_size % tp:
-        raise KvplanError(
-            f"--tensor-parallel-size {tp}: must divide the expert intermediate size ({spec.moe.moe_intermediate_size})"
         )
 
 
@@ -432,6 +454,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     block_size = args.block_size or defaults.default_block_size(
         uses_mla=spec.uses_mla, kv_cache_dtype=kv_dtype, compute_capability=gpu.compute_capability
     )
+    if args.block_size is None and block_size != defaults.DEFAULT_BLOCK_SIZE:
+        warnings.append(_block_size_note(block_size, kv_dtype, gpu))
     v2 = runner.uses_v2_runner(spec)
     async_sched = True
     max_concurrent_batches = (pp + 1) if (async_sched and v2) else (2 if (async_sched and pp == 1) else pp)

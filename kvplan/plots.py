@@ -50,6 +50,9 @@ class PlanPictures:
     current_max_model_len: int
     current_utilization: float
     max_num_seqs: int
+    total_bytes: int = 0  # the GPU's CUDA-visible total (a line on the memory picture)
+    requested_bytes: int = 0  # total x --gpu-memory-utilization
+    failure: str | None = None  # why the plan itself does not start (None when it does)
 
 
 def _lengths(current: int, upper: int) -> list[int]:
@@ -113,7 +116,11 @@ def pictures(plan, workload=None) -> PlanPictures:
     by_util = tuple(point(u, {"gpu_memory_utilization": u}) for u in utils)
     n = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
     title = f"{plan.spec.name} on {n}x {plan.gpu.display_name} (TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']})"
-    return PlanPictures(title, by_len, by_util, memory_parts(plan), mml, float(eff["gpu_memory_utilization"]), int(eff["max_num_seqs"]))
+    b = plan.worst_stage.budget
+    return PlanPictures(
+        title, by_len, by_util, memory_parts(plan), mml, float(eff["gpu_memory_utilization"]), int(eff["max_num_seqs"]),
+        total_bytes=b.total_bytes, requested_bytes=b.requested_bytes, failure=None if plan.fits else plan.failure,
+    )
 
 
 def _fmt_tokens(x: float) -> str:
@@ -221,52 +228,8 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
     except ImportError:
         raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig = figure(pics)
     try:
-        from matplotlib.ticker import FuncFormatter
-
-        ax = axes[0]
-        pts = pics.by_max_model_len
-        xs = [p.x for p in pts]
-        ax.plot(xs, [p.max_concurrency for p in pts], marker="o", label="max-length requests (vLLM)")
-        if any(p.workload_requests is not None for p in pts):
-            ax.plot(xs, [p.workload_requests or 0 for p in pts], marker="s", label="workload requests")
-            cut = [p for p in pts if p.workload_excluded]
-            if cut:
-                ax.plot([p.x for p in cut], [p.workload_requests or 0 for p in cut], "x", color="red", markersize=10,
-                        label="part of the workload longer than max-model-len")
-        ax.axhline(pics.max_num_seqs, color="grey", linestyle=":", label="--max-num-seqs")
-        ax.axvline(pics.current_max_model_len, color="black", linestyle="--", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_tokens(v)))
-        ax.set_yscale("log")
-        ax.set_xlabel("--max-model-len (tokens)")
-        ax.set_ylabel("concurrent requests")
-        ax.set_title("concurrency vs max-model-len")
-        ax.legend(fontsize=8)
-
-        ax = axes[1]
-        xs = [p.x for p in pics.by_utilization]
-        ax.plot(xs, [p.max_concurrency for p in pics.by_utilization], marker="o", label="max-length requests (vLLM)")
-        if any(p.workload_requests is not None for p in pics.by_utilization):
-            ax.plot(xs, [p.workload_requests or 0 for p in pics.by_utilization], marker="s", label="workload requests")
-        ax.axvline(pics.current_utilization, color="black", linestyle="--", linewidth=0.8)
-        ax.set_xlabel("--gpu-memory-utilization")
-        ax.set_ylabel("concurrent requests")
-        ax.set_title("concurrency vs GPU memory utilization")
-        ax.legend(fontsize=8)
-
-        ax = axes[2]
-        bottom = 0.0
-        for name, n in pics.memory:
-            ax.bar([0], [n / GiB], bottom=[bottom], label=f"{name} {n / GiB:.1f} GiB")
-            bottom += n / GiB
-        ax.set_xticks([])
-        ax.set_ylabel("GiB per GPU")
-        ax.set_title("memory breakdown")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        fig.suptitle(pics.title)
-        fig.tight_layout()
         from kvplan.safe_io import write_file_atomically
 
         write_file_atomically(out, "--plot", path, lambda tmp: fig.savefig(tmp, format=fmt), suffix=f".{fmt}")
@@ -275,3 +238,97 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
     return out
 
 
+def _no_start_note(ax, pics: PlanPictures, what: str) -> None:
+    """Write why nothing starts into an empty panel (instead of a flat line at zero)."""
+    import textwrap
+
+    why = pics.failure or "no engine starts at these settings"
+    ax.text(0.5, 0.5, textwrap.fill(f"does not start at any {what}: {why}", 48), transform=ax.transAxes,
+            ha="center", va="center", fontsize=8, color="darkred")
+
+
+def figure(pics: PlanPictures):
+    """The three pictures as one matplotlib Figure (caller closes it): concurrency vs
+    --max-model-len and vs --gpu-memory-utilization (a panel where no point starts says why in
+    words), and the per-GPU memory breakdown with lines at the GPU's total and the requested memory.
+
+    Raises:
+        EnvironmentMissing: matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    try:
+        from matplotlib.ticker import FuncFormatter
+
+        ax = axes[0]
+        pts = pics.by_max_model_len
+        xs = [p.x for p in pts]
+        if any(p.fits for p in pts):
+            ax.plot(xs, [p.max_concurrency for p in pts], marker="o", label="max-length requests (vLLM)")
+            if any(p.workload_requests is not None for p in pts):
+                ax.plot(xs, [p.workload_requests or 0 for p in pts], marker="s", label="workload requests")
+                cut = [p for p in pts if p.workload_excluded]
+                if cut:
+                    ax.plot([p.x for p in cut], [p.workload_requests or 0 for p in cut], "x", color="red", markersize=10,
+                            label="part of the workload longer than max-model-len")
+            ax.axhline(pics.max_num_seqs, color="grey", linestyle=":", label="--max-num-seqs")
+            ax.set_yscale("log")
+            ax.legend(fontsize=8)
+        else:
+            if len(set(xs)) > 1:
+                ax.set_xlim(min(xs), max(xs))
+            _no_start_note(ax, pics, "--max-model-len")
+        ax.axvline(pics.current_max_model_len, color="black", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_tokens(v)))
+        ax.set_xlabel("--max-model-len (tokens)")
+        ax.set_ylabel("concurrent requests")
+        ax.set_title("concurrency vs max-model-len")
+
+        ax = axes[1]
+        pts = pics.by_utilization
+        xs = [p.x for p in pts]
+        if any(p.fits for p in pts):
+            ax.plot(xs, [p.max_concurrency for p in pts], marker="o", label="max-length requests (vLLM)")
+            if any(p.workload_requests is not None for p in pts):
+                ax.plot(xs, [p.workload_requests or 0 for p in pts], marker="s", label="workload requests")
+            ax.legend(fontsize=8)
+        else:
+            ax.set_xlim(min(xs), max(xs))
+            _no_start_note(ax, pics, "--gpu-memory-utilization")
+        ax.axvline(pics.current_utilization, color="black", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("--gpu-memory-utilization")
+        ax.set_ylabel("concurrent requests")
+        ax.set_title("concurrency vs GPU memory utilization")
+
+        ax = axes[2]
+        bottom = 0.0
+        for name, n in pics.memory:
+            ax.bar([0], [n / GiB], bottom=[bottom], label=f"{name} {n / GiB:.1f} GiB")
+            bottom += n / GiB
+        top = bottom
+        if pics.total_bytes:
+            ax.axhline(pics.total_bytes / GiB, color="black", linewidth=1.2,
+                       label=f"GPU total {pics.total_bytes / GiB:.1f} GiB")
+            top = max(top, pics.total_bytes / GiB)
+        if pics.requested_bytes:
+            ax.axhline(pics.requested_bytes / GiB, color="black", linestyle="--", linewidth=0.8,
+                       label=f"requested (x {pics.current_utilization:g}) {pics.requested_bytes / GiB:.1f} GiB")
+        ax.set_ylim(0, top * 1.05 if top > 0 else 1)
+        ax.set_xticks([])
+        ax.set_ylabel("GiB per GPU")
+        ax.set_title("memory breakdown" + (" (does not start)" if pics.failure else ""))
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.suptitle(pics.title)
+        fig.tight_layout()
+    except BaseException:
+        plt.close(fig)
+        raise
+    return fig

@@ -57,14 +57,15 @@ def recommendations(plan: Plan) -> list[Recommendation]:
         used = stage.requested_bytes + stage.cudagraph_bytes
         if used > stage.total_bytes * 0.985:
             util = round(eff["gpu_memory_utilization"] - stage.cudagraph_bytes / stage.total_bytes, 3)
-            out.append(
-                Recommendation(
-                    "--gpu-memory-utilization",
-                    util,
-                    f"CUDA graphs (~{stage.cudagraph_bytes / GiB:.2f} GiB) are captured outside the requested memory; "
-                    "leave room for them",
+            if 0 < util <= 1:  # never a value vLLM (and kvplan) would refuse
+                out.append(
+                    Recommendation(
+                        "--gpu-memory-utilization",
+                        util,
+                        f"CUDA graphs (~{stage.cudagraph_bytes / GiB:.2f} GiB) are captured outside the requested memory; "
+                        "leave room for them",
+                    )
                 )
-            )
     return out
 
 
@@ -102,6 +103,8 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
         return out
     if b.requested_bytes > b.free_at_start_bytes:
         util = math.floor(1000 * (b.free_at_start_bytes - (1 << 20)) / b.total_bytes) / 1000  # round down
+        if not 0 < util <= 1:
+            return out  # nothing is free at start-up: no utilization helps (never recommend one outside (0, 1])
         out.append(
             Recommendation(
                 "--gpu-memory-utilization",

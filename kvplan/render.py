@@ -9,6 +9,8 @@ GiB appear only here and in messages.
 
 from __future__ import annotations
 
+import math
+
 from kvplan import __version__
 from kvplan.engines.vllm import flags
 from kvplan.planner import Plan
@@ -226,7 +228,7 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
         ("= KV cache", b.kv_cache_bytes),
     ]
     if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
-        rows.append(("CUDA graphs (captured later, not subtracted)", b.cudagraph_bytes))
+        rows.append(("CUDA graphs (added later)", b.cudagraph_bytes))
     for name, n in rows:
         gib_cell = f"{n / GiB:.2f}" if n >= 0 else f"{n / GiB:.2f} (none left)"
         t.add_row(name, f"{n:,}", gib_cell)
@@ -257,7 +259,8 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
         limit = (
             f"KV cache: {plan.max_concurrency:.2f} max-length requests fit, below max_num_seqs={eff['max_num_seqs']}"
             if plan.binding_limit == "kv_cache"
-            else f"max_num_seqs={eff['max_num_seqs']}: the KV cache would hold {plan.max_concurrency:.0f} max-length requests"
+            else f"max_num_seqs={eff['max_num_seqs']}: the KV cache would hold {math.floor(plan.max_concurrency + 1e-9)} "
+            "max-length requests"
         )
         console.print(Text("binding limit: ", style="bold") + Text(limit))
     else:

@@ -27,6 +27,7 @@ Units: bytes (int), tokens, USD per hour (float).
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -274,6 +275,7 @@ class SearchResult:
     elapsed_s: float
     unpriced: list[str] = field(default_factory=list)
     refusal: str | None = None
+    refusal_hint: str | None = None
 
 
 def _engine_args_error(exc) -> str:
@@ -296,6 +298,33 @@ def _stage(s: Skipped) -> int:
     if s.category == "no_fp8":
         return 1 if s.reason.startswith("--quantization") else 0
     return {"tp_exceeds_node": 2, "max_gpus": 3}.get(s.category, 4)
+
+
+def _utilization_refusal(plans: list, util) -> tuple[str, str]:
+    """(line, hint) when every sized engine asks vLLM for more memory than is free at start-up
+    (total x --gpu-memory-utilization > total - the CUDA context; vLLM 0.26.0 gpu_worker.py
+    request_memory). The hint gives the largest utilization every GPU tried accepts."""
+    import math as _m
+
+    free: dict[str, tuple[float, float, float]] = {}
+    for p in plans:
+        for st in p.stages:
+            b = st.budget
+            if b.requested_bytes > b.free_at_start_bytes:
+                free[p.gpu.display_name] = (b.requested_bytes, b.free_at_start_bytes, b.total_bytes)
+                break
+    shown = "; ".join(
+        f"{name}: requests {req / 2**30:.2f} GiB, about {fr / 2**30:.2f} GiB free" for name, (req, fr, _) in free.items()
+    )
+    best = min(_m.floor(1000 * (fr - (1 << 20)) / tot) / 1000 for _, fr, tot in free.values())
+    line = (
+        f"--gpu-memory-utilization {util}: above the memory free when vLLM starts on every GPU tried "
+        f"({shown}; the CUDA context takes the rest); vLLM refuses to start"
+    )
+    hint = (
+        f"use --gpu-memory-utilization {best} or less" if 0 < best <= 1 else "no utilization leaves room on these GPUs"
+    )
+    return line, hint
 
 
 def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -> str:
@@ -326,13 +355,34 @@ def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -
         gpus = ", ".join(sorted({s.gpu for s in items}))
         msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpus} below it")
     else:
-        for s in items:
-            if s.reason not in msgs:
-                msgs.append(s.reason)
+        msgs = merge_reasons([s.reason for s in items])
     line = "; ".join(msgs[:most])
     if len(msgs) > most:
         line += f" (and {len(msgs) - most} more reason(s))"
     return line
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
+
+
+def merge_reasons(reasons: list[str]) -> list[str]:
+    """Distinct reasons, those that differ only in standalone numbers said once with the numbers
+    joined by "or" (``--max-num-batched-tokens 1: smaller than --max-num-seqs 256`` and ``... 1024``
+    -> ``... --max-num-seqs 256 or 1024``: vLLM's default differs by GPU). Numbers inside words
+    (``H100``) are part of the text, so different GPUs are never merged. Order is kept."""
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for r in dict.fromkeys(reasons):
+        key = tuple(_NUMBER.split(r))
+        groups.setdefault(key, []).append(_NUMBER.findall(r))
+    out = []
+    for key, numbers in groups.items():
+        parts = [key[0]]
+        for i, text in enumerate(key[1:]):
+            values = list(dict.fromkeys(n[i] for n in numbers))
+            parts.append(" or ".join(values))
+            parts.append(text)
+        out.append("".join(parts))
+    return out
 
 
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:
@@ -402,7 +452,10 @@ def search(
         SearchResult; ``refusal`` is set (one line naming the flags) when no combination reached
         the sizing step - every one refused for the flags' own values (parallel sizes vLLM
         refuses, a quantization the checkpoint lacks, engines above max_gpus or a node, fp8
-        where no GPU has it): the CLI reports that as bad input, not as "nothing fits".
+        where no GPU has it) - or when every engine sized was refused for
+        --gpu-memory-utilization itself (above the memory free at start-up; ``refusal_hint``
+        then names the largest value that works): the CLI reports that as bad input, not as
+        "nothing fits".
     Raises:
         KvplanError: the target itself is invalid (max_model_len not a positive number of tokens
             or above the model's limit, concurrency not a finite number > 0) - exit 2.
@@ -431,6 +484,7 @@ def search(
     near: list[tuple[tuple, Option | None, str]] = []
     evaluated = combos = sized = 0
     invalid_parallel: dict[tuple[int, int], str] = {}
+    util_refused: list = []  # sized plans refused for requesting more than the free memory
 
     def skip(gpu, tp, pp, kv, q, cat, why):
         skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why))
@@ -481,6 +535,8 @@ def search(
                             continue
                         sized += 1
                         if not p.fits:
+                            if (p.failure or "").startswith("--gpu-memory-utilization"):
+                                util_refused.append(p)
                             skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
                             shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
                             lim = p.largest_max_model_len or 0
@@ -535,9 +591,15 @@ def search(
     kept.sort(key=rank_key)
     dominated.sort(key=rank_key)
 
-    closest, note, refusal = None, None, None
+    closest, note, refusal, refusal_hint = None, None, None, None
     if not kept and not sized and skipped:
         refusal = note = refusal_message(skipped, space)
+    elif not kept and sized and len(util_refused) == sized:
+        # Every engine sized was refused for --gpu-memory-utilization itself (a request above the
+        # memory free at start-up, on every GPU tried): the flag's value, not the hardware, is the
+        # problem - bad input (docs/plan.md: flag values no combination can satisfy), no "closest".
+        note, refusal_hint = _utilization_refusal(util_refused, base.get("gpu_memory_utilization"))
+        refusal = note
     elif not kept and near:
         near.sort(key=lambda t: (t[0], -(t[1].num_gpus if t[1] else 0)), reverse=True)
         top = near[0]
@@ -561,4 +623,5 @@ def search(
         elapsed_s=time.perf_counter() - t0,
         unpriced=unpriced,
         refusal=refusal,
+        refusal_hint=refusal_hint,
     )

@@ -393,7 +393,7 @@ def load_pairs_file(path: str | Path) -> Workload:
                 fields = [c.strip() for c in (header or [])]
                 if "prompt_tokens" not in fields or "output_tokens" not in fields:
                     shown = fields if len(repr(fields)) <= 120 else repr(fields)[:117] + "..."
-                    raise KvplanError(f"{path}:1: the CSV header must name prompt_tokens and output_tokens (got {shown})")
+                    raise KvplanError(f"--workload: {path}:1: the CSV header must name prompt_tokens and output_tokens (got {shown})")
                 ip, iout = fields.index("prompt_tokens"), fields.index("output_tokens")
                 for cells in reader:
                     line_no = reader.line_num
