@@ -38,13 +38,14 @@ flags), ``engine/arg_utils.py`` (the flags), ``config/cache.py`` (gpu_memory_uti
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -196,17 +197,21 @@ class Manifest(BaseModel):
 def _flag_type(name: str, arity: str, cat: FlagCatalogue):
     """Python type for one `vllm serve` flag in the --config YAML schema."""
     scalar = Union[str, int, float]
+    # the ranges check enforces (and vLLM 0.26.0's parser / EngineArgs): counts >= 1, sizes as
+    # human_readable_int text ("32k", "80G"), max-model-len also -1 / "auto", utilization in (0, 1]
+    count = Annotated[int, Field(ge=1)]
+    human = Annotated[str, Field(pattern=r"^\s*[0-9]+(\.[0-9]+)?[kKmMgGtT]?\s*$")]
     typed = {
         "model": str,
-        "tensor-parallel-size": int,
-        "pipeline-parallel-size": int,
-        "data-parallel-size": int,
-        "max-num-seqs": int,
-        "block-size": int,
-        "max-model-len": Union[int, str],
-        "max-num-batched-tokens": Union[int, str],
-        "kv-cache-memory-bytes": Union[int, str],
-        "gpu-memory-utilization": float,
+        "tensor-parallel-size": count,
+        "pipeline-parallel-size": count,
+        "data-parallel-size": count,
+        "max-num-seqs": count,
+        "block-size": count,
+        "max-model-len": Union[Literal[-1], count, human, Literal["-1", "auto"]],
+        "max-num-batched-tokens": Union[count, human],
+        "kv-cache-memory-bytes": Union[Annotated[int, Field(ge=0)], human],
+        "gpu-memory-utilization": Annotated[float, Field(gt=0, le=1)],
         "kv-cache-dtype": Literal[cat.cache_dtypes],  # type: ignore[valid-type]
         "dtype": Literal[cat.model_dtypes],  # type: ignore[valid-type]
     }
@@ -256,7 +261,9 @@ def vllm_config_model(version: str = "0.26.0") -> type[BaseModel]:
     fields["kvplan"] = (Optional[Targets], Field(None, description="kvplan's hardware and targets (not a vLLM key)."))
     return create_model(  # type: ignore[call-overload]
         "VllmServeConfig",
-        __config__=ConfigDict(extra="allow", populate_by_name=True),
+        # check reports a key that is no vLLM flag as an unknown-flag error (vLLM exits), so the
+        # schema has no room for other keys either (see json_schema for underscores and dots)
+        __config__=ConfigDict(extra="forbid", populate_by_name=True),
         __doc__=f"A `vllm serve --config` YAML file (vLLM {version}); keys may use dashes or underscores.",
         **fields,
     )
@@ -271,6 +278,19 @@ def json_schema(kind: str = "config", version: str = "0.26.0") -> dict:
     """
     if kind == "config":
         schema = vllm_config_model(version).model_json_schema(by_alias=True)
+        # vLLM turns `max_model_len` into --max-model-len (FlexibleArgumentParser.parse_args), and
+        # a dotted key of a JSON flag (`compilation-config.level: 3`) into part of that flag.
+        # (An argparse abbreviation such as `max-model: 4096` is accepted by vLLM, and check
+        # notes it, but the schema asks for full names.)
+        props = schema.get("properties", {})
+        for name in [n for n in props if "-" in n]:
+            props.setdefault(name.replace("-", "_"), {"$ref": f"#/properties/{name}"})
+        cat = catalogue(version)
+        json_flags = sorted(n for n, a in cat.arity.items() if a == "json")
+        if json_flags:
+            alts = "|".join(f"{n}|{n.replace('-', '_')}" for n in json_flags)  # names are [a-z0-9-]
+            schema["patternProperties"] = {f"^({alts})\\.": {}}
+        schema["additionalProperties"] = False
     elif kind == "manifest":
         schema = Manifest.model_json_schema(by_alias=True)
     else:
@@ -286,6 +306,18 @@ def json_schema(kind: str = "config", version: str = "0.26.0") -> dict:
 # ---------------------------------------------------------------------------------------------
 # Deployments and `vllm serve` argument parsing
 # ---------------------------------------------------------------------------------------------
+
+
+class FileLine(int):
+    """A 1-based line in another file than the deployment's own: a line of the --config YAML
+    that a script's `vllm serve --config FILE` names. Deployment.diag reports it in that file."""
+
+    file: str
+
+    def __new__(cls, line: int, file: str) -> "FileLine":
+        obj = int.__new__(cls, line)
+        obj.file = file
+        return obj
 
 
 @dataclass
@@ -337,6 +369,7 @@ class Deployment:
     model_null_line: int | None = None  # `model:` with no value in a --config file
     invalid: set = field(default_factory=set)  # flags whose value was refused while reading
     literal_reason: str = ""  # why $VARIABLES are passed as text (exec form, Kubernetes ...)
+    process_env: dict[str, str] = field(default_factory=dict)  # `NAME=value vllm serve`: set for vLLM
     var_notes: dict = field(default_factory=dict)  # $NAME -> why it is unset at runtime
     targets: dict[str, Any] = field(default_factory=dict)
     target_lines: dict[str, int | None] = field(default_factory=dict)
@@ -348,12 +381,13 @@ class Deployment:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:
+        line = line if line is not None else self.line
         self.diagnostics.append(
             Diagnostic(
                 check_id=check_id,
                 severity=severity,
-                file=self.file,
-                line=line if line is not None else self.line,
+                file=getattr(line, "file", None) or self.file,  # a FileLine is in its own file
+                line=int(line) if line is not None else None,
                 key=key,
                 message=message,
                 hint=hint,
@@ -509,7 +543,9 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
                 )
                 continue
         name = m.flag if m.dotted is None else f"{m.flag}.{m.dotted}"
-        if name in dep.settings and m.dotted is None:
+        # a command-line flag over one of its --config file is vLLM's precedence, not a slip
+        overrides = name in dep.settings and isinstance(dep.settings[name].line, FileLine) and not isinstance(t.line, FileLine)
+        if name in dep.settings and m.dotted is None and not overrides:
             prev = dep.settings[name]
             dep.diag(
                 DUPLICATE_FLAG,
@@ -527,6 +563,10 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
         dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved, literal=literal)
     if positional_model and positionals:
         first = positionals[0]
+        if dep.model is not None and isinstance(dep.model_line, FileLine) and not isinstance(first.line, FileLine):
+            # `vllm serve MODEL --config FILE` with `model:` in FILE: the positional wins
+            # (vLLM 0.26.0 entrypoints/cli/serve.py: args.model = args.model_tag)
+            dep.model = None
         if dep.model is not None:
             dep.diag(
                 INVALID_VALUE,
@@ -550,10 +590,14 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
                 key=extra.text,
             )
         elif extra.unresolved:
+            positional = any(_POSITIONAL.fullmatch(n) for n in extra.unresolved)
             dep.diag(
                 UNRESOLVED_VALUE,
                 "warning",
-                f"{extra.text} is not set in this file; it may add flags kvplan cannot see",
+                f"unresolved argument {extra.text}: the script's own arguments are not known here; they may "
+                "add flags kvplan cannot see"
+                if positional
+                else f"{extra.text} is not set in this file; it may add flags kvplan cannot see",
                 line=extra.line,
                 key=extra.text,
             )
@@ -637,6 +681,7 @@ def expand_vars(text: str, env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     return _VAR.sub(rep, text), tuple(missing)
 
 
+_POSITIONAL = re.compile(r"\$(?:[@*0-9]|\{[@*0-9]+\})")
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMPOSE_VAR = re.compile(
@@ -675,6 +720,8 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
         return text, (), ()
     if syntax == "shell":
         new, missing = expand_vars(text, env)
+        # the script's own arguments ("$@", "$1", ...): unknown where kvplan runs
+        missing += tuple(m.group(0) for m in _POSITIONAL.finditer(new))
         return new, missing, ()
     if syntax == "exec":
         return text, (), _refs(text)
@@ -877,11 +924,38 @@ def find_serve(words: list[str]) -> tuple[int, str] | None:
 
 
 def _cut_at_operator(words: list[str], lines: list[int | None]) -> tuple[list[str], list[int | None]]:
+    """The words before the first shell operator (``>``, ``2>&1`` after _split_shell, ``|``,
+    ``;``, ``&&`` ...): a redirection or the next command ends the argument list."""
     for j, w in enumerate(words):
         if _is_operator(w):
-            end = j - 1 if (j > 0 and words[j - 1].isdigit() and w[0] in "<>") else j
-            return words[:end], lines[:end]
+            return words[:j], lines[:j]
     return words, lines
+
+
+_ASSIGN_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_PREFIX_COMMANDS = ("exec", "env", "nohup", "command", "time", "sudo")
+
+
+def _command_env(words: list[str], start: int) -> dict[str, str]:
+    """``NAME=value`` words in front of the command whose arguments start at ``start``
+    (``VLLM_X=1 vllm serve``, ``env VLLM_X=1 exec vllm serve``): the environment that one process
+    gets on top of the shell's. Rule source: POSIX shell "Simple Commands" (variable assignments
+    before the command name are exported to it)."""
+    j = start - 1
+    while j >= 0 and not (
+        words[j].rsplit("/", 1)[-1] == "vllm" or words[j].rsplit("/", 1)[-1].startswith("python")
+    ):
+        j -= 1
+    env: dict[str, str] = {}
+    j -= 1
+    while j >= 0 and not _is_operator(words[j]):
+        m = _ASSIGN_WORD.match(words[j])
+        if m:
+            env.setdefault(m.group(1), m.group(2))
+        elif words[j] not in _PREFIX_COMMANDS:
+            break
+        j -= 1
+    return env
 
 
 def _locate(words: list[str], lines: list[str], first: int, last: int) -> list[int]:
@@ -903,7 +977,16 @@ def _locate(words: list[str], lines: list[str], first: int, last: int) -> list[i
     return out
 
 
+_INLINE_COMMENT = re.compile(r"`\s*#[^`]*`|\$\(\s*#[^)]*\)")
+_FD_REDIRECT = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[;&|]))[0-9]+(?=[<>])")
+
+
 def _split_shell(text: str) -> list[str]:
+    """Words and operators of a shell line, as sh would split them: a `` `# comment` `` or
+    ``$(# comment)`` (a comment inside a continued command) expands to nothing, and the file
+    descriptor of a redirection (``2>&1``) belongs to the operator, not to the arguments."""
+    text = _INLINE_COMMENT.sub(" ", text)
+    text = _FD_REDIRECT.sub("", text)
     lex = shlex.shlex(text, posix=True, punctuation_chars=True)
     lex.whitespace_split = True
     lex.commenters = "#"
@@ -928,6 +1011,7 @@ class Invocation:
     syntax: str = "shell"
     notes: dict[str, str] = field(default_factory=dict)
     issues: list = field(default_factory=list)
+    process_env: dict[str, str] = field(default_factory=dict)  # NAME=value words before the command
 
 
 def serve_calls_in_argv(
@@ -964,7 +1048,10 @@ def serve_calls_in_argv(
     if found is not None:
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
-        return [Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes)]
+        inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes)
+        if syntax == "shell":
+            inv.process_env = _command_env(words, start)
+        return [inv]
     for i, w in enumerate(words[:-1]):
         if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:
             script = words[i + 1]
@@ -982,7 +1069,10 @@ def serve_calls_in_argv(
                     wl: list[int | None] = list(_locate(inv.words, raw, span[0] - 1, span[1] - 1))
                 else:
                     wl = [item_line] * len(inv.words)
-                out.append(Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes))
+                out.append(
+                    Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes,
+                               process_env=inv.process_env)
+                )
             return out
     if implicit and words:
         return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes)]
@@ -1162,14 +1252,94 @@ _DEFAULT_ON_0_26_0 = frozenset(
 )
 
 
-def deployment_from_invocation(inv: Invocation, file: str, name: str, kind: str, cat: FlagCatalogue) -> Deployment:
-    """A Deployment from one `vllm serve` call (variables expanded from the call's env)."""
+def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: FlagCatalogue) -> list[Tok]:
+    """The arguments with ``--config FILE`` replaced by the flags of FILE, placed before the
+    command line's own so that those win, as vLLM 0.26.0 does (utils/argparse_utils.py
+    _pull_args_from_config: cli > config > defaults; load_config_file). FILE is looked for next
+    to the script (``base_dir``), then in the working directory. Findings on its keys are
+    reported in FILE (FileLine). An unreadable FILE is an error at --config (vLLM exits)."""
+    idx = next((i for i, t in enumerate(toks) if t.text == "--config" or t.text.startswith("--config=")), None)
+    if idx is None:
+        return toks
+    t = toks[idx]
+    if t.text == "--config":
+        if idx + 1 >= len(toks):
+            return toks  # parse_serve_args reports the missing value
+        value_tok, n = toks[idx + 1], 2
+    else:
+        value_tok, n = Tok(t.text.split("=", 1)[1], t.line, unresolved=t.unresolved, literal=t.literal), 1
+    if value_tok.unresolved or value_tok.literal:
+        return toks  # a $VARIABLE path: the flags in it cannot be seen (reported as unresolved)
+    rest = toks[:idx] + toks[idx + n :]
+    raw_path = value_tok.text
+
+    def refuse(message: str) -> list[Tok]:
+        dep.diag(INVALID_VALUE, "error", f"--config {raw_path}: {message}", line=t.line, key="--config")
+        dep.invalid.add("model")  # vLLM stops at the file: no second finding about the model
+        return rest
+
+    p = Path(raw_path)
+    candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p]
+    found = next((c for c in candidates if c.exists() or c.is_symlink()), None)
+    if found is None:
+        where = " or ".join(dict.fromkeys(_display_path(str(c.parent)) or "." for c in candidates))
+        return refuse(f"no such file (looked in {where}); `vllm serve` exits ('Unable to read the config file')")
+    if found.suffix.lower() not in (".yaml", ".yml"):
+        return refuse("vLLM reads a --config file only when its name ends in .yaml or .yml; `vllm serve` exits")
+    shown = _display_path(str(found))
+    try:
+        text = read_text(found)
+        docs = load_yaml(text)
+    except InputError as exc:
+        return refuse(f"{shown}{':' + str(exc.line) if exc.line else ''}: {exc.message}; `vllm serve` exits")
+    mappings = [d for d in docs if d.data is not None]
+    if len(mappings) != 1 or not isinstance(mappings[0].data, dict):
+        return refuse(f"{shown} must be one YAML mapping of `vllm serve` flags; it {describe_yaml(docs)}")
+    doc = mappings[0]
+    dups = duplicate_top_keys(text)
+    for key, prev, line in dups[0] if dups else ():
+        doc.lines[(key,)] = line
+        dep.diag(
+            DUPLICATE_FLAG,
+            "warning",
+            f"`{key}` is given twice in this YAML file (line {prev} and line {line}); vLLM's --config loader "
+            f"(yaml.safe_load) silently keeps the last one, line {line}",
+            line=FileLine(line, shown),
+            key=key,
+        )
+    data = dict(doc.data)
+    if "kvplan" in data:
+        kline = FileLine(doc.lines.get(("kvplan",), doc.line), shown)
+        dep.diag(
+            KVPLAN_KEY_IN_VLLM_CONFIG,
+            "warning",
+            "vLLM's --config loader turns every top-level key into a flag, and `vllm serve` 0.26.0 "
+            "exits with 'unrecognized arguments: --kvplan'",
+            line=kline,
+            key="kvplan",
+            hint="strip the kvplan block before deploying, or move the targets to kvplan.yaml",
+        )
+        _targets_from_mapping(dep, data.pop("kvplan"), lambda k: FileLine(doc.lines.get(("kvplan", k), kline), shown), "kvplan.", kline)
+    cfg = config_tokens(dep, data, lambda k: FileLine(doc.lines.get((k,), doc.line), shown), cat)
+    return cfg + rest
+
+
+def deployment_from_invocation(
+    inv: Invocation, file: str, name: str, kind: str, cat: FlagCatalogue, *, base_dir: Path | None = None
+) -> Deployment:
+    """A Deployment from one `vllm serve` call (variables expanded from the call's env).
+
+    ``base_dir``: the directory of the script, where a ``--config FILE`` is looked for first
+    (then the working directory); None leaves --config unread (a path inside a container)."""
     dep = Deployment(name=name, file=file, line=inv.line, kind=kind)
     dep.literal_reason = LITERAL_REASONS.get(inv.syntax, "")
     dep.var_notes = dict(inv.notes)
+    dep.process_env = dict(inv.process_env)
     for check_id, line, key, message, hint in inv.issues:
         dep.diag(check_id, "error", message, line=line, key=key, hint=hint)
     toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax)
+    if base_dir is not None:
+        toks = _inline_config_file(dep, toks, base_dir, cat)
     parse_serve_args(dep, toks, cat, positional_model=inv.entry == "serve")
     return dep
 
@@ -1289,13 +1459,63 @@ def _targets_from_mapping(dep: Deployment, block: Any, lines_of, key_prefix: str
         dep.set_target(str(k), v, lines_of(str(k)), key_prefix + str(k))
 
 
-def deployment_from_config(doc: YamlDoc, file: str, cat: FlagCatalogue, *, name: str | None = None) -> Deployment:
+def duplicate_top_keys(text: str) -> list[list[tuple[str, int, int]]]:
+    """Per YAML document (the documents load_yaml returns, in order): each top-level key given
+    again, as (key, previous line, line), 1-based. yaml.safe_load keeps the last value silently.
+
+    Call only on text load_yaml has read (aliases are not expanded here)."""
+    import yaml
+
+    from kvplan.safe_io import _yaml_loader
+
+    loader = _yaml_loader()(text)
+    out: list[list[tuple[str, int, int]]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            dups: list[tuple[str, int, int]] = []
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[str, int] = {}
+                for k, _ in node.value:
+                    if isinstance(k, yaml.ScalarNode):
+                        line = k.start_mark.line + 1
+                        if k.value in seen:
+                            dups.append((k.value, seen[k.value], line))
+                        seen[k.value] = line
+            out.append(dups)
+    except yaml.YAMLError:
+        pass
+    finally:
+        loader.dispose()
+    return out
+
+
+def deployment_from_config(
+    doc: YamlDoc, file: str, cat: FlagCatalogue, *, name: str | None = None, duplicates=()
+) -> Deployment:
     """The deployment described by a ``vllm serve --config`` YAML file (and its ``kvplan:`` block).
+
+    ``duplicates``: (key, previous line, line) of top-level keys given twice (duplicate_top_keys);
+    each is a duplicate-flag warning naming both lines, and the key's line becomes the last one
+    (yaml.safe_load keeps the last value).
 
     Rule source: vLLM 0.26.0 utils/argparse_utils.py load_config_file / _pull_args_from_config.
     """
     data = dict(doc.data)
     dep = Deployment(name=name or file, file=file, line=doc.line, kind="vllm-config")
+    for key, prev, line in duplicates:
+        doc.lines[(key,)] = line
+        dep.diag(
+            DUPLICATE_FLAG,
+            "warning",
+            f"`{key}` is given twice in this YAML file (line {prev} and line {line}); vLLM's --config loader "
+            f"(yaml.safe_load) silently keeps the last one, line {line}",
+            line=line,
+            key=key,
+            hint=f"remove one of the two `{key}:` lines",
+        )
     block = data.pop("kvplan", None)
     if "kvplan" in doc.data:
         line = doc.lines.get(("kvplan",))
@@ -1757,6 +1977,14 @@ class _EngineInputs:
     revision: str | None = None
 
 
+def _real(path_text: str) -> str:
+    """A path with symbolic links and ``..`` resolved, to tell whether two names are one file."""
+    try:
+        return os.path.realpath(path_text)
+    except (OSError, ValueError):
+        return path_text
+
+
 def _display_path(path_text: str) -> str:
     """The path as diagnostics show it: relative to the working directory when it lies below
     it (GitHub annotations need repository-relative paths), else as given."""
@@ -1859,9 +2087,36 @@ class Checker:
     def check_paths(self, paths: list[str]) -> Report:
         """Check every file; never raises for a bad file (it becomes a parse-error)."""
         t0 = time.perf_counter()
-        files = [self.check_file(p) for p in paths]
+        covered = self._covered_by_manifests(paths)
+        # a file that a kvplan.yaml of this run names (`config: FILE`) is checked there, with the
+        # manifest's gpu and targets, and not a second time as a bare file
+        files = [self.check_file(p) for p in paths if _real(p) not in covered]
         stats = dict(self.stats, seconds=round(time.perf_counter() - t0, 4))
         return Report(files=files, stats=stats, vllm_version=self.vllm_version)
+
+    def _covered_by_manifests(self, paths: list[str]) -> set[str]:
+        """Real paths of the --config files that the kvplan.yaml manifests among ``paths`` name
+        (``deployments[].config``, relative to the manifest). A manifest that cannot be read
+        covers nothing (check_file reports it)."""
+        covered: set[str] = set()
+        for p in paths:
+            path = Path(p)
+            if path.suffix.lower() not in (".yaml", ".yml"):
+                continue
+            try:
+                docs = load_yaml(read_text(path))
+            except (InputError, OSError):
+                continue
+            if detect_kind(path, docs, self.cat) != "manifest":
+                continue
+            for doc in docs:
+                entries = doc.data.get("deployments") if isinstance(doc.data, dict) else None
+                for entry in entries if isinstance(entries, list) else []:
+                    if isinstance(entry, dict) and isinstance(entry.get("config"), str) and entry["config"].strip():
+                        cfg = _real(str(path.parent / entry["config"]))
+                        if cfg != _real(p):
+                            covered.add(cfg)
+        return covered
 
     def _parse_error(self, fr: FileResult, message: str, line: int | None = None, file: str | None = None) -> FileResult:
         fr.diagnostics.append(
@@ -1904,7 +2159,10 @@ class Checker:
             for line, msg in problems:
                 self._parse_error(fr, msg, line)
             deps = [
-                deployment_from_invocation(inv, shown, f"{shown}:{inv.line}", kind, self.cat) for inv in calls
+                deployment_from_invocation(
+                    inv, shown, f"{shown}:{inv.line}", kind, self.cat, base_dir=path.parent if kind == "command" else None
+                )
+                for inv in calls
             ]
         if kind != "manifest":
             for dep in deps:
@@ -1912,7 +2170,9 @@ class Checker:
         if not deps and not fr.diagnostics:
             if docs is not None and kind == "command":
                 # YAML that is no deployment format and runs no `vllm serve`: given to check by
-                # mistake or a deployment kvplan cannot see; either way, not a pass.
+                # mistake or a deployment kvplan cannot see; either way, not a pass. It was
+                # searched as text for `vllm serve`, but it is shown as what it is: YAML.
+                fr.kind = "yaml"
                 fr.diagnostics.append(
                     Diagnostic(
                         check_id=NO_DEPLOYMENT,
@@ -1946,6 +2206,7 @@ class Checker:
         node_map = None
         dotenv = None
         n_configs = sum(yaml_doc_kind(d.data, self.cat) == "vllm-config" for d in docs)
+        dups = duplicate_top_keys("\n".join(raw)) if n_configs else []
         for i, doc in enumerate(docs):
             kind = yaml_doc_kind(doc.data, self.cat)
             if kind == "k8s":
@@ -1958,7 +2219,9 @@ class Checker:
                 deps += compose_deployments(doc, shown, raw, self.cat, dotenv)
             elif kind == "vllm-config":
                 name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
-                deps.append(deployment_from_config(doc, shown, self.cat, name=name))
+                deps.append(
+                    deployment_from_config(doc, shown, self.cat, name=name, duplicates=dups[i] if i < len(dups) else ())
+                )
         problem = multiple_documents_problem(docs, raw) if n_configs else None
         if problem is not None:
             line, message, hint = problem
@@ -2148,7 +2411,8 @@ class Checker:
                 file=cshown,
             )
             return None
-        dep = deployment_from_config(mappings[0], cshown, self.cat, name=name)
+        dups = duplicate_top_keys(ctext)
+        dep = deployment_from_config(mappings[0], cshown, self.cat, name=name, duplicates=dups[0] if dups else ())
         problem = multiple_documents_problem(cdocs, ctext.split("\n"))
         if problem is not None:
             dep.diag(MULTIPLE_DOCUMENTS, "error", problem[1], line=problem[0], hint=problem[2])
@@ -2540,15 +2804,29 @@ class Checker:
                     if base is None or base == limit
                     else f"max_position_embeddings {base} with rope scaling"
                 )
-                dep.diag(
-                    MAX_MODEL_LEN_LIMIT,
-                    "error",
-                    f"{mml} tokens is over the model's limit of {limit} ({how}); vLLM refuses it "
-                    "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-                    line=s.line,
-                    key=s.key,
-                    hint=f"use {limit} or less",
-                )
+                # vLLM 0.26.0 envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" / "true"
+                allowed = dep.process_env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
+                if allowed:
+                    dep.diag(
+                        MAX_MODEL_LEN_LIMIT,
+                        "warning",
+                        f"{mml} tokens is over the model's limit of {limit} ({how}); the command sets "
+                        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, so vLLM accepts it but warns that outputs may be wrong; "
+                        "kvplan sizes no length past the limit, so the memory checks are skipped",
+                        line=s.line,
+                        key=s.key,
+                        hint=f"use {limit} or less unless the model was trained for longer contexts",
+                    )
+                else:
+                    dep.diag(
+                        MAX_MODEL_LEN_LIMIT,
+                        "error",
+                        f"{mml} tokens is over the model's limit of {limit} ({how}); vLLM refuses it "
+                        "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+                        line=s.line,
+                        key=s.key,
+                        hint=f"use {limit} or less",
+                    )
                 ok = False
         return ok
 
@@ -2577,7 +2855,27 @@ class Checker:
         mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
         checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
         starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
-        if starved:
+        over_free = [
+            s for s in p.stages if s.budget.requested_bytes > s.budget.free_at_start_bytes and not s.budget.kv_cache_memory_override
+        ]
+        if over_free:
+            # vLLM 0.26.0 v1/worker/gpu_worker.py init_device: the requested share of the GPU
+            # must be free at start-up; the planner's failure says by how much (as estimate does).
+            b = over_free[0].budget
+            us = keys.get("gpu_memory_utilization")
+            checks.append(UTILIZATION_RANGE)
+            most = math.floor(b.free_at_start_bytes / b.total_bytes * 1000) / 1000 if b.total_bytes else 0
+            dep.diag(
+                UTILIZATION_RANGE,
+                "error",
+                f"gpu-memory-utilization {args.gpu_memory_utilization} asks for {_gib(b.requested_bytes)} of "
+                f"{gpu.display_name}, but only about {_gib(b.free_at_start_bytes)} is free when vLLM starts "
+                f"(the CUDA context holds {(b.total_bytes - b.free_at_start_bytes) / 2**20:.0f} MiB): vLLM refuses to start",
+                line=us.line if us else dep.line,
+                key=us.key if us else "gpu-memory-utilization",
+                hint=f"use at most {most} (the free share of the GPU when vLLM starts)" if most > 0 else None,
+            )
+        elif starved:
             st = starved[0]
             b = st.budget
             dep.diag(
@@ -2634,7 +2932,7 @@ class Checker:
             "num_gpu_blocks": p.num_gpu_blocks,
             "block_size": p.block_size,
             "gpu_kv_cache_tokens": p.gpu_kv_cache_tokens,
-            "max_concurrency": round(p.max_concurrency, 2),
+            "max_concurrency": _truncate2(p.max_concurrency),
             "fits": p.fits,
             "largest_max_model_len": p.largest_max_model_len,
         }
@@ -2668,11 +2966,12 @@ class Checker:
         checks.append(MAX_NUM_SEQS)
         ss = keys.get("max_num_seqs")
         conc = p.max_concurrency
+        shown_conc = _concurrency_text(conc)
         if ss is not None and seqs > conc:
             dep.diag(
                 MAX_NUM_SEQS,
                 "info",
-                f"max-num-seqs {seqs}: the KV cache holds {conc:.1f} requests of {mml} tokens at once; "
+                f"max-num-seqs {seqs}: the KV cache holds {shown_conc} requests of {mml} tokens at once; "
                 "more run together only when requests are shorter",
                 line=ss.line,
                 key=ss.key,
@@ -2681,7 +2980,7 @@ class Checker:
             dep.diag(
                 MAX_NUM_SEQS,
                 "info",
-                f"max-num-seqs {seqs} caps concurrency below the {conc:.1f} requests of {mml} tokens the KV cache holds",
+                f"max-num-seqs {seqs} caps concurrency below the {shown_conc} requests of {mml} tokens the KV cache holds",
                 line=ss.line,
                 key=ss.key,
             )
@@ -2700,20 +2999,36 @@ class Checker:
             else:
                 kv_conc = p.layout.max_concurrency(p.num_gpu_blocks, req, p.max_in_flight_tokens)
                 achievable = min(kv_conc, float(seqs))
-                figures["concurrency_at_request_len"] = round(achievable, 2)
+                figures["concurrency_at_request_len"] = _truncate2(achievable)
                 figures["request_len"] = req
                 if achievable < targets.min_concurrency:
                     cap = "max-num-seqs" if seqs < kv_conc else "the KV cache"
                     dep.diag(
                         MIN_CONCURRENCY,
                         "error",
-                        f"{achievable:.1f} requests of {req} tokens fit at once ({cap} limits it; "
+                        f"{_concurrency_text(achievable)} requests of {req} tokens fit at once ({cap} limits it; "
                         f"{p.num_gpu_blocks} blocks of {p.block_size} tokens), below the target {targets.min_concurrency:g}",
                         line=tline,
                         key=tkey,
-                        hint="raise max-num-seqs" if cap == "max-num-seqs" else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
+                        hint="raise max-num-seqs"
+                        if cap == "max-num-seqs"
+                        else "use more GPUs or a shorter max-model-len"
+                        if kvd.startswith("fp8")
+                        else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
                     )
         return figures
+
+
+def _truncate2(x: float) -> float:
+    """``x`` cut (not rounded) to 2 decimals: 4.5254 -> 4.52, so a capacity is never shown above
+    what fits. The header of `kvplan check` and its notes both print this value."""
+    return math.floor(x * 100 + 1e-9) / 100
+
+
+def _concurrency_text(x: float) -> str:
+    """How check prints a concurrency (requests of max-model-len tokens at once): 2 decimals,
+    cut like _truncate2, the figure vLLM logs as 'Maximum concurrency ... %.2fx'."""
+    return f"{_truncate2(x):.2f}"
 
 
 def _override_overflows(b) -> bool:

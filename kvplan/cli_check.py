@@ -204,7 +204,7 @@ def print_human(report, strict: bool, console=None) -> None:
             if fig and fig.get("fits"):
                 what += (
                     f": {fig['num_gpu_blocks']:,} blocks, {fig['gpu_kv_cache_tokens']:,} tokens, "
-                    f"{fig['max_concurrency']:.1f} x {fig['max_model_len']}-token requests"
+                    f"{fig['max_concurrency']:.2f} x {fig['max_model_len']}-token requests"
                 )
             con.print(f"  {mark} {escape(safe(dep.name))}: {escape(safe(what))}")
             _print_diags(con, dep.diagnostics, f.file)

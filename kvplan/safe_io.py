@@ -167,7 +167,9 @@ def output_target(path: str, flag: str, example: str) -> Path:
     file will be written.
 
     A symbolic link is followed (the file it points to is written, as ``open(path, "w")``
-    would; the link stays). What is there must be a regular file or nothing: a directory,
+    would; the link stays), but a dangling link is refused (its target is not created), and so is
+    a standard stream or descriptor (/dev/stdout, /dev/fd/N, /proc/PID/fd/N, or a link to one).
+    What is there must be a regular file or nothing: a directory,
     FIFO, device or socket is refused, never replaced. The directory must exist and accept a
     new file: that is tried by creating and removing an empty probe file, because
     ``os.access`` says yes to root on a directory such as /sys where nothing can be created.
@@ -180,12 +182,30 @@ def output_target(path: str, flag: str, example: str) -> Path:
     Raises:
         KvplanError: empty, not a regular file, a missing or unwritable directory (exit 2).
     """
+    import re
     import tempfile
 
     from kvplan.errors import KvplanError
 
     if not str(path).strip():
         raise KvplanError(f"{flag}: the path is empty", hint=f"give a file name such as {example}")
+    # Follow the link chain by hand: /dev/stdout -> /proc/self/fd/1 -> whatever stdout is. A
+    # descriptor is not a file kvplan may replace (the report would vanish or the rename fail).
+    hop, hops = os.path.abspath(path), 0
+    while True:
+        if re.match(r"^/dev/(stdin|stdout|stderr|fd(/|$))|^/proc/[^/]+/fd(/|$)", hop):
+            raise KvplanError(
+                f"{flag}: {path} is a standard stream or file descriptor, not a file; kvplan writes {flag} only to a regular file",
+                hint=f"give a file name such as {example}",
+            )
+        if not os.path.islink(hop) or hops >= 40:
+            break
+        hop, hops = os.path.normpath(os.path.join(os.path.dirname(hop), os.readlink(hop))), hops + 1
+    if os.path.islink(path) and not os.path.exists(path):
+        raise KvplanError(
+            f"{flag}: {path} is a broken symbolic link (-> {os.readlink(path)}); kvplan does not create its target",
+            hint=f"fix or remove the link, or give another file name such as {example}",
+        )
     target = Path(os.path.realpath(path))
     via = f" (a symbolic link to {target})" if os.path.islink(path) else ""
     try:

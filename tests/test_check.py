@@ -139,7 +139,7 @@ def test_min_concurrency_at_a_stated_request_length_and_max_num_seqs_cap(tmp_pat
     code, doc, _ = check(capped)
     assert code == 1
     d = diag(doc, "min-concurrency")
-    assert d["line"] == 4 and "max-num-seqs limits it" in d["message"] and "8.0 requests" in d["message"]
+    assert d["line"] == 4 and "max-num-seqs limits it" in d["message"] and "8.00 requests" in d["message"]  # 2 decimals, as the header
 
 
 def test_invalid_kvplan_key_is_an_input_error_with_a_suggestion(tmp_path):

@@ -499,6 +499,23 @@ ROWS: list[Row] = [
         2,
         ("--tensor-parallel-size 3: must divide the model's num_attention_heads (32)",),
     ),
+    Row(
+        "check-junit-stdout",
+        lambda t: ["check", _file(t, "deploy.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
+                   "--junit-xml", "/dev/stdout"],
+        2,
+        ("--junit-xml: /dev/stdout is a standard stream or file descriptor, not a file",),
+    ),
+    Row(
+        "check-junit-dangling-symlink",
+        lambda t: (
+            os.symlink("/nonexistent-kvplan-target.xml", t / "report.xml"),
+            ["check", _file(t, "deploy.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
+             "--junit-xml", str(t / "report.xml")],
+        )[1],
+        2,
+        ("is a broken symbolic link (-> /nonexistent-kvplan-target.xml)",),
+    ),
 ]
 
 
@@ -636,3 +653,149 @@ def test_every_row_is_in_docs_errors_md():
     assert not missing, f"rows whose message docs/errors.md does not quote: {missing}"
     for r in ROWS + HUB_ROWS:
         assert f"`{r.id}`" in text, f"docs/errors.md has no row named `{r.id}`"
+
+
+# -- model directories: shard names, implausible headers, symbolic links (fresh-eyes-3 10/16/17) ----
+
+
+def _index_dir(tmp: Path, shard: str, fifo: bool = False) -> str:
+    """A model directory whose model.safetensors.index.json maps one tensor to ``shard``."""
+    d = Path(_config_dir(tmp, LLAMA_CFG))
+    if fifo:
+        os.mkfifo(d / shard)
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": shard}}), encoding="utf-8")
+    return str(d)
+
+
+def _link_dir(tmp: Path, target: str) -> str:
+    """A model directory whose config.json is a symbolic link to ``target``."""
+    d = tmp / "model"
+    d.mkdir()
+    (d / "config.json").symlink_to(target)
+    return str(d)
+
+
+SOURCE_ROWS_REVIEW3 = [
+    Row(
+        "index-shard-dotdot",
+        lambda t: ["estimate", _index_dir(t, "../../../../etc/passwd")],
+        2,
+        ("model.safetensors.index.json: shard '../../../../etc/passwd' has a '..' component; shard names must stay inside the model directory",),
+    ),
+    Row(
+        "index-shard-absolute",
+        lambda t: ["estimate", _index_dir(t, "/etc/hostname")],
+        2,
+        ("model.safetensors.index.json: shard '/etc/hostname' is an absolute path; shard names are relative to the model directory",),
+    ),
+    Row(
+        "index-shard-fifo",
+        lambda t: ["estimate", _index_dir(t, "f.safetensors", fifo=True)],
+        2,
+        ("model.safetensors.index.json: shard 'f.safetensors' is a FIFO (named pipe), not a regular file; kvplan reads only regular files",),
+    ),
+    Row(
+        "safetensors-absurd-shape",
+        # [10^12, 10^12] BF16 = 2 x 10^24 bytes, with data_offsets that agree with the shape
+        lambda t: ["estimate", _safetensors_dir(t, {"w": {"dtype": "BF16", "shape": [10**12, 10**12], "data_offsets": [0, 2 * 10**24]}})],
+        2,
+        ("model.safetensors: unreadable safetensors header (tensor 'w': data_offsets end at byte 2,000,000,000,000,000,000,000,000, beyond any real checkpoint",),
+    ),
+    Row(
+        "safetensors-offsets-past-eof",
+        # [100, 100] BF16 = 20,000 bytes; _safetensors_dir writes 64 data bytes
+        lambda t: ["estimate", _safetensors_dir(t, {"w": {"dtype": "BF16", "shape": [100, 100], "data_offsets": [0, 20000]}})],
+        2,
+        ("model.safetensors: unreadable safetensors header (tensor 'w': data_offsets end at byte 20,000 of the data, but the file holds 64 data bytes)",),
+    ),
+    Row(
+        "config-dangling-symlink",
+        lambda t: ["estimate", _link_dir(t, "missing.json")],
+        2,
+        ("config.json is a broken symbolic link (-> missing.json)",),
+    ),
+    Row(
+        "config-symlink-loop",
+        lambda t: ["estimate", _link_dir(t, "config.json")],
+        2,
+        ("config.json is a symbolic-link loop",),
+    ),
+    Row(
+        "config-nul-byte",
+        # '{' column 1, '"model_type"' 2-13, ':' 14, ' ' 15, '"' 16 -> the NUL is column 17
+        lambda t: ["estimate", _config_dir(t, b'{"model_type": "\x00"}')],
+        2,
+        ("config.json:1: not valid JSON (Invalid control character at line 1 column 17: a NUL byte)",),
+    ),
+    Row(
+        "revision-empty",
+        lambda t: ["estimate", LLAMA3_8B, "--revision", ""],
+        2,
+        ("error: --revision: empty",),
+    ),
+]
+
+
+@pytest.mark.parametrize("row", _params(SOURCE_ROWS_REVIEW3))
+def test_source_row_review3(row: Row, tmp_path: Path):
+    code, out, err = run_cli(*row.argv(tmp_path))
+    _check(row, code, out, err)
+
+
+def test_source_rows_review3_are_in_docs_errors_md():
+    text = DOCS.read_text(encoding="utf-8")
+    for r in SOURCE_ROWS_REVIEW3:
+        assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
+
+
+# -- fresh-eyes review 3: estimate/plan advice (appended) -----------------------------------------
+
+ESTIMATE_ROWS_REVIEW3 = [
+    Row(
+        "gpu-memory-no-unit",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "80"],
+        2,
+        ("error: --gpu-memory: 80 is read as 80 bytes, less than 1 GiB: no GPU is that small (a number without a unit means bytes)",
+         "hint: did you mean 80GiB?"),
+    ),
+    Row(
+        "gpu-memory-below-cuda-context",
+        # 0.5 x 2**30 = 536,870,912 bytes; the CUDA context is 552,402,944 bytes = 526.8 -> "527 MiB"
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "0.5GiB"],
+        2,
+        ("error: --gpu-memory: 0.5GiB (536,870,912 bytes) is not more than the 527 MiB the CUDA context alone takes; vLLM cannot start on it",),
+    ),
+    Row(
+        "plan-concurrency-below-one",
+        lambda t: ["plan", LLAMA3_8B, "--concurrency", "1e-300"],
+        2,
+        ("error: --concurrency: must be a finite number >= 1 (concurrent requests), got 1e-300",),
+    ),
+    Row(
+        "plan-gpus-empty-string",
+        lambda t: ["plan", LLAMA3_8B, "--gpus", ""],
+        2,
+        ("error: --gpus: empty list",),
+    ),
+    Row(
+        "plan-utilization-above-free",
+        # H200: 150,109,880,320 B total, free at start 150,109,880,320 - 552,402,944 = 149,557,477,376 B;
+        # floor(1000 x (149,557,477,376 - 1,048,576) / 150,109,880,320) / 1000 = floor(996.3) / 1000 = 0.996
+        lambda t: ["plan", LLAMA3_8B, "--gpus", "h200", "--gpu-memory-utilization", "1.0"],
+        2,
+        ("error: --gpu-memory-utilization 1.0: above the memory free when vLLM starts on every GPU tried (",
+         "hint: use --gpu-memory-utilization 0.996 or less"),
+    ),
+]
+
+
+@pytest.mark.parametrize("row", _params(ESTIMATE_ROWS_REVIEW3))
+def test_estimate_row_review3(row: Row, tmp_path: Path):
+    code, out, err = run_cli(*row.argv(tmp_path))
+    _check(row, code, out, err)
+
+
+def test_estimate_rows_review3_are_in_docs_errors_md():
+    text = DOCS.read_text(encoding="utf-8")
+    for r in ESTIMATE_ROWS_REVIEW3:
+        assert f"`{r.id}`" in text and r.fragments[0].removeprefix("error: ")[:60] in text, r.id

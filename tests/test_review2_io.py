@@ -327,12 +327,14 @@ def test_junit_xml_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_pa
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["junit.xml"]  # no temporary file left
 
 
-def test_junit_xml_to_a_dangling_symlink_creates_its_target(tmp_path):
+def test_junit_xml_to_a_dangling_symlink_is_refused(tmp_path):
+    # Review 3, item 19: following a dangling link created its target anywhere (even /nonexistent).
     link = tmp_path / "junit.xml"
     link.symlink_to(tmp_path / "made.xml")
-    code, _, err = run_cli("check", _pass_config(tmp_path), "--gpu", "H100", "--junit-xml", str(link))
-    assert code == 0, err
-    assert link.is_symlink() and (tmp_path / "made.xml").read_text(encoding="utf-8").startswith("<?xml")
+    code, out, err = run_cli("check", _pass_config(tmp_path), "--gpu", "H100", "--junit-xml", str(link))
+    assert code == 2, err
+    assert "broken symbolic link" in err and out == ""
+    assert link.is_symlink() and not (tmp_path / "made.xml").exists()
 
 
 def _unwritable_dir() -> str | None:
@@ -388,6 +390,7 @@ def test_plot_through_a_symlink_writes_the_target(tmp_path):
     (tmp_path / "sl").mkdir()
     real = tmp_path / "real.png"
     link = tmp_path / "sl" / "link.png"
+    real.write_bytes(b"old")  # an existing target is rewritten through the link
     link.symlink_to(real)
     code, out, err = run_cli("estimate", LLAMA, "--gpu", "H100", "--max-model-len", "8192", "--plot", str(link))
     assert code == 0, err

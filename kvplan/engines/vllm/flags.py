@@ -88,7 +88,9 @@ def config_yaml_dict(model: str, explicit: dict, pinned_max_model_len: int | Non
             out[key] = val
             i += 2
         elif key.startswith("no-"):
-            out[key[3:]] = False  # vLLM's --config YAML spells --no-X as `X: false`
+            # vLLM 0.26.0 utils/argparse_utils.py load_config_file drops a `false` value (it adds
+            # a flag only for `true`), so `X: false` would leave X on: write `no-X: true`.
+            out[key] = True
             i += 1
         else:
             out[key] = True
