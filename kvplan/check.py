@@ -1297,16 +1297,7 @@ def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: F
         return refuse(f"{shown} must be one YAML mapping of `vllm serve` flags; it {describe_yaml(docs)}")
     doc = mappings[0]
     dups = duplicate_top_keys(text)
-    for key, prev, line in dups[0] if dups else ():
-        doc.lines[(key,)] = line
-        dep.diag(
-            DUPLICATE_FLAG,
-            "warning",
-            f"`{key}` is given twice in this YAML file (line {prev} and line {line}); vLLM's --config loader "
-            f"(yaml.safe_load) silently keeps the last one, line {line}",
-            line=FileLine(line, shown),
-            key=key,
-        )
+    _warn_duplicate_keys(dep, doc, dups[0] if dups else (), lambda line: FileLine(line, shown))
     data = dict(doc.data)
     if "kvplan" in data:
         kline = FileLine(doc.lines.get(("kvplan",), doc.line), shown)
@@ -1459,6 +1450,23 @@ def _targets_from_mapping(dep: Deployment, block: Any, lines_of, key_prefix: str
         dep.set_target(str(k), v, lines_of(str(k)), key_prefix + str(k))
 
 
+def _warn_duplicate_keys(dep, doc, duplicates, where) -> None:
+    """One duplicate-flag warning per top-level key given twice in a --config YAML, naming both
+    lines; the key's line becomes the last one (yaml.safe_load keeps the last value, and so does
+    vLLM 0.26.0's load_config_file). ``where`` turns a line number into the finding's position."""
+    for key, prev, line in duplicates:
+        doc.lines[(key,)] = line
+        dep.diag(
+            DUPLICATE_FLAG,
+            "warning",
+            f"`{key}` is given twice in this YAML file (line {prev} and line {line}); vLLM's --config loader "
+            f"(yaml.safe_load) silently keeps the last one, line {line}",
+            line=where(line),
+            key=key,
+            hint=f"remove one of the two `{key}:` lines",
+        )
+
+
 def duplicate_top_keys(text: str) -> list[list[tuple[str, int, int]]]:
     """Per YAML document (the documents load_yaml returns, in order): each top-level key given
     again, as (key, previous line, line), 1-based. yaml.safe_load keeps the last value silently.
@@ -1505,17 +1513,7 @@ def deployment_from_config(
     """
     data = dict(doc.data)
     dep = Deployment(name=name or file, file=file, line=doc.line, kind="vllm-config")
-    for key, prev, line in duplicates:
-        doc.lines[(key,)] = line
-        dep.diag(
-            DUPLICATE_FLAG,
-            "warning",
-            f"`{key}` is given twice in this YAML file (line {prev} and line {line}); vLLM's --config loader "
-            f"(yaml.safe_load) silently keeps the last one, line {line}",
-            line=line,
-            key=key,
-            hint=f"remove one of the two `{key}:` lines",
-        )
+    _warn_duplicate_keys(dep, doc, duplicates, lambda line: line)
     block = data.pop("kvplan", None)
     if "kvplan" in doc.data:
         line = doc.lines.get(("kvplan",))
