@@ -416,3 +416,36 @@ def test_cli_process_bad_timeout_variable_is_one_line(hub, tmp_path):
     proc = _kvplan_process(env, "estimate", "acme/tiny", "--gpu", "H200")
     _one_error(proc.returncode, proc.stdout, proc.stderr)
     assert "HF_HUB_ETAG_TIMEOUT" in proc.stderr
+
+
+# -- ModelOpt checkpoints: hf_quant_config.json next to config.json ---------------------------
+
+MODELOPT_QUANT = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+
+
+def test_modelopt_hf_quant_config_is_read_from_the_hub(fake_hub):  # noqa: F811
+    """vLLM 0.26.0 reads hf_quant_config.json beside config.json; its kv_cache_quant_algo FP8 makes
+    `--kv-cache-dtype auto` store fp8. TINY: 2 layers, 2 KV heads of 256 / 4 = 64, so
+    bf16 KV = 2 x 2 (K,V) x 2 x 64 x 2 B = 1,024 B per token; fp8 halves it to 512."""
+    cfg = dict(TINY)
+    fake_hub.add_repo("nv/tiny-fp8", {"config.json": json.dumps(cfg).encode(), "hf_quant_config.json": json.dumps(MODELOPT_QUANT).encode()})
+    fake_hub.add_repo("nv/tiny-bf16", {"config.json": json.dumps(cfg).encode()})
+    src = load_from_hub("nv/tiny-fp8")
+    assert src.config["_hf_quant_config"] == MODELOPT_QUANT
+    assert load_from_hub("nv/tiny-bf16").config.get("_hf_quant_config") is None
+    per_token = {}
+    for repo in ("nv/tiny-fp8", "nv/tiny-bf16"):
+        code, out, err = run_cli("estimate", repo, "--gpu", "H200", "--max-model-len", "1024", "--format", "json")
+        assert code == 0, err
+        per_token[repo] = json.loads(out)["kv_cache"]["bytes_per_token"]
+    assert per_token["nv/tiny-bf16"] == 1024
+    assert per_token["nv/tiny-fp8"] == 512
+
+
+def test_modelopt_hf_quant_config_comes_from_the_cache_offline(fake_hub, monkeypatch):  # noqa: F811
+    fake_hub.add_repo("nv/tiny-fp8", {"config.json": json.dumps(TINY).encode(), "hf_quant_config.json": json.dumps(MODELOPT_QUANT).encode()})
+    load_from_hub("nv/tiny-fp8")
+    set_hf_env(monkeypatch, HF_HUB_OFFLINE="1")
+    seen = len(fake_hub.requests)
+    assert load_from_hub("nv/tiny-fp8").config["_hf_quant_config"] == MODELOPT_QUANT
+    assert len(fake_hub.requests) == seen  # from the cache, not one request

@@ -30,11 +30,13 @@ from pathlib import Path
 from kvplan.errors import EnvironmentMissing, KvplanError
 from kvplan.sources.base import ModelSource
 from kvplan.sources.local import (
+    HF_QUANT_CONFIG_NAME,
     coverage_gap,
     incomplete_note,
     num_text_layers,
     params_vllm_loads,
     read_config,
+    read_json,
     tensor_sizes,
     ties_word_embeddings,
 )
@@ -117,6 +119,10 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
     provenance["commit"] = commit
     provenance["config_path"] = str(path)
     config = read_config(Path(path))
+    if not config.get("quantization_config"):
+        quant = _modelopt_quant_config(repo_id, commit or revision, endpoint, timeout, from_cache, provenance)
+        if quant is not None:
+            config = {**config, "_hf_quant_config": quant}
 
     notes: tuple[str, ...] = ()
     if from_cache:
@@ -177,6 +183,41 @@ def _import_hub() -> None:
             f"the Hugging Face Hub source needs huggingface_hub >= 2.4, found {huggingface_hub.__version__} ({exc})",
             hint="pip install -U 'huggingface_hub>=2.4', " + _FALLBACK_HINT,
         ) from None
+
+
+def _modelopt_quant_config(
+    repo_id: str, revision: str | None, endpoint: str, timeout: float, from_cache: bool, provenance: dict
+) -> dict | None:
+    """The repo's hf_quant_config.json (NVIDIA ModelOpt checkpoints keep their quantization there,
+    not in config.json; vLLM 0.26.0 reads it next to config.json, and its kv_cache_quant_algo makes
+    `--kv-cache-dtype auto` store fp8), or None when the repo has none.
+
+    From the cache only when config.json came from the cache. A 404 is the normal answer for a
+    repo without one; any other failure is recorded in ``provenance`` and treated as absent.
+    Raises:
+        KvplanError: the file exists but is not a JSON object (read as config.json is).
+    """
+    import httpx2
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    try:
+        if from_cache:
+            path = hf_hub_download(repo_id, HF_QUANT_CONFIG_NAME, revision=revision, local_files_only=True)
+        else:
+            path = hf_hub_download(
+                repo_id, HF_QUANT_CONFIG_NAME, revision=revision, endpoint=endpoint, etag_timeout=timeout
+            )
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        return None
+    except (httpx2.HTTPError, OSError, ValueError) as exc:
+        provenance["hf_quant_config_note"] = f"{HF_QUANT_CONFIG_NAME} could not be checked ({_first_line(exc)})"
+        return None
+    quant = read_json(Path(path))
+    if not isinstance(quant, dict):
+        raise KvplanError(f"{repo_id}: {HF_QUANT_CONFIG_NAME} must hold a JSON object")
+    provenance["hf_quant_config"] = str(path)
+    return quant
 
 
 def _cached_config(repo_id: str, revision: str | None) -> str | None:
