@@ -89,6 +89,7 @@ MIN_CONCURRENCY = "min-concurrency"
 MAX_GPU_MEMORY_UTILIZATION = "max-gpu-memory-utilization"
 ENGINE_REJECTS = "engine-rejects"  # the planner found another reason vLLM refuses the args
 PLANNER_NOTE = "planner-note"
+NODE_SELECTORS = "node-selectors"  # which kvplan.yaml's node_selectors gave a Kubernetes pod its GPU
 
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
 INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
@@ -156,13 +157,13 @@ class Targets(BaseModel):
         "that does not exist where kvplan runs.",
     )
     min_concurrency: Optional[float] = Field(
-        None, gt=0, description="Requests that must fit in the KV cache at once, each of request_len tokens."
+        None, gt=0, allow_inf_nan=False, description="Requests that must fit in the KV cache at once, each of request_len tokens."
     )
     request_len: Optional[int] = Field(
         None, gt=0, description="Tokens per request (prompt + output) for min_concurrency; default max_model_len."
     )
     max_gpu_memory_utilization: Optional[float] = Field(
-        None, gt=0, le=1, description="Fail when --gpu-memory-utilization (default 0.92) is above this fraction."
+        None, gt=0, le=1, allow_inf_nan=False, description="Fail when --gpu-memory-utilization (default 0.92) is above this fraction."
     )
 
 
@@ -1592,6 +1593,29 @@ def _int_or_none(v: Any) -> int | None:
         return None
 
 
+def _k8s_non_strings(dep: Deployment, container: dict, cpath: tuple, doc: YamlDoc) -> None:
+    """An invalid-value error for each item of the container's command/args that is not a
+    string (an unquoted 4096, true, null): the Kubernetes API server refuses the manifest
+    (Container.command and .args are []string), so the pod never starts.
+
+    Rule source: Kubernetes core/v1 Container (command, args: []string)."""
+    for part in ("command", "args"):
+        items = container.get(part)
+        for j, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, str):
+                continue
+            what = "null" if item is None else type(item).__name__
+            dep.diag(
+                INVALID_VALUE,
+                "error",
+                f"{_yaml_shown(item)} is a YAML {what}, not a string; Kubernetes refuses the manifest "
+                f"({part} must be a list of strings)",
+                line=doc.lines.get(cpath + (part, j), doc.line_of(cpath)),
+                key=f"{part}[{j}]",
+                hint=f'quote it: "{item}"' if item is not None and not isinstance(item, (dict, list)) else None,
+            )
+
+
 def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
     """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
     (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector."""
@@ -1623,9 +1647,11 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                 invs = serve_calls_in_argv(
                     words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s"
                 )
-                for inv in invs:
+                for n_inv, inv in enumerate(invs):
                     name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
                     dep = deployment_from_invocation(inv, file, name, "k8s", cat)
+                    if n_inv == 0:
+                        _k8s_non_strings(dep, c, cpath, doc)
                     res = c.get("resources") if isinstance(c.get("resources"), dict) else {}
                     for part in ("limits", "requests"):
                         vals = res.get(part) if isinstance(res.get(part), dict) else {}
@@ -1640,14 +1666,18 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
 
 
 def compose_deployments(
-    doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, dotenv: dict[str, str] | None = None
+    doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, dotenv: dict[str, str] | None = None,
+    problems: list[tuple[int | None, str, str]] | None = None,
 ) -> list[Deployment]:
     """Deployments in a docker-compose file: services whose entrypoint/command run `vllm serve`
     (the vllm/vllm-openai image's entrypoint is `vllm serve`), with their reserved GPU count.
 
     ``${VAR}`` in entrypoint/command is compose's interpolation from ``dotenv`` (the .env file
     next to the compose file), not the service's ``environment:``; no shell runs the command
-    unless it is ``sh -c``, which sees ``environment:``."""
+    unless it is ``sh -c``, which sees ``environment:``.
+
+    ``problems`` receives (line, key, message) for an entrypoint/command that compose refuses
+    whatever it runs (a mapping, a number)."""
     out: list[Deployment] = []
     services = doc.data.get("services") or {}
     for sname, svc in services.items():
@@ -1678,6 +1708,12 @@ def compose_deployments(
                 words += ws
                 lines += _locate(ws, raw, span[0] - 1, span[1] - 1)
                 spans += [span] * len(ws)
+            elif v is not None and not isinstance(v, list):
+                # compose's schema: entrypoint/command is a string or a list of strings; `docker
+                # compose` refuses the file otherwise
+                if problems is not None:
+                    problems.append((doc.line_of(spath + (part,)), f"services.{sname}.{part}",
+                                     f"{_yaml_shown(v)} is not a string or a list; docker compose refuses the file"))
             elif isinstance(v, list):
                 for j, w in enumerate(v):
                     words.append(str(w))
@@ -2126,6 +2162,8 @@ class Checker:
         """All deployments in one file, evaluated."""
         shown = _display_path(path_text)
         fr = FileResult(file=shown, kind=None)
+        if not path_text.strip():  # Path("") is ".", the working directory: say what was given
+            return self._parse_error(fr, "empty file name")
         path = Path(path_text)
         try:
             text = read_text(path)
@@ -2209,12 +2247,27 @@ class Checker:
             kind = yaml_doc_kind(doc.data, self.cat)
             if kind == "k8s":
                 if node_map is None:
-                    node_map = self._node_map(path, fr)
-                deps += k8s_deployments([doc], shown, raw, self.cat, node_map)
+                    node_map, map_file = self._node_map(path, fr)
+                k8s = k8s_deployments([doc], shown, raw, self.cat, node_map)
+                for dep in k8s:
+                    if "gpu" in dep.targets and map_file is not None:
+                        dep.diag(
+                            NODE_SELECTORS,
+                            "info",
+                            f"GPU {dep.targets['gpu']} from node_selectors in {map_file}",
+                            line=dep.target_lines.get("gpu"),
+                            key=dep.target_keys.get("gpu"),
+                        )
+                deps += k8s
             elif kind == "compose":
                 if dotenv is None:
                     dotenv = read_dotenv(path.parent / ".env")
-                deps += compose_deployments(doc, shown, raw, self.cat, dotenv)
+                problems: list[tuple[int | None, str, str]] = []
+                deps += compose_deployments(doc, shown, raw, self.cat, dotenv, problems=problems)
+                for line, key, message in problems:
+                    fr.diagnostics.append(
+                        Diagnostic(check_id=INVALID_VALUE, severity="error", file=shown, line=line, key=key, message=message)
+                    )
             elif kind == "vllm-config":
                 name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
                 deps.append(
@@ -2228,9 +2281,17 @@ class Checker:
             )
         return deps
 
-    def _node_map(self, path: Path, fr: FileResult) -> dict:
-        """kvplan.yaml's node_selectors from the nearest ancestor directory (up to the git root)."""
-        d = path.resolve().parent
+    def _node_map(self, path: Path, fr: FileResult) -> tuple[dict, str | None]:
+        """kvplan.yaml's node_selectors from the nearest directory at or above the file's own,
+        and that kvplan.yaml as shown in messages (None when none is used).
+
+        The search stops at the file's repository root (the nearest directory with a ``.git``);
+        outside a repository, at the working directory, never above it (a file outside the
+        working directory: its own directory only). A stray kvplan.yaml in /tmp or $HOME does
+        not remap GPUs."""
+        start = path.resolve().parent
+        ceiling = _lookup_ceiling(start)
+        d = start
         seen = []
         while True:
             if d in self._manifests:
@@ -2239,32 +2300,49 @@ class Checker:
             seen.append(d)
             cand = next((d / n for n in ("kvplan.yaml", "kvplan.yml") if (d / n).is_file()), None)
             if cand is not None:
-                found = self._load_manifest_file(cand, fr)
+                manifest = self._load_manifest_file(cand, fr)
+                found = (manifest, _display_path(str(cand))) if manifest is not None else None
                 break
-            if (d / ".git").exists() or d.parent == d:
+            if d == ceiling or d.parent == d:
                 found = None
                 break
             d = d.parent
         for s in seen:
             self._manifests[s] = found
-        return found.node_selectors if found is not None else {}
+        return (found[0].node_selectors, found[1]) if found is not None else ({}, None)
 
     def _load_manifest_file(self, cand: Path, fr: FileResult) -> Manifest | None:
+        """The kvplan.yaml that supplies node_selectors, validated as ``kvplan check
+        kvplan.yaml`` and ``kvplan schema manifest`` do (the Manifest model: a deployment needs
+        a name, targets must be finite ...); None with its problems on ``fr`` (same key, line
+        and message as when the file is checked directly)."""
         shown = _display_path(str(cand))
+        doc = None
         try:
             docs = [d for d in load_yaml(read_text(cand)) if d.data is not None]
             if len(docs) > 1:
                 raise InputError("kvplan.yaml must be one YAML mapping (node_selectors, deployments)", docs[1].line)
-            data = docs[0].data if docs else {}
-            return Manifest.model_validate(data)
+            doc = docs[0] if docs else None
+            return Manifest.model_validate(doc.data if doc is not None else {})
         except InputError as exc:
             self._parse_error(fr, exc.message, exc.line, file=shown)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            fr.diagnostics.append(
-                Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, key=loc, message=err["msg"])
-            )
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                if err["type"] == "missing" and loc[-1:] == ("name",) and loc[:1] == ("deployments",):
+                    message = _MISSING_NAME
+                else:
+                    message = _pydantic_message(err, Manifest)
+                fr.diagnostics.append(
+                    Diagnostic(
+                        check_id=INVALID_KVPLAN_KEY,
+                        severity="error",
+                        file=shown,
+                        line=doc.line_of(loc) if doc is not None else None,
+                        key=_manifest_key(loc),
+                        message=message,
+                    )
+                )
         return None
 
     def _manifest_deployments(self, docs: list[YamlDoc], path: Path, shown: str, raw: list[str], fr: FileResult) -> list[Deployment]:
@@ -2308,6 +2386,17 @@ class Checker:
                     Diagnostic(check_id=INVALID_KVPLAN_KEY, severity="error", file=shown, line=eline, key=f"deployments[{i}]", message="must be a mapping")
                 )
                 continue
+            if not isinstance(entry.get("name"), str):  # the schema's rule (ManifestDeployment.name)
+                fr.diagnostics.append(
+                    Diagnostic(
+                        check_id=INVALID_KVPLAN_KEY,
+                        severity="error",
+                        file=shown,
+                        line=doc.line_of(epath + ("name",)),
+                        key=f"deployments[{i}].name",
+                        message=_MISSING_NAME if "name" not in entry else f"expected text (got {_yaml_shown(entry['name'])})",
+                    )
+                )
             name = str(entry.get("name") or f"deployments[{i}]")
             sources = [k for k in ("config", "command", "args") if entry.get(k) is not None]
             dep: Deployment | None = None
@@ -2760,15 +2849,19 @@ class Checker:
         checks.append(TP_DIVISIBILITY)
         heads = spec.attention.num_attention_heads
         kv = spec.attention.num_key_value_heads
+        from kvplan.planner import valid_tensor_parallel_sizes
+
+        # the hint lists the sizes the planner's own refusal predicate accepts (one rule, not two)
+        valid = valid_tensor_parallel_sizes(spec)
+        valid_hint = ("valid sizes: " + ", ".join(map(str, valid))) if valid else None
         if heads % tp:
-            valid = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
             dep.diag(
                 TP_DIVISIBILITY,
                 "error",
                 f"tensor-parallel-size {tp} does not divide the model's {heads} attention heads; vLLM refuses it",
                 line=tline,
                 key=tkey,
-                hint="valid sizes: " + ", ".join(map(str, valid)),
+                hint=valid_hint,
             )
             ok = False
         elif not spec.uses_mla and ((tp > kv and tp % kv) or (tp <= kv and kv % tp)):
@@ -2778,6 +2871,7 @@ class Checker:
                 f"tensor-parallel-size {tp} and the model's {kv} KV heads: one must divide the other; vLLM refuses it",
                 line=tline,
                 key=tkey,
+                hint=valid_hint,
             )
             ok = False
         elif not spec.uses_mla and tp > kv:
@@ -3015,6 +3109,28 @@ class Checker:
                         else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
                     )
         return figures
+
+
+_MISSING_NAME = "required: every deployment needs a name (used in messages)"
+
+
+def _manifest_key(loc: tuple) -> str:
+    """A kvplan.yaml key path as check prints it: ("deployments", 0, "name") -> deployments[0].name."""
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _lookup_ceiling(start: Path) -> Path:
+    """The highest directory _node_map may read a kvplan.yaml from, for a file in ``start``
+    (resolved): the repository root (nearest ``.git``), else the working directory when
+    ``start`` is at or below it, else ``start`` itself."""
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    cwd = Path.cwd().resolve()
+    return cwd if start == cwd or cwd in start.parents else start
 
 
 def _truncate2(x: float) -> float:

@@ -159,12 +159,23 @@ def check_junit_path(path: str):
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+# Control characters a file's value may carry into a message (C0 but tab, DEL, C1): printed as
+# they are, ESC [ 31 m would colour the terminal or the CI log, and a CR would overwrite the line.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` (\\x1b for ESC), as repr() does."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _encodable(con):
-    """A function making text printable on the console's encoding (ASCII CI logs included)."""
+    """A function making text printable on the console's encoding (ASCII CI logs included),
+    with control characters escaped (see visible)."""
     enc = (getattr(con, "encoding", None) or "utf-8").lower()
     if enc.replace("-", "").startswith("utf"):
-        return lambda text: text
-    return lambda text: text.encode(enc, "backslashreplace").decode(enc)
+        return visible
+    return lambda text: visible(text).encode(enc, "backslashreplace").decode(enc)
 
 
 def _print_diags(con, diags, group_file: str) -> None:
@@ -234,12 +245,12 @@ def print_github(report, strict: bool) -> None:
     ::warning, infos as ::notice), then a summary line."""
     level = {"error": "error", "warning": "warning", "info": "notice"}
     for d in report.diagnostics:
-        props = [f"file={_gh_prop(d.file)}"]
+        props = [f"file={_gh_prop(visible(d.file))}"]
         if d.line:
             props.append(f"line={d.line}")
         props.append(f"title={_gh_prop('kvplan ' + d.check_id)}")
         msg = (f"{d.key}: " if d.key else "") + d.message + (f" (hint: {d.hint})" if d.hint else "")
-        print(f"::{level[d.severity]} {','.join(props)}::{_gh_data(msg)}")
+        print(f"::{level[d.severity]} {','.join(props)}::{_gh_data(visible(msg))}")
     diags = report.diagnostics
     print(
         f"kvplan check: {len(report.files)} file(s), {sum(d.severity == 'error' for d in diags)} error(s), "

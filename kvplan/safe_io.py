@@ -168,7 +168,9 @@ def output_target(path: str, flag: str, example: str) -> Path:
 
     A symbolic link is followed (the file it points to is written, as ``open(path, "w")``
     would; the link stays), but a dangling link is refused (its target is not created), and so is
-    a standard stream or descriptor (/dev/stdout, /dev/fd/N, /proc/PID/fd/N, or a link to one).
+    a standard stream or descriptor (/dev/stdout, /dev/fd/N, /proc/PID/fd/N, or a link to one,
+    also through a linked directory), and so is the very file standard output or standard error
+    is written to (``--junit-xml r.txt > r.txt``: same st_dev and st_ino).
     What is there must be a regular file or nothing: a directory,
     FIFO, device or socket is refused, never replaced. The directory must exist and accept a
     new file: that is tried by creating and removing an empty probe file, because
@@ -191,8 +193,11 @@ def output_target(path: str, flag: str, example: str) -> Path:
         raise KvplanError(f"{flag}: the path is empty", hint=f"give a file name such as {example}")
     # Follow the link chain by hand: /dev/stdout -> /proc/self/fd/1 -> whatever stdout is. A
     # descriptor is not a file kvplan may replace (the report would vanish or the rename fail).
+    # Each hop's directory is resolved in full first, so a link among the directories
+    # (fdd -> /proc/self/fd, then fdd/1) cannot hide the descriptor.
     hop, hops = os.path.abspath(path), 0
     while True:
+        hop = os.path.join(os.path.realpath(os.path.dirname(hop)), os.path.basename(hop))
         if re.match(r"^/dev/(stdin|stdout|stderr|fd(/|$))|^/proc/[^/]+/fd(/|$)", hop):
             raise KvplanError(
                 f"{flag}: {path} is a standard stream or file descriptor, not a file; kvplan writes {flag} only to a regular file",
@@ -215,6 +220,17 @@ def output_target(path: str, flag: str, example: str) -> Path:
     except OSError as exc:
         raise KvplanError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
     kind = None if mode is None else file_kind(mode)
+    if mode is not None and kind is None:
+        # `kvplan check ... --junit-xml r.txt > r.txt`: the file is the one standard output (or
+        # error) already writes to; replacing it would drop the report.
+        st = os.stat(target)
+        for fd, stream in ((1, "standard output"), (2, "standard error")):
+            try:
+                out = os.fstat(fd)
+            except OSError:
+                continue
+            if stat.S_ISREG(out.st_mode) and (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino):
+                raise KvplanError(f"{flag}: {path} is the file {stream} is written to; kvplan does not replace it")
     if kind == "a directory":
         raise KvplanError(f"{flag}: {path} is a directory{via}", hint=f"give a file name, e.g. {os.path.join(path, example)}")
     if kind is not None:
