@@ -295,7 +295,7 @@ def json_schema(kind: str = "config", version: str = "0.26.0") -> dict:
     elif kind == "manifest":
         schema = Manifest.model_json_schema(by_alias=True)
     else:
-        raise KvplanError(f"KIND: unknown schema {kind!r}", hint="use config or manifest")
+        raise KvplanError(f"kind: unknown schema {kind!r}", hint="use config or manifest")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 

@@ -83,19 +83,32 @@ def parse_max_model_len(value: Optional[str]) -> Optional[int]:
 
 def parse_kv_cache_memory(value: Optional[str]) -> Optional[int]:
     """--kv-cache-memory-bytes as `vllm serve` reads it ("80g" = 80e9, "80G" = 80 GiB) or with
-    an IEC unit ("80GiB"). Raises KvplanError naming the flag."""
+    an IEC unit ("80GiB"). Raises KvplanError naming the flag as typed (--kv-cache-memory or
+    --kv-cache-memory-bytes)."""
     if value is None:
         return None
     from kvplan.engines.vllm.serve_flags import parse_human_int
     from kvplan.units import parse_bytes
 
+    flag = _flag_typed("--kv-cache-memory", "--kv-cache-memory-bytes")
     try:
         n = parse_human_int(value)
     except ValueError:
-        n = parse_bytes(value, what="--kv-cache-memory-bytes")
+        n = parse_bytes(value, what=flag)
     if n <= 0:
-        raise KvplanError(f"--kv-cache-memory-bytes: must be a positive number of bytes, got {value!r}")
+        raise KvplanError(f"{flag}: must be a positive number of bytes, got {value!r}")
     return n
+
+
+def _flag_typed(*spellings: str) -> str:
+    """Which of an option's ``spellings`` the command line used (the last one given, as click
+    keeps the last value), for messages; all of them joined by "/" when none is on it."""
+    used = None
+    for a in sys.argv[1:]:
+        for flag in spellings:
+            if a == flag or a.startswith(flag + "="):
+                used = flag
+    return used or "/".join(spellings)
 
 
 def positive(name: str, value: Optional[int]) -> Optional[int]:

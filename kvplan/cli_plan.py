@@ -184,7 +184,7 @@ def run_plan(**kw) -> int:
     from kvplan.engines.vllm.defaults import check_version
     from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
     from kvplan.gpus import load_profiles
-    from kvplan.planner import QUANTIZATIONS
+    from kvplan.planner import QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES
     from kvplan.search import SearchSpace, Target, search
 
     fmt = kw["fmt"]
@@ -197,6 +197,8 @@ def run_plan(**kw) -> int:
     validate_plot(kw["plot"])
     kv_dtypes = tuple(dict.fromkeys(_csv(kw["kv_cache_dtype"], "--kv-cache-dtype")))
     for kv in kv_dtypes:
+        if kv in VLLM_ONLY_KV_CACHE_DTYPES:
+            build_engine_args(kv_cache_dtype=kv)  # raises estimate's message: vLLM takes it, kvplan cannot size it
         if kv not in KV_CACHE_DTYPES:
             raise KvplanError(f"--kv-cache-dtype: unknown value {kv!r}", hint="use " + ", ".join(KV_CACHE_DTYPES))
     quants: list[str | None] = []

@@ -15,7 +15,9 @@ Why CUDA bytes: vLLM 0.26.0 sizes the KV cache from ``torch.cuda.mem_get_info()`
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -26,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kvplan.errors import KvplanError
 
+# compute capability as CUDA prints it: MAJOR.MINOR, two non-negative integers
+_CC = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 MiB = 1 << 20
 GiB = 1 << 30
 # No GPU comes near this (B300: 288 GB); a larger memory_bytes is a typo (1e28) or a unit slip.
@@ -57,7 +61,9 @@ class GPUProfile(BaseModel):
         fp8_supported: FP8 tensor cores (compute capability >= 8.9); fp8 KV cache and fp8
             weights run natively only there.
         bf16_supported: bfloat16 support (False on Volta/Turing).
-        compute_capability: "9.0" etc.
+        compute_capability: ``MAJOR.MINOR``, two non-negative integers ("9.0", "12.1"); vLLM
+            picks attention backends from it (kvplan.engines.vllm.defaults). A YAML float such as
+            ``8.9`` is read as its text.
         sm_count: streaming multiprocessors (vLLM's V1 sampler keeps one scratch row of the
             vocabulary per SM; None = the H200's 132, a few MB off elsewhere).
         price_per_hour_usd: hourly price of one GPU in USD (None = unknown), >= 0.
@@ -107,6 +113,17 @@ class GPUProfile(BaseModel):
             v = int(v)
         if isinstance(v, int) and v > MAX_MEMORY_BYTES:
             raise ValueError(f"{v:,} bytes is more than any GPU has (limit 64 TiB = {MAX_MEMORY_BYTES:,})")
+        return v
+
+    @field_validator("compute_capability", mode="before")
+    @classmethod
+    def _compute_capability(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if isinstance(v, float) and not isinstance(v, bool) and math.isfinite(v):
+            v = str(v)  # YAML reads 8.9 as a float; minors are one digit (CUDA's sm_XY)
+        if not isinstance(v, str) or not _CC.fullmatch(v):
+            raise ValueError("expected MAJOR.MINOR, two whole numbers such as '9.0'")
         return v
 
     @field_validator("aliases", mode="before")

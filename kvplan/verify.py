@@ -220,6 +220,28 @@ def engine_kwargs_to_options(kwargs: dict) -> tuple[dict, list[str]]:
     return options, unmodelled
 
 
+def _check_logged_options(options: dict, *, skip: set) -> None:
+    """Check engine options read from a log as ``kvplan estimate`` checks its flags (a
+    max_model_len of -8192, a block_size of 7), except those in ``skip`` (the user's flags
+    replace them).
+
+    Raises:
+        KvplanError: ``engine_args.KEY: ...`` naming the log's key, not a flag the user never typed.
+    """
+    from pydantic import ValidationError
+
+    from kvplan.cli import _plain_message
+    from kvplan.planner import EngineArgs
+
+    given = {k: v for k, v in options.items() if k in EngineArgs.model_fields and k not in skip}
+    try:
+        EngineArgs(**given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "engine_args"
+        raise KvplanError(f"engine_args.{key}: {_plain_message(err)} (got {err.get('input')!r})") from None
+
+
 def options_to_engine_kwargs(options: dict) -> dict:
     """kvplan estimate options the user set -> ``LLM(...)`` keywords (vLLM 0.26.0 names).
 
@@ -1086,10 +1108,15 @@ def verify_log(
     """
     text, record = _read_log_file(path)
     log = parse_log(text)
+    def at(lineno: int) -> str:
+        return f"{path}: log_excerpt line {lineno}" if record is not None else f"{path}:{lineno}"
+
     if log.rejected_lines:
         lineno, why = log.rejected_lines[0]
-        where = f"{path}: log_excerpt line {lineno}" if record is not None else f"{path}:{lineno}"
-        raise KvplanError(f"--from-log: {where}: {why}; not a line kvplan's child writes")
+        raise KvplanError(f"--from-log: {at(lineno)}: {why}; not a line kvplan's child writes")
+    if log.invalid_lines:
+        lineno, why = log.invalid_lines[0]
+        raise KvplanError(f"--from-log: {at(lineno)}: {why}")
     if record is not None:
         rgpu = record.get("gpu") if isinstance(record.get("gpu"), dict) else {}
         if log.meminfo is None and isinstance(rgpu.get("cuda_total_bytes"), int):
@@ -1152,7 +1179,17 @@ def verify_log(
     model_name = (record or {}).get("name") or log.model or model_for_kvplan
 
     engine_args = engine_arguments(log)
-    options, unmodelled = engine_kwargs_to_options(engine_args)
+    if log.args_line is not None:
+        args_where = at(log.args_line) + (": KVPLAN_CASE line" if log.case is not None and "kvplan-child" in log.families else "")
+    elif record is not None and log.case is not None:
+        args_where = f"{path}: the record's engine_args"
+    else:
+        args_where = f"{path}: the engine config line"
+    try:
+        options, unmodelled = engine_kwargs_to_options(engine_args)
+        _check_logged_options(options, skip=set(k for k, v in (overrides or {}).items() if v is not None))
+    except KvplanError as exc:
+        raise KvplanError(f"--from-log: {args_where}: {exc.message}") from None
     if unmodelled:
         notes.append("engine arguments kvplan does not model: " + ", ".join(sorted(unmodelled)))
     args_known = log.case is not None or log.non_default_args is not None

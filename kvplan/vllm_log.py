@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,6 +225,11 @@ class VllmLog:
         rejected_lines: (line number, why) of protocol lines set aside because their JSON is
             nested more than MAX_JSON_DEPTH levels (kvplan.sources.local; a hostile or broken
             line that would otherwise end in a RecursionError). --from-log refuses such a file.
+        invalid_lines: (line number, why) of lines kvplan's child cannot have written: a
+            ``RESULT`` or ``KVPLAN_EXACT`` count that is negative or not a finite number, a
+            second ``RESULT`` line that contradicts the first. --from-log refuses such a file.
+        args_line: the line number of the ``KVPLAN_CASE``/``CASE`` line, else of the
+            "non-default args" line, the engine arguments were read from (None: neither).
     """
 
     vllm_version: str | None = None
@@ -277,6 +283,9 @@ class VllmLog:
     resolution_bytes: dict[str, int] = field(default_factory=dict)
     error_lines: list[str] = field(default_factory=list)
     rejected_lines: list[tuple[int, str]] = field(default_factory=list)
+    invalid_lines: list[tuple[int, str]] = field(default_factory=list)
+    args_line: int | None = None
+    result_line: int | None = None
 
     @property
     def started(self) -> bool:
@@ -451,6 +460,31 @@ class _Builder:
         self.log.excerpt.append(msg)
 
 
+# Counts of the RESULT line and KVPLAN_EXACT (kvplan.vllm_child writes them from vLLM's config):
+# whole numbers >= 0 by construction, so anything else means the line was edited or corrupted.
+_COUNT_KEYS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "num_cpu_blocks")
+
+
+def _check_counts(b: _Builder, what: str, values: dict) -> None:
+    """Record in ``invalid_lines`` the first count of ``values`` that is negative or not finite."""
+    for key in _COUNT_KEYS:
+        v = values.get(key)
+        if v is None or isinstance(v, bool):
+            continue
+        bad = False
+        if isinstance(v, (int, float)):
+            bad = not math.isfinite(v) or v < 0
+        elif isinstance(v, str):
+            try:
+                f = float(v)
+            except ValueError:
+                continue  # not a number at all: ignored as before (never used as a count)
+            bad = not math.isfinite(f) or f < 0
+        if bad:
+            b.log.invalid_lines.append((b.lineno, f"{what} line: {key}={v} is not a count (a whole number >= 0)"))
+            return
+
+
 def parse_log(text: str) -> VllmLog:
     """Parse a vLLM start-up log (any vLLM version; see the module docstring for the lines).
 
@@ -498,6 +532,7 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
             return False
         if kind == "KVPLAN_EXACT" and isinstance(data, dict):
             log.exact = data
+            _check_counts(b, "KVPLAN_EXACT", data)
         elif kind == "KVPLAN_ENV" and isinstance(data, dict):
             log.env = data
         elif kind == "KVPLAN_CONFIG" and isinstance(data, dict):
@@ -505,6 +540,7 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
             return False  # large; not an excerpt line
         elif kind == "KVPLAN_CASE" and isinstance(data, dict):
             log.case = data
+            log.args_line = b.lineno
         elif kind == "KVPLAN_ERROR" and isinstance(data, dict):
             log.child_error = data
         else:
@@ -520,6 +556,7 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
                 "engine_args": data.get("kw", data.get("engine_args", {})),
                 "usage": data.get("usage", "llm"),
             }
+            log.args_line = b.lineno
             return True
         return False
     m = RE_MEMINFO.match(msg)
@@ -529,7 +566,18 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         return True
     m = RE_RESULT.match(msg)
     if m:
-        log.result = _kv_pairs(m.group(1))
+        result = _kv_pairs(m.group(1))
+        _check_counts(b, "RESULT", result)
+        if log.result is not None and result != log.result:
+            changed = [k for k in dict.fromkeys([*log.result, *result]) if log.result.get(k) != result.get(k) and k != "startup_s"]
+            if changed:
+                k = changed[0]
+                b.log.invalid_lines.append((
+                    b.lineno,
+                    f"RESULT line contradicts the RESULT line {log.result_line}: {k}={result.get(k)} here, "
+                    f"{k}={log.result.get(k)} there; a start prints one RESULT line",
+                ))
+        log.result, log.result_line = result, b.lineno
         return True
 
     hit = False
@@ -538,6 +586,8 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         try:
             log.non_default_args = parse_python_dict(m.group(1))
             log.evidence["non_default_args"] = msg
+            if log.args_line is None:
+                log.args_line = b.lineno
             hit = True
         except ValueError:
             pass

@@ -254,8 +254,8 @@ def parse_distribution(text: str, points: int = DISTRIBUTION_POINTS, shared_pref
     and MEAN/P95 stay as given. The Workload reports the P95 given (``given_p95``).
 
     Raises:
-        KvplanError: a missing or malformed part, or a prompt mean not above the shared prefix
-            (names --workload / --shared-prefix-tokens).
+        KvplanError: a missing, repeated or malformed part, or a prompt mean not above the shared
+            prefix (names --workload / --shared-prefix-tokens).
     """
     parts: dict[str, tuple[float, float | None]] = {}
     for chunk in text.replace(";", " ").split():
@@ -265,6 +265,8 @@ def parse_distribution(text: str, points: int = DISTRIBUTION_POINTS, shared_pref
         key = key.strip().lower()
         if key not in ("prompt", "output"):
             raise KvplanError(f"--workload: unknown key {key!r}", hint="use prompt= and output=")
+        if key in parts:
+            raise KvplanError(f"--workload: {key}= given twice in {text.strip()!r}", hint="give prompt= and output= once each")
         nums = [v for v in val.split(",") if v.strip()]
         if not 1 <= len(nums) <= 2:
             raise KvplanError(f"--workload: {key}= takes MEAN or MEAN,P95, got {val!r}")
@@ -372,7 +374,7 @@ def load_pairs_file(path: str | Path) -> Workload:
                 for line_no, line in enumerate(lines, start=1):
                     if not line.strip():
                         continue
-                    where = f"{path}:{line_no}"
+                    where = f"--workload: {path}:{line_no}"
                     try:
                         row = json.loads(line)
                     except json.JSONDecodeError as exc:
@@ -404,11 +406,11 @@ def load_pairs_file(path: str | Path) -> Workload:
                         raise _too_many_rows(path)
                     values = {"prompt_tokens": cells[ip] if ip < len(cells) else None,
                               "output_tokens": cells[iout] if iout < len(cells) else None}
-                    counts[_pair_from(values, f"{path}:{line_no}")] += 1
+                    counts[_pair_from(values, f"--workload: {path}:{line_no}")] += 1
     except UnicodeDecodeError as exc:
         raise KvplanError(f"--workload: {path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a chunk)") from None
     except csv.Error as exc:
-        raise KvplanError(f"{path}:{reader.line_num if reader is not None else 1}: not valid CSV ({exc})") from None
+        raise KvplanError(f"--workload: {path}:{reader.line_num if reader is not None else 1}: not valid CSV ({exc})") from None
     except OSError as exc:
         raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
     if not counts:

@@ -434,7 +434,7 @@ ROWS: list[Row] = [
         "kv-cache-memory-huge-size",
         E(LLAMA3_8B, "--kv-cache-memory", "99999999999999999999999GiB"),
         2,
-        ("--kv-cache-memory-bytes: '99999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
+        ("--kv-cache-memory: '99999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
     ),
     Row("format-unknown", E(LLAMA3_8B, "--format", "xml"), 2, ("--format: unknown value 'xml'", "hint: use table, json, yaml or serve")),
     Row("vllm-version-unknown", E(LLAMA3_8B, "--vllm-version", "0.5.0"), 2, ("--vllm-version: kvplan has no rules for vLLM '0.5.0'",)),

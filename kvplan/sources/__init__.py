@@ -1,6 +1,7 @@
 """Where a model comes from: a local directory, a bundled snapshot, or the Hugging Face Hub.
 
-``resolve_model`` tries, in order: an existing local directory (or a config.json file path);
+``resolve_model`` tries, in order: an existing local directory (or a config.json file path; any
+other path that exists, or that ends in ``config.json``, is refused as local, never looked up);
 a bundled spec by repo id/alias (unless ``--revision`` asks for a specific Hub revision);
 the Hub (kvplan.sources.hub, imported only then).
 """
@@ -25,7 +26,8 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         revision: Hub revision (branch, tag or commit); forces the Hub for non-local models.
     Raises:
         KvplanError: not found / unreadable / Hub failures (one line saying what to do); an empty
-            ``revision`` ("--revision: empty"); ``model`` a broken symbolic link or loop.
+            ``revision`` ("--revision: empty"); ``model`` a broken symbolic link or loop, a FIFO
+            or device (names which), or a missing ``.../config.json`` path.
     """
     if not model or not model.strip():
         raise KvplanError("MODEL: empty model name")
@@ -51,6 +53,13 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
                 tensors_visible=False,
             )
         raise KvplanError(f"{model}: expected a model directory or a config.json, got another file")
+    if path.exists():
+        # a FIFO, socket or device (or a link to one): refused by the regular-file reader, which
+        # names what it is, as the directory form does; never looked up on the Hub
+        read_config(path)
+        raise KvplanError(f"{model}: expected a model directory or a config.json, got another file")
+    if path.name == "config.json":
+        raise KvplanError(f"{model}: no such file", hint="give a directory holding config.json, or the path of a config.json")
     if revision is None:
         found = find_bundled(model)
         if found is not None:
@@ -88,7 +97,8 @@ def load_spec(model: str, revision: str | None = None):
     from kvplan.specs.parse import parse_config
 
     source = resolve_model(model, revision=revision)
-    spec = parse_config(source.config, source.name)
+    # A bundled snapshot keeps geometry keys only; the published config names its architecture.
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled")
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,

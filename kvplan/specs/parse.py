@@ -780,12 +780,31 @@ def _notes_on_family(architecture: str, model_type: str, c: _Cfg, notes: list[st
         )
 
 
-def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
+def _no_architectures_note(config: dict, assumed: str) -> str:
+    """The note for a config.json with no (or an empty) ``architectures`` list.
+
+    vLLM 0.26.0 then resolves the model as a pooling (embedding) model: the device log
+    tests/data/logs/device-h200-2026-11-29/p-jamba-8L.log shows "Resolved pooling config ...
+    supported_tasks=('embed', 'token_embed')" for a Jamba config without the key, a start with no
+    sampler warm-up (see that folder's README.md)."""
+    given = "an empty 'architectures' list" if "architectures" in config else "no 'architectures' key"
+    return (
+        f"config.json has {given}: kvplan sized it as a generative {assumed} (from model_type), but "
+        "vLLM 0.26.0 would load it as a pooling (embedding) model, with no sampler warm-up and a "
+        f'different start-up; add "architectures": ["{assumed}"] to config.json for the generative '
+        "start kvplan sized"
+    )
+
+
+def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool = False) -> ModelSpec:
     """Build a ModelSpec from a config.json dict.
 
     Args:
         config: the parsed config.json.
         name: a label for messages (repo id or path).
+        snapshot: ``config`` is a bundled snapshot of a published config (model_specs/), which
+            may leave out ``architectures`` although the published config gives it; no note is
+            added for the missing key then.
     Returns:
         the ModelSpec (whole-model shapes, before tensor parallelism); ``notes`` says what was
         filled with a default or cannot be modelled (a partial config, an unknown architecture or
@@ -818,6 +837,8 @@ def parse_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
     architecture = archs[0] if archs else _DEFAULT_ARCH.get(top_type or model_type, "")
     if not architecture:
         raise KvplanError(f"{where}: config.json is missing required key 'architectures'")
+    if not archs and not snapshot:
+        notes.append(_no_architectures_note(config, architecture))
 
     hidden = c.int("hidden_size", "d_model", "n_embd")
     n_layers = c.int("num_hidden_layers", "num_layers", "n_layer")
