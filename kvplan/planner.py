@@ -184,6 +184,20 @@ class Plan:
         return self.stages[0].layout
 
 
+def _fp8_activation_group(quant: QuantSpec | None) -> int:
+    """The group size W8A8 linears quantize activations in (vLLM 0.26.0 Fp8LinearMethod: the
+    weight block's column width for block-wise checkpoints, else per token = -1; 8-bit
+    compressed-tensors schemes, W8A8 fp8 or int8, per token), or 0 when the linears do not
+    quantize activations."""
+    if quant is None:
+        return 0
+    if quant.method == "fp8":
+        return quant.block_size[1] if quant.block_size else -1
+    if quant.method == "compressed-tensors" and quant.bits == 8:
+        return -1
+    return 0
+
+
 def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile, warnings: list[str]) -> QuantSpec | None:
     q = spec.quantization
     if q is not None and q.source == "checkpoint" and q.method not in VLLM_QUANTIZATION_METHODS:
@@ -495,6 +509,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             layers=layers,
             sm_count=gpu.sm_count,
             moe_workspace_persists=quant is None or quant.method != "mxfp4",
+            fp8_act_quant=_fp8_activation_group(quant),
         )
         cg, cg_applied = runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
         b = memory.budget(

@@ -71,3 +71,34 @@ def test_granite_sampler_stage_by_hand(tmp_path):
     assert record["exact_bytes"]["peak_activation"] == 4_360_587_264  # vLLM's own figure
     assert abs(by_hand - 4_360_587_264) < 64 * 1024
     assert _estimate(record, tmp_path)["memory"]["activation_peak_bytes"] == by_hand
+
+
+def test_fp8_block_dense_peak_from_the_qwen3_32b_fp8_log(tmp_path):
+    """Qwen3-32B-FP8 (fp8 weights in 128x128 blocks; Qwen3's MLP keeps gate_up alive through
+    down_proj) at 16384 batched tokens: down_proj's input is quantized into a new fp8 tensor plus
+    one fp32 scale per 128 elements while the bf16 tensors are still referenced.
+
+    By hand, per token (H = 5120, I = 25600): bf16 rule (4H + 3I) x 2 B = 194,560 B; fp8 input
+    25,600 B + 25600/128 x 4 B = 800 B of scales -> 220,960 B. x 16384 tokens = 3,620,208,640 B,
+    plus the fixed 33,571,328 B = 3,653,779,968 B. vLLM's log (2-decimal GiB, qwen3-32b-fp8_eager.log):
+    128.62 requested - 32.07 weights - 92.95 KV - 0.22 non-torch = 3.38 GiB (+-0.02)."""
+    per_token = (4 * 5120 + 3 * 25600) * 2 + 25600 + 25600 // 128 * 4
+    assert per_token == 220_960
+    by_hand = per_token * 16384 + 33_571_328
+    assert by_hand == 3_653_779_968
+    from_log = (128.62 - 32.07 - 92.95 - 0.22) * 2**30
+    assert abs(by_hand - from_log) < 0.04 * 2**30
+
+    config = json.loads(next(
+        line[len("KVPLAN_CONFIG "):] for line in (RECORDS / "qwen3-32b-fp8_eager.log").read_text(encoding="utf-8").splitlines()
+        if line.startswith("KVPLAN_CONFIG ")
+    ))
+    model = tmp_path / "qwen3-32b-fp8"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run_cli(
+        "estimate", str(model), "--gpu", "H200", "--usage", "llm", "--max-model-len", "32768", "--enforce-eager",
+        "--max-num-seqs", "1024", "--max-num-batched-tokens", "16384", "--format", "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["memory"]["activation_peak_bytes"] == by_hand

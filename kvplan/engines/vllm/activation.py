@@ -96,6 +96,24 @@ MLP_KEEPS_GATE_UP = frozenset({"qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen
 GEMMA_STYLE = frozenset({"gemma2", "gemma3", "gemma3_text"})
 
 
+# W8A8 fp8 linears (checkpoint fp8, block-wise or per-tensor, and --quantization fp8) quantize
+# their input on the fly into a new fp8 tensor plus fp32 scales (model_executor/layers/
+# quantization/utils/fp8_utils.py per_token_group_quant_fp8 for 128-wide groups; a per-token
+# scale otherwise). Only the MLPs that keep gate_up alive through down_proj (MLP_KEEPS_GATE_UP)
+# hold it at their peak: Qwen3-32B-FP8 (record qwen3-32b-fp8_eager.log, 16384 tokens, I = 25600)
+# peaked 0.372 GiB (+-0.01, from the log's 2-decimal figures) above the bf16 rule, this term gives
+# 0.403 GiB; Llama's MLP frees gate_up first and the calibration llama3-70b_fp8_eager start is
+# exact without it.
+FP8_SCALE_BYTES = 4
+
+
+def fp8_down_proj_input_bytes(inter_rank: int, group: int) -> float:
+    """Bytes per token of down_proj's quantized input: one fp8 byte per element plus an fp32
+    scale per ``group`` elements (-1: one per token)."""
+    scales = FP8_SCALE_BYTES * (-(-inter_rank // group) if group > 0 else 1)
+    return float(inter_rank + scales)
+
+
 @dataclass(frozen=True)
 class ActivationEstimate:
     """Peak activation bytes and how it was composed (per GPU)."""
@@ -119,8 +137,11 @@ def _dense_elements(spec: ModelSpec, tp: int) -> float:
     return 3.0 * h + 3.0 * inter
 
 
-def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int) -> float:
-    """Live bytes per token at the peak inside decoder layer ``i`` (eager)."""
+def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8_act_quant: int = 0) -> float:
+    """Live bytes per token at the peak inside decoder layer ``i`` (eager).
+
+    ``fp8_act_quant``: 0 without W8A8 fp8 linears, else the activation group size (128 for
+    block-quantized checkpoints, -1 per token): see FP8 below."""
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
@@ -134,6 +155,8 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int) -> 
     else:
         ffn = 3.0 * h
     ffn_bytes = ffn * act_bytes
+    if fp8_act_quant and not is_moe and spec.intermediate_size and spec.model_type in MLP_KEEPS_GATE_UP:
+        ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)
 
     mixer_bytes = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
@@ -190,6 +213,7 @@ def activation_peak(
     layers: range | None = None,
     sm_count: int | None = None,
     moe_workspace_persists: bool = True,
+    fp8_act_quant: int = 0,
 ) -> ActivationEstimate:
     """Predict vLLM 0.26.0's "GiB for peak activation" on one GPU.
 
@@ -201,6 +225,8 @@ def activation_peak(
         sm_count: the GPU's streaming multiprocessors (the V1 sampler's scratch rows);
             None = DEFAULT_SM_COUNT.
         moe_workspace_persists: False for MoE kernels that allocate their own scratch (MXFP4).
+        fp8_act_quant: W8A8 fp8 linears' activation group size (128 block-wise, -1 per token),
+            0 without them.
     Returns:
         ActivationEstimate (bytes).
     """
@@ -209,7 +235,9 @@ def activation_peak(
     h = spec.hidden_size
     v2 = uses_v2_runner(spec)
     idx = layers if layers is not None else range(spec.num_hidden_layers)
-    per_token = int(max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes) for i in idx), default=3.0 * h))
+    per_token = int(
+        max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes, fp8_act_quant) for i in idx), default=3.0 * h)
+    )
     forward = per_token * t
     compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
     if not enforce_eager and v2 and not spec.is_moe and spec.intermediate_size:
