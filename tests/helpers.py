@@ -6,6 +6,21 @@ import io
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 
+# A two-layer Llama small enough to size by hand: hidden 256 (4 heads of 64, 2 KV heads),
+# intermediate 512, vocabulary 1000, bf16. Copy it (dict(TINY_LLAMA)) before changing a key.
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
 
 def run_cli(*args: str) -> tuple[int, str, str]:
     """Run `kvplan ARGS` through kvplan.cli.main; return (exit code, stdout, stderr)."""

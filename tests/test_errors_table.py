@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from helpers import run_cli
+from helpers import TINY_LLAMA, run_cli
 from hf_server import fake_hub, safetensors_bytes, set_hf_env  # noqa: F401 - fixture
 
 from kvplan.sources.bundled import find_bundled
@@ -569,18 +569,7 @@ def test_row(row: Row, tmp_path: Path):
 
 # -- the Hugging Face Hub (tests/hf_server.py, no internet) ---------------------------------------
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
+TINY = dict(TINY_LLAMA)
 
 
 @dataclass(frozen=True)

@@ -13,25 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import TINY_LLAMA, run_cli
 
 from kvplan.errors import KvplanError
 from kvplan.sources import load_spec, resolve_model
 from kvplan.specs.parse import parse_config
 
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
+LLAMA = {**TINY_LLAMA, "tie_word_embeddings": False}
 
 # Every tensor vLLM loads for LLAMA (hand-written from the Llama layout; 2 layers, hidden 256,
 # head_dim 64, 2 KV heads -> k/v 128 rows, intermediate 512, vocab 1000).

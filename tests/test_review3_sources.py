@@ -16,24 +16,13 @@ from pathlib import Path
 
 import huggingface_hub.constants  # noqa: F401 - see below
 import pytest
-from helpers import run_cli
+from helpers import TINY_LLAMA, run_cli
 from hf_server import fake_hub  # noqa: F401 - fixture
 
 from kvplan.errors import KvplanError
 from kvplan.sources.local import load_local
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
+TINY = dict(TINY_LLAMA)
 INDEX = "model.safetensors.index.json"
 # huggingface_hub.constants is imported above, before any fake_hub fixture runs: if its first
 # import happened inside the fixture (after HF_ENDPOINT was pointed at the fake Hub), the fixture's

@@ -13,26 +13,14 @@ import sys
 import time
 
 import pytest
-from helpers import run_cli
+from helpers import TINY_LLAMA, run_cli
 from hf_server import closed_port_url, fake_hub, safetensors_bytes, safetensors_index, set_hf_env  # noqa: F401
 
 from kvplan.errors import KvplanError
 from kvplan.sources import load_spec
 from kvplan.sources.hub import load_from_hub
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
+TINY = {**TINY_LLAMA, "tie_word_embeddings": False}
 
 # One file: embeddings, two decoder layers, an MTP-style layer 2 (vLLM does not load it: layer
 # index >= num_hidden_layers), lm_head.

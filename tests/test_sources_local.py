@@ -11,24 +11,13 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import TINY_LLAMA, run_cli
 
 from kvplan.errors import KvplanError
 from kvplan.sources import resolve_model
 from kvplan.sources.local import load_local, params_vllm_loads
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
+TINY = dict(TINY_LLAMA)
 
 ELEMENT_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "F8_E4M3": 1, "U8": 1}
 
