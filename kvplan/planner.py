@@ -50,7 +50,7 @@ VLLM_QUANTIZATION_METHODS = frozenset({
 # mxfp4.py 80, auto_awq.py 75, auto_gptq.py 60, bitsandbytes.py 70).
 QUANT_MIN_CAPABILITY = {"fp8": 75, "mxfp4": 80, "awq": 75, "gptq": 60, "bitsandbytes": 70}
 
-QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "mxfp4", "bitsandbytes")
+QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "mxfp4", "bitsandbytes", "modelopt")
 
 
 class EngineArgs(BaseModel):
@@ -216,6 +216,16 @@ def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile, warning
             )
         base = want.replace("_marlin", "")
         if q is not None:
+            if q.vllm_name and q.source == "checkpoint" and want != q.vllm_name:
+                # vLLM 0.26.0 config/model.py _verify_quantization: the checkpoint's method
+                # ("modelopt", from hf_quant_config.json) must equal --quantization.
+                raise KvplanError(
+                    f"--quantization {want}: the checkpoint is quantized with {q.vllm_name} (hf_quant_config.json); "
+                    "vLLM refuses a different method",
+                    hint=f"drop --quantization or use {q.vllm_name}",
+                )
+            if q.vllm_name and want == q.vllm_name:
+                return q
             if q.method != base:
                 raise KvplanError(
                     f"--quantization {want}: the checkpoint is quantized with {q.method}; "

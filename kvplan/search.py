@@ -237,7 +237,9 @@ class Skipped:
 
     Attributes:
         category: "invalid_parallel" | "max_gpus" | "tp_exceeds_node" | "no_fp8" |
-            "unsupported" | "does_not_start" | "below_target" | "dominated".
+            "unsupported" | "does_not_start" | "below_target" | "dominated" | "same_engine"
+            (a flag that changes nothing for this checkpoint: --quantization on pre-quantized
+            weights, an fp8 KV cache the checkpoint already gives with auto).
     """
 
     gpu: str
@@ -489,6 +491,10 @@ def search(
     def skip(gpu, tp, pp, kv, q, cat, why):
         skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why))
 
+    ckpt = spec.quantization if spec.quantization is not None and spec.quantization.source == "checkpoint" else None
+    prequantized = (ckpt.vllm_name or ckpt.method) if ckpt is not None else None
+    checkpoint_fp8_kv = ckpt is not None and ckpt.kv_cache_fp8
+
     for gpu in space.gpus:
         price = prices.get(gpu.id, gpu.price_per_hour_usd)
         for kv in space.kv_cache_dtypes:
@@ -497,6 +503,12 @@ def search(
                     for pp in space.pipeline_parallel_sizes:
                         combos += 1
                         engine = tp * pp
+                        if q is not None and prequantized and None in space.quantizations:
+                            skip(gpu, tp, pp, kv, q, "same_engine", f"--quantization {q}: the checkpoint is already quantized ({prequantized}); the option without --quantization uses it as it is")
+                            continue
+                        if kv != "auto" and kv.startswith("fp8") and checkpoint_fp8_kv and "auto" in space.kv_cache_dtypes:
+                            skip(gpu, tp, pp, kv, q, "same_engine", f"--kv-cache-dtype {kv}: the checkpoint's quantization config already makes `auto` store the KV cache in fp8")
+                            continue
                         if kv.startswith("fp8") and not gpu.fp8_supported and space.require_fp8_support:
                             skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
                             continue

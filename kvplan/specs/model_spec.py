@@ -120,6 +120,8 @@ class QuantSpec(_Frozen):
         source: "checkpoint" (pre-quantized weights) or "runtime" (``--quantization`` on a bf16 config).
         block_size: fp8 block-wise scales, e.g. [128, 128] (DeepSeek-V3), else None (per tensor).
         kv_cache_fp8: the checkpoint declares an fp8 KV-cache scheme (llm-compressor).
+        vllm_name: the method name vLLM itself reports when it differs from ``method``
+            ("modelopt" for NVIDIA ModelOpt FP8 checkpoints, described by hf_quant_config.json).
     """
 
     method: str
@@ -131,6 +133,7 @@ class QuantSpec(_Frozen):
     block_size: tuple[int, int] | None = None
     kv_cache_fp8: bool = False
     modules_to_not_convert: tuple[str, ...] = ()
+    vllm_name: str | None = None
 
 
 class ModelSpec(_Frozen):

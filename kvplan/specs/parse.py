@@ -548,6 +548,7 @@ def _quantization(c: _Cfg, notes: list[str]) -> QuantSpec | None:
                 bits=8,
                 kv_cache_fp8=(qd.text("kv_cache_quant_algo", "") or "").upper() == "FP8",
                 modules_to_not_convert=qd.str_list("exclude_modules"),
+                vllm_name="modelopt",
             )
         if algo:
             method = f"modelopt_{algo.lower()}"
