@@ -330,6 +330,7 @@ class Tok:
     key: str | None = None  # how a --config YAML spelled it (the YAML key)
     unresolved: tuple[str, ...] = ()  # $VARIABLES that could not be expanded
     literal: tuple[str, ...] = ()  # $VARIABLES the platform passes on as text (exec form)
+    value_of: str | None = None  # the --config YAML key this is the value of (never a positional)
 
 
 @dataclass
@@ -437,7 +438,12 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
         if m.status in ("unknown", "ambiguous", "removed"):
             # An unknown flag's arity is unknown: take the next word as its value unless that
             # word is the only candidate left for the positional model.
-            if m.explicit is None and i < n and not _looks_like_option(toks[i].text):
+            if t.key is not None and i < n and toks[i].value_of == t.key:
+                # a --config key's value(s): its own, never the positional model (fresh-eyes-5
+                # H4: `aws_secret_access_key: sk-...` was reported as a second model)
+                while i < n and toks[i].value_of == t.key:
+                    i += 1
+            elif m.explicit is None and i < n and not _looks_like_option(toks[i].text):
                 model_pending = positional_model and not positionals and dep.model is None
                 next_is_word = i + 1 < n and not _looks_like_option(toks[i + 1].text)
                 if not model_pending or next_is_word:
@@ -1282,6 +1288,13 @@ def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: F
     p = Path(raw_path)
     candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p]
     found = next((c for c in candidates if c.exists() or c.is_symlink()), None)
+    # fresh-eyes-5 H4: a file outside the repository (or working directory) is never read,
+    # so a PR cannot have CI echo values of /home/runner/secrets.yaml into annotations
+    outside = outside_boundary(found if found is not None else candidates[0], base_dir, raw_path)
+    if outside is not None and (found is not None or all(outside_boundary(c, base_dir, raw_path) for c in candidates)):
+        dep.diag(INVALID_VALUE, "error", f"--config {outside[0]}", line=t.line, key="--config", hint=outside[1])
+        dep.invalid.add("model")
+        return rest
     if found is None:
         where = " or ".join(dict.fromkeys(_display_path(str(c.parent)) or "." for c in candidates))
         return refuse(f"no such file (looked in {where}); `vllm serve` exits ('Unable to read the config file')")
@@ -1384,12 +1397,12 @@ def config_tokens(dep: Deployment, mapping: dict, lines_of, cat: FlagCatalogue, 
         if isinstance(value, list):
             if value:
                 toks.append(Tok("--" + k, line, key=shown))
-                toks += [Tok(str(v), line) for v in value]
+                toks += [Tok(str(v), line, value_of=shown) for v in value]
             continue
         if isinstance(value, dict):
-            toks += [Tok("--" + k, line, key=shown), Tok(json.dumps(value, default=str), line)]
+            toks += [Tok("--" + k, line, key=shown), Tok(json.dumps(value, default=str), line, value_of=shown)]
             continue
-        toks += [Tok("--" + k, line, key=shown), Tok(str(value), line)]
+        toks += [Tok("--" + k, line, key=shown), Tok(str(value), line, value_of=shown)]
     return toks
 
 
@@ -2147,6 +2160,8 @@ class Checker:
                 entries = doc.data.get("deployments") if isinstance(doc.data, dict) else None
                 for entry in entries if isinstance(entries, list) else []:
                     if isinstance(entry, dict) and isinstance(entry.get("config"), str) and entry["config"].strip():
+                        if outside_boundary(path.parent / entry["config"], path.parent, entry["config"]):
+                            continue  # refused there, unread: a file named here is checked on its own
                         cfg = _real(str(path.parent / entry["config"]))
                         if cfg != _real(p):
                             covered.add(cfg)
@@ -2460,6 +2475,10 @@ class Checker:
                            message=message, hint=hint, deployment=name)
             )
 
+        outside = outside_boundary(cfg, path.parent, raw_cfg)
+        if outside is not None:  # fresh-eyes-5 H4: not read, so nothing of it is echoed
+            bad_key(*outside)
+            return None
         try:
             same = cfg.exists() and cfg.resolve() == path.resolve()
         except OSError:
@@ -2519,7 +2538,10 @@ class Checker:
         figures = None
         if spec is not None and self._model_checks(dep, spec, eng.args, eng.keys, checks):
             if gpu is not None and not eng.blockers:
-                figures = self._plan_checks(dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks)
+                figures = self._plan_checks(
+                    dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks,
+                    dp=max(eng.other.get("data-parallel-size") or 1, 1),
+                )
         order = {"error": 0, "warning": 1, "info": 2}
         dep.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))
         return DeploymentResult(
@@ -2922,10 +2944,16 @@ class Checker:
                 ok = False
         return ok
 
-    def _plan_checks(self, dep: Deployment, model, revision, spec, gpu, args, keys: dict, targets: Targets, checks: list[str]):
+    def _plan_checks(
+        self, dep: Deployment, model, revision, spec, gpu, args, keys: dict, targets: Targets, checks: list[str], *, dp: int = 1
+    ):
         """Checks on the planner's Plan: weights fit, one max_model_len request fits (vLLM 0.26.0
         v1/core/kv_cache_utils.py check_enough_kv_cache_memory), max_num_seqs vs concurrency,
-        min_concurrency, fp8 KV cache support."""
+        min_concurrency, fp8 KV cache support.
+
+        ``dp``: --data-parallel-size, the engine's replicas. min_concurrency counts requests
+        across all of them (per-replica concurrency x dp), as `kvplan plan` does
+        (search.Option.achieved); the figures and message give the per-replica number too."""
         try:
             p = self.plan(model, revision, spec, gpu, args)
         except KvplanError as exc:
@@ -3090,15 +3118,25 @@ class Checker:
                 )
             else:
                 kv_conc = p.layout.max_concurrency(p.num_gpu_blocks, req, p.max_in_flight_tokens)
-                achievable = min(kv_conc, float(seqs))
+                per_replica = min(kv_conc, float(seqs))
+                achievable = per_replica * dp  # every replica has its own KV cache and max-num-seqs
                 figures["concurrency_at_request_len"] = _truncate2(achievable)
                 figures["request_len"] = req
+                if dp > 1:
+                    figures["concurrency_per_replica_at_request_len"] = _truncate2(per_replica)
+                    figures["data_parallel_size"] = dp
                 if achievable < targets.min_concurrency:
                     cap = "max-num-seqs" if seqs < kv_conc else "the KV cache"
+                    fit = (
+                        f"{_concurrency_text(per_replica)} requests of {req} tokens fit at once per replica, "
+                        f"x{dp} replicas = {_concurrency_text(achievable)}"
+                        if dp > 1
+                        else f"{_concurrency_text(achievable)} requests of {req} tokens fit at once"
+                    )
                     dep.diag(
                         MIN_CONCURRENCY,
                         "error",
-                        f"{_concurrency_text(achievable)} requests of {req} tokens fit at once ({cap} limits it; "
+                        f"{fit} ({cap} limits it; "
                         f"{p.num_gpu_blocks} blocks of {p.block_size} tokens), below the target {targets.min_concurrency:g}",
                         line=tline,
                         key=tkey,
@@ -3131,6 +3169,35 @@ def _lookup_ceiling(start: Path) -> Path:
             return d
     cwd = Path.cwd().resolve()
     return cwd if start == cwd or cwd in start.parents else start
+
+
+def outside_boundary(target: Path, base_dir: Path, raw: str) -> tuple[str, str] | None:
+    """(message, hint) when a file that a checked file refers to (a script's ``--config FILE``,
+    a kvplan.yaml ``config: FILE``) lies outside the checked file's boundary, else None.
+
+    The boundary is _lookup_ceiling's, the one the node_selectors search stops at: the
+    repository root (nearest ``.git`` at or above ``base_dir``, the checked file's directory),
+    else the working directory (else ``base_dir`` itself when it is not below the working
+    directory). ``target`` is resolved (``..`` and symbolic links) but never opened: the caller
+    reports the message and does not read the file, so its values cannot reach CI logs
+    (fresh-eyes-5 H4). ``raw``: the path as the file wrote it (named in the message).
+    """
+    start = Path(os.path.realpath(base_dir))
+    ceiling = _lookup_ceiling(start)
+    real = Path(os.path.realpath(target))
+    if real == ceiling or ceiling in real.parents:
+        return None
+    if (ceiling / ".git").exists():
+        where = f"the repository ({ceiling})"
+    elif ceiling == Path.cwd().resolve():
+        where = f"the working directory ({ceiling}; no .git above the checked file)"
+    else:
+        where = f"the checked file's directory ({ceiling}; no .git above it, and it is not under the working directory)"
+    via = "" if str(real) == os.path.normpath(os.path.join(os.path.abspath(target.parent), target.name)) else f" resolves to {real}, which"
+    return (
+        f"{raw}{via} is outside {where}; kvplan reads referenced files only inside it and did not read this one",
+        "keep the config file inside the repository, or check it directly: kvplan check FILE",
+    )
 
 
 def _truncate2(x: float) -> float:

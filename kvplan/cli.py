@@ -397,6 +397,13 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):
         # `kvplan ... | head`: die quietly like other Unix tools instead of exiting 1.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if sys.stdout is None:
+        # `kvplan ... >&-`: Python starts with sys.stdout None when file descriptor 1 is closed;
+        # every command writes its answer there, so say so once instead of failing mid-way.
+        # Checked first: a file kvplan opened later would otherwise take descriptor 1.
+        if sys.stderr is not None:
+            print("error: cannot write the output: standard output is closed", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     if len(sys.argv) == 1:
         sys.argv.append("--help")
     register_commands(sys.argv[1:])

@@ -89,18 +89,28 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict)
     code: it stays the checks' own (0, 1 or 2), never a made-up 1.
 
     Raises:
-        KvplanError: unknown --format / --vllm-version, unusable --junit-xml path, unreadable
-            --gpu-profiles, or the JUnit file cannot be written (exit 2).
+        KvplanError: unknown --format / --vllm-version, unusable --junit-xml path (one that is
+            an input of the check included: check_not_an_input), unreadable --gpu-profiles,
+            or the JUnit file cannot be written (exit 2).
     """
     from kvplan.check import check_files
     from kvplan.errors import KvplanError
 
     if fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
+    from kvplan.safe_io import record_inputs
+
+    named = named_inputs([*files, *(gpu_profiles or [])])
     target = check_junit_path(junit_xml) if junit_xml is not None else None
-    report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
+    if target is not None:
+        check_not_an_input(junit_xml, target, named)
+    with record_inputs() as read:
+        report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
     code = report.exit_code(strict)
     if junit_xml is not None:
+        # the files the check read (kvplan.yaml, `config:` / --config files, GPU profiles)
+        # are known only now: the report must not replace one of them either
+        check_not_an_input(junit_xml, target, {**read, **named})
         write_junit(report, junit_xml, strict, target=target)
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:  # text from input files on an ASCII CI log: escape, never crash
@@ -132,6 +142,45 @@ def _drop_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+def named_inputs(paths: list[str]) -> dict[tuple[int, int], str]:
+    """(st_dev, st_ino) -> path for the files named on the command line that exist (symbolic
+    links followed), whether or not they can be read as deployments."""
+    found: dict[tuple[int, int], str] = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue
+        found.setdefault((st.st_dev, st.st_ino), p)
+    return found
+
+
+def check_not_an_input(path: str, target, inputs: dict[tuple[int, int], str]) -> None:
+    """Refuse a --junit-xml target that is one of the check's inputs: the same file (st_dev,
+    st_ino: a symbolic or hard link to it included) as a file named on the command line or
+    read during the check (fresh-eyes-5 H3: `--junit-xml in.yaml` replaced in.yaml).
+
+    Args:
+        path: --junit-xml as given; target: check_junit_path's result for it;
+        inputs: (st_dev, st_ino) -> the input's path as given or opened.
+    Raises:
+        KvplanError: the target is an input (names --junit-xml and the input; exit 2).
+    """
+    from kvplan.errors import KvplanError
+
+    try:
+        st = os.stat(target)
+    except OSError:
+        return  # nothing there yet: no input can be overwritten
+    name = inputs.get((st.st_dev, st.st_ino))
+    if name is not None:
+        same = "" if name == path else f" ({name})"
+        raise KvplanError(
+            f"--junit-xml: {path} is an input of this check{same}; kvplan does not overwrite it",
+            hint="give another file name such as kvplan-junit.xml",
+        )
 
 
 def check_junit_path(path: str):

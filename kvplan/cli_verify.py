@@ -53,7 +53,9 @@ def verify(
     dummy_weights: bool = typer.Option(False, "--dummy-weights", help="Random weights, no tokenizer: only config.json is needed."),
     tolerance: float = typer.Option(1.0, "--tolerance", help="Allowed num_gpu_blocks error in percent (exit 1 above)."),
     timeout: float = typer.Option(900.0, "--timeout", help="Seconds to wait for vLLM to start (default 15 min)."),
-    record: Optional[Path] = typer.Option(None, "--record", help="Write <name>.json (calibration shape) and <name>.log here."),
+    record: Optional[str] = typer.Option(
+        None, "--record", metavar="DIR", help="Write <name>.json (calibration shape) and <name>.log here (created when a start is recorded)."
+    ),
     name: Optional[str] = typer.Option(None, "--name", help="Record name (default: model and arguments)."),
     from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
     batch: Optional[str] = typer.Option(None, "--batch", help="YAML file of cases to run one after another."),
@@ -121,6 +123,63 @@ def _check_numbers(kw: dict, max_tolerance: float) -> None:
             raise KvplanError(f"{flag}: must be a finite number of seconds > 0, got {value}")
 
 
+# Kernel pseudo-filesystems: nothing can be created there (/proc, /sys) or nothing should be
+# (/dev, except the /dev/shm tmpfs); root passes os.access's write test on all of them.
+_PSEUDO_FS = ("/proc", "/sys", "/dev")
+
+
+def _record_dir(value: Optional[str]) -> Optional[Path]:
+    """--record DIR, checked before the environment and before anything is created.
+
+    DIR is an existing writable directory, or a path whose nearest existing ancestor is a
+    writable directory (run_case / run_batch create DIR when a start is about to be recorded).
+    Raises:
+        KvplanError: empty, an existing non-directory, a missing or unwritable ancestor, or a
+            path in a kernel pseudo-filesystem (exit 2).
+    """
+    import os
+    import stat
+
+    if value is None:
+        return None
+    if not value.strip():
+        raise KvplanError("--record: empty directory name", hint="--record DIR names the directory the records go to")
+    path = Path(value)
+
+    def kind(p: Path) -> str:
+        try:
+            st = p.lstat()
+        except OSError:
+            return "unreadable"
+        if stat.S_ISLNK(st.st_mode):
+            return f"a broken symbolic link (-> {os.readlink(p)})" if not p.exists() else "a symbolic link"
+        for test, word in ((stat.S_ISREG, "a regular file"), (stat.S_ISCHR, "a character device"),
+                           (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                           (stat.S_ISSOCK, "a socket")):
+            if test(st.st_mode):
+                return word
+        return "not a directory"
+
+    if os.path.lexists(path) and not path.is_dir():
+        raise KvplanError(
+            f"--record: {value} is {kind(path)}, not a directory; kvplan writes <name>.json and <name>.log into a directory"
+        )
+    existing = path.absolute()
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    real = os.path.realpath(existing)
+    top = next((t for t in _PSEUDO_FS if real == t or real.startswith(t + "/")), None)
+    if top is not None and not (real == "/dev/shm" or real.startswith("/dev/shm/")):
+        raise KvplanError(f"--record: {value} is in {top}, a kernel pseudo-filesystem, not a directory for records")
+    if not existing.is_dir():
+        raise KvplanError(f"--record: {value} cannot be created: {existing} is {kind(existing)}, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == path.absolute():
+            raise KvplanError(f"--record: {value} is a directory that is not writable")
+        raise KvplanError(f"--record: {value} cannot be created: {existing} is not writable")
+    return path
+
+
 def _run(kw: dict) -> int:
     from kvplan import verify as v
 
@@ -133,6 +192,7 @@ def _run(kw: dict) -> int:
     if kw["from_log"] and kw["batch"]:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
+    kw["record"] = _record_dir(kw["record"])
 
     if kw["skip_existing"] and not (kw["batch"] and kw["record"]):
         raise KvplanError("--skip-existing: only with --batch and --record DIR")
@@ -169,8 +229,6 @@ def _run(kw: dict) -> int:
     engine_args = v.options_to_engine_kwargs(options)
     if kw["revision"] and not kw["dummy_weights"]:
         engine_args["revision"] = kw["revision"]
-    if kw["record"] is not None:
-        kw["record"].mkdir(parents=True, exist_ok=True)
     with _Progress() as progress:
         result = v.run_case(
             model=kw["model"],
@@ -306,8 +364,13 @@ def _fmt_error(key: str, err: dict | None, unit: str) -> tuple[str, str]:
         text = f"{int(diff):+,}"
     if err.get("within_log_rounding"):
         text += "*"
-    pct = "" if err.get("pct") is None else f"{err['pct']:+.3f}%"
-    return text, pct
+    return text, _pct_text(err)
+
+
+def _pct_text(err: dict | None) -> str:
+    """``+0.123%``, or ``n/a`` when there is no percentage (a measured 0: no division by it)."""
+    pct = (err or {}).get("pct")
+    return "n/a" if pct is None else f"{pct:+.3f}%"
 
 
 def print_comparison(doc: dict, console) -> None:
@@ -347,9 +410,9 @@ def print_comparison(doc: dict, console) -> None:
     status = doc.get("status")
     on = doc.get("compared_on")
     if status == "pass":
-        console.print(Text(f"PASS: {on} within {doc['tolerance_pct']:g}% ({errs[on]['pct']:+.3f}%)", style="green"))
+        console.print(Text(f"PASS: {on} within {doc['tolerance_pct']:g}% ({_pct_text(errs.get(on))})", style="green"))
     elif status == "mismatch":
-        console.print(Text(f"MISMATCH: {on} off by {errs[on]['pct']:+.3f}% (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+        console.print(Text(f"MISMATCH: {on} off by {_pct_text(errs.get(on))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
     elif status == "refused":
         r = doc.get("refusal") or {}
         console.print(Text("vLLM REFUSED the config: ", style="bold red") + Text(str(r.get("message", ""))))
@@ -367,7 +430,11 @@ def print_comparison(doc: dict, console) -> None:
         # not a memory refusal: vLLM stopped before sizing memory (exit 3, docs/verify.md)
         console.print(Text("FAILED: ", style="bold yellow") + Text(str(doc.get("failure") or "")))
     elif status == "incomplete":
-        console.print(Text("INCOMPLETE: the log has neither num_gpu_blocks nor the KV tokens", style="yellow"))
+        if any(meas.get(k) == 0 for k in ("num_gpu_blocks", "gpu_kv_cache_tokens")):
+            text = "INCOMPLETE: the log's num_gpu_blocks or KV tokens is 0: no percentage error of 0 (n/a)"
+        else:
+            text = "INCOMPLETE: the log has neither num_gpu_blocks nor the KV tokens"
+        console.print(Text(text, style="yellow"))
     else:
         console.print(Text(f"{str(status).upper()}: " + str(doc.get("prediction_error") or ""), style="red"))
     if doc.get("error_lines"):

@@ -66,6 +66,25 @@ def _not_regular(kind: str) -> InputError:
     return InputError(f"is {kind}, not a regular file; kvplan reads only regular files", kind="not-regular")
 
 
+# (st_dev, st_ino) -> path of every regular file opened for reading while a record_inputs()
+# block runs (one dict per active block): `kvplan check --junit-xml` must never overwrite one.
+_RECORDERS: list[dict[tuple[int, int], str]] = []
+
+
+class record_inputs:  # noqa: N801 - used as a context manager, like contextlib's
+    """Collect the files open_regular opens (read_text, read_bytes, load_yaml callers) while
+    the block runs: ``with record_inputs() as seen: ...`` gives ``seen`` as a dict
+    (st_dev, st_ino) -> the path as opened. Blocks may nest; each sees every file."""
+
+    def __enter__(self) -> dict[tuple[int, int], str]:
+        self.seen: dict[tuple[int, int], str] = {}
+        _RECORDERS.append(self.seen)
+        return self.seen
+
+    def __exit__(self, *exc) -> None:
+        _RECORDERS.remove(self.seen)
+
+
 def open_regular(path: Path | str):
     """Open a regular file for binary reading; refuse anything else before reading a byte.
 
@@ -96,9 +115,12 @@ def open_regular(path: Path | str):
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", kind="unreadable") from None
     try:
-        kind = file_kind(os.fstat(fd).st_mode)
+        st = os.fstat(fd)
+        kind = file_kind(st.st_mode)
         if kind is not None:
             raise _not_regular(kind)
+        for seen in _RECORDERS:
+            seen.setdefault((st.st_dev, st.st_ino), str(path))
         if nonblock:
             import fcntl
 

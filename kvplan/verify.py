@@ -568,7 +568,8 @@ def compare(predicted: dict, measured: dict, resolution: dict, *, tolerance_pct:
 
     The verdict compares num_gpu_blocks when measured, else gpu_kv_cache_tokens (proportional to
     blocks for one layout): |error| <= tolerance_pct % -> "pass", else "mismatch"; neither
-    measured -> "incomplete".
+    measured -> "incomplete". A measured 0 against a non-zero prediction has no percentage
+    error (``pct`` None): it decides nothing, and the next figure (or "incomplete") does.
 
     Returns:
         (errors, status, compared_on)
@@ -585,9 +586,8 @@ def compare(predicted: dict, measured: dict, resolution: dict, *, tolerance_pct:
             entry["within_log_rounding"] = abs(diff) <= resolution[key]
         errors[key] = entry
     for key in ("num_gpu_blocks", "gpu_kv_cache_tokens"):
-        if key in errors:
-            pct = errors[key]["pct"]
-            ok = pct is not None and abs(pct) <= tolerance_pct + 1e-9
+        if key in errors and errors[key]["pct"] is not None:
+            ok = abs(errors[key]["pct"]) <= tolerance_pct + 1e-9
             return errors, ("pass" if ok else "mismatch"), key
     return errors, "incomplete", ""
 
@@ -774,6 +774,19 @@ def run_child(
     )
 
 
+def make_record_dir(path: Path) -> None:
+    """Create the --record directory (and its parents), after the environment check, when a
+    start is about to be recorded (kvplan.cli_verify checked the path before anything ran).
+
+    Raises:
+        KvplanError: it cannot be created after all (exit 2).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KvplanError(f"--record: cannot create {path}: {e.strerror or e}") from None
+
+
 def check_environment(expect_vllm: Optional[str]) -> None:
     """Fail fast (exit 3) when torch or vLLM is not importable, or vLLM is another version.
 
@@ -887,7 +900,8 @@ def _predict_for(log: VllmLog, model_for_kvplan: str, options: dict, usage: str,
 
 
 def log_consistency(log: VllmLog, measured: dict, source: dict, plan_doc: Optional[dict]) -> Optional[str]:
-    """None, or a note when the log's "GPU KV cache size: N tokens" contradicts its block count.
+    """None, or a note when the log's "GPU KV cache size: N tokens" contradicts its block count
+    (0 blocks next to N > 0 tokens included).
 
     vLLM 0.26.0 (v1/core/kv_cache_utils.py, the report after get_kv_cache_configs) prints
     ``num_blocks // len(kv_cache_groups) * block_size`` tokens, so N <= num_gpu_blocks x
@@ -898,6 +912,13 @@ def log_consistency(log: VllmLog, measured: dict, source: dict, plan_doc: Option
     and the tokens are vLLM's integers, so only 1 % is allowed for rounding.
     """
     blocks, bs, tokens = measured.get("num_gpu_blocks"), measured.get("block_size"), measured.get("gpu_kv_cache_tokens")
+    if blocks == 0 and isinstance(tokens, int) and tokens > 0 and not isinstance(blocks, bool):
+        # no percentage error of 0 exists, so compare() judges on the tokens here
+        return (
+            f"the log contradicts itself: 'GPU KV cache size: {tokens:,} tokens' but 0 blocks "
+            f"(num_gpu_blocks from {source.get('num_gpu_blocks', 'the log')}); a start that sized its KV cache "
+            "has at least one block, so the 0 is wrong: the verdict compares the KV cache tokens"
+        )
     if not (isinstance(blocks, int) and isinstance(bs, int) and isinstance(tokens, int)) or blocks <= 0 or bs <= 0:
         return None
     layout = (log.exact or {}).get("kv_cache_layout") or {}
@@ -1399,6 +1420,8 @@ def run_case(
             revision=revision, vllm_version=vllm_version,
         )
     check_environment(vllm_version)
+    if record_dir is not None:  # only now: a run that cannot start leaves no directory behind
+        make_record_dir(record_dir)
     request = {
         "name": name,
         "model": vllm_model,
@@ -1611,7 +1634,7 @@ def run_batch(
     check_environment(vllm_version)
     tol = batch["tolerance"] if tolerance_pct is None else tolerance_pct
     if record_dir is not None:
-        record_dir.mkdir(parents=True, exist_ok=True)
+        make_record_dir(record_dir)
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="kvplan-batch-"))
     try:

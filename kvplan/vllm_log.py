@@ -227,7 +227,8 @@ class VllmLog:
             line that would otherwise end in a RecursionError). --from-log refuses such a file.
         invalid_lines: (line number, why) of lines kvplan's child cannot have written: a
             ``RESULT`` or ``KVPLAN_EXACT`` count that is negative or not a finite number, a
-            second ``RESULT`` line that contradicts the first. --from-log refuses such a file.
+            ``RESULT`` num_gpu_blocks of 0, a "GPU KV cache size: 0 tokens" line in a log
+            that shows no refusal, a second ``RESULT`` line that contradicts the first. --from-log refuses such a file.
         args_line: the line number of the ``KVPLAN_CASE``/``CASE`` line, else of the
             "non-default args" line, the engine arguments were read from (None: neither).
     """
@@ -429,6 +430,7 @@ class _Builder:
     def __init__(self) -> None:
         self.log = VllmLog()
         self.lineno = 0
+        self.zero_tokens_line: int | None = None
 
     def json_payload(self, what: str, payload: str) -> Any:
         """``json.loads(payload)``, or None when it is not JSON or nested too deeply (the line is
@@ -517,6 +519,16 @@ def parse_log(text: str) -> VllmLog:
 
     log.error_lines = recent_errors[-12:]
     _finish(log)
+    if b.zero_tokens_line is not None and log.refusal is None:
+        # "GPU KV cache size: 0 tokens" in a start that went on: vLLM prints the line from the
+        # cache it sized, and refuses to start when that cache cannot hold one request, so a
+        # log that shows no refusal cannot say 0 (an edited or corrupted line)
+        log.invalid_lines.append((
+            b.zero_tokens_line,
+            "GPU KV cache size line: 0 tokens is impossible for a start that sized its KV cache "
+            "(vLLM refuses to start without room for at least one request)",
+        ))
+        log.invalid_lines.sort(key=lambda item: item[0])
     return log
 
 
@@ -567,7 +579,17 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
     m = RE_RESULT.match(msg)
     if m:
         result = _kv_pairs(m.group(1))
+        n_invalid = len(b.log.invalid_lines)
         _check_counts(b, "RESULT", result)
+        blocks = result.get("num_gpu_blocks")
+        if len(b.log.invalid_lines) == n_invalid and not isinstance(blocks, bool) and blocks == 0:
+            # kvplan.vllm_child prints RESULT only after LLM(...) returned: vLLM had sized a KV
+            # cache by then, and it refuses to start without room for one request
+            b.log.invalid_lines.append((
+                b.lineno,
+                "RESULT line: num_gpu_blocks=0 is impossible for a start that sized its KV cache "
+                "(vLLM refuses to start without at least one block)",
+            ))
         if log.result is not None and result != log.result:
             changed = [k for k in dict.fromkeys([*log.result, *result]) if log.result.get(k) != result.get(k) and k != "startup_s"]
             if changed:
@@ -640,6 +662,8 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         hit = True
     m = RE_KV_TOKENS.search(msg)
     if m:
+        if _int(m.group(1)) == 0 and b.zero_tokens_line is None:
+            b.zero_tokens_line = b.lineno  # judged in parse_log, once the log's refusal is known
         b.set("gpu_kv_cache_tokens", _int(m.group(1)), msg)
         log.families.add("v1")
         hit = True

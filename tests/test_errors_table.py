@@ -788,3 +788,106 @@ def test_estimate_rows_review3_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
     for r in ESTIMATE_ROWS_REVIEW3:
         assert f"`{r.id}`" in text and r.fragments[0].removeprefix("error: ")[:60] in text, r.id
+
+
+# -- fresh-eyes-5 H3 / H4: `kvplan check` inputs (appended) -------------------------------------
+
+
+def _outside_config_script(t: Path) -> str:
+    """REPO/sub/serve.sh (REPO has a .git) naming an absolute --config path outside REPO."""
+    _file(t, "creds.yaml", "max-model-len: sk-SECRET456\n")
+    (t / "repo" / ".git").mkdir(parents=True)
+    (t / "repo" / "sub").mkdir()
+    return _file(t / "repo" / "sub", "serve.sh", f"vllm serve meta-llama/Llama-3.1-8B-Instruct --config {t / 'creds.yaml'}\n")
+
+
+CHECK_ROWS_REVIEW5: list[Row] = [
+    Row(
+        "check-junit-onto-input",
+        lambda t: ["check", _file(t, "in.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
+                   "--junit-xml", str(t / "in.yaml")],
+        2,
+        ("is an input of this check; kvplan does not overwrite it",),
+    ),
+    Row(
+        "check-config-outside-repo",
+        lambda t: ["check", _outside_config_script(t), "--gpu", "H100"],
+        1,
+        ("is outside the repository (", "did not read this one"),
+        stream="out",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", _params(CHECK_ROWS_REVIEW5))
+def test_check_row_review5(row: Row, tmp_path: Path):
+    code, out, err = run_cli(*row.argv(tmp_path))
+    _check(row, code, out, err)
+    if row.id == "check-junit-onto-input":
+        assert (tmp_path / "in.yaml").read_text() == "model: meta-llama/Meta-Llama-3-8B\n"
+    if row.id == "check-config-outside-repo":
+        assert "sk-SECRET" not in out + err
+
+
+def test_check_rows_review5_are_in_docs_errors_md():
+    text = DOCS.read_text(encoding="utf-8")
+    for r in CHECK_ROWS_REVIEW5:
+        assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
+
+
+# -- fresh-eyes review 5: verify --record and 0 counts in --from-log (appended) -------------------
+
+_VERIFY_EXCERPT = json.loads(
+    (Path(__file__).parent / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text()
+)["log_excerpt"]
+
+
+def _zero_log(tmp: Path, prefix: str, replacement: str | None, drop: tuple[str, ...] = ()) -> str:
+    """The llama3-8b_eager excerpt with the line starting ``prefix`` replaced (lines starting
+    with a ``drop`` prefix left out)."""
+    lines = [replacement if s.startswith(prefix) else s for s in _VERIFY_EXCERPT if not s.startswith(drop)]
+    return _file(tmp, "zero.log", "\n".join(lines) + "\n")
+
+
+VERIFY_ROWS_REVIEW5 = [
+    Row(
+        "verify-record-regular-file",
+        lambda t: ["verify", LLAMA3_8B, "--record", _file(t, "rec.json", "keep\n")],
+        2,
+        ("is a regular file, not a directory; kvplan writes <name>.json and <name>.log into a directory", "error: --record: "),
+    ),
+    Row("verify-record-empty", lambda t: ["verify", LLAMA3_8B, "--record", ""], 2, ("error: --record: empty directory name",)),
+    Row(
+        "verify-record-pseudo-fs",
+        lambda t: ["verify", LLAMA3_8B, "--record", "/proc/x"],
+        2,
+        ("error: --record: /proc/x is in /proc, a kernel pseudo-filesystem, not a directory for records",),
+    ),
+    Row(
+        "verify-from-log-zero-blocks",
+        lambda t: ["verify", "--from-log", _zero_log(
+            t, "RESULT ", "RESULT num_gpu_blocks=0 block_size=16 max_num_seqs=1024 max_num_batched_tokens=16384 startup_s=25.3")],
+        2,
+        ("RESULT line: num_gpu_blocks=0 is impossible for a start that sized its KV cache (vLLM refuses to start without at least one block)",
+         "error: --from-log: "),
+    ),
+    Row(
+        "verify-from-log-zero-tokens",
+        lambda t: ["verify", "--from-log", _zero_log(t, "GPU KV cache size: ", "GPU KV cache size: 0 tokens", drop=("RESULT ",))],
+        2,
+        ("GPU KV cache size line: 0 tokens is impossible for a start that sized its KV cache "
+         "(vLLM refuses to start without room for at least one request)", "error: --from-log: "),
+    ),
+]
+
+
+@pytest.mark.parametrize("row", _params(VERIFY_ROWS_REVIEW5))
+def test_verify_row_review5(row: Row, tmp_path: Path):
+    code, out, err = run_cli(*row.argv(tmp_path))
+    _check(row, code, out, err)
+
+
+def test_verify_rows_review5_are_in_docs_errors_md():
+    text = DOCS.read_text(encoding="utf-8")
+    for r in VERIFY_ROWS_REVIEW5:
+        assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
