@@ -2180,6 +2180,9 @@ class Checker:
         if not path_text.strip():  # Path("") is ".", the working directory: say what was given
             return self._parse_error(fr, "empty file name")
         path = Path(path_text)
+        escape = link_out_of_repository(path)
+        if escape is not None:
+            return self._parse_error(fr, escape)
         try:
             text = read_text(path)
         except InputError as exc:
@@ -2314,6 +2317,10 @@ class Checker:
                 break
             seen.append(d)
             cand = next((d / n for n in ("kvplan.yaml", "kvplan.yml") if (d / n).is_file()), None)
+            if cand is not None and link_out_of_repository(cand) is not None:
+                self._parse_error(fr, link_out_of_repository(cand), file=_display_path(str(cand)))
+                found = None
+                break
             if cand is not None:
                 manifest = self._load_manifest_file(cand, fr)
                 found = (manifest, _display_path(str(cand))) if manifest is not None else None
@@ -3169,6 +3176,26 @@ def _lookup_ceiling(start: Path) -> Path:
             return d
     cwd = Path.cwd().resolve()
     return cwd if start == cwd or cwd in start.parents else start
+
+
+def link_out_of_repository(path: Path) -> str | None:
+    """Why ``path`` must not be read, or None: it lies in a git repository (nearest ``.git``
+    above its own directory, as written) but resolves through a symbolic link to a file outside
+    that repository. A link committed in a pull request could otherwise make CI print the values
+    of any YAML file on the runner (fresh-eyes-6 N1); a file named outside any repository is the
+    user's own choice and is read."""
+    lexical = Path(os.path.abspath(path))
+    repo = next((d for d in lexical.parents if (d / ".git").exists()), None)
+    if repo is None:
+        return None
+    real = Path(os.path.realpath(lexical))
+    real_repo = Path(os.path.realpath(repo))
+    if real == real_repo or real_repo in real.parents:
+        return None
+    return (
+        f"is a symbolic link to {real}, outside the repository ({real_repo}); kvplan does not follow "
+        "links out of a repository, so a pull request cannot make CI print files elsewhere on the runner"
+    )
 
 
 def outside_boundary(target: Path, base_dir: Path, raw: str) -> tuple[str, str] | None:

@@ -48,7 +48,7 @@ VLLM_QUANTIZATION_METHODS = frozenset({
 })
 # Minimum compute capability per weight quantization (vLLM 0.26.0 get_min_capability: fp8.py 75,
 # mxfp4.py 80, auto_awq.py 75, auto_gptq.py 60, bitsandbytes.py 70).
-QUANT_MIN_CAPABILITY = {"fp8": 75, "mxfp4": 80, "awq": 75, "gptq": 60, "bitsandbytes": 70}
+QUANT_MIN_CAPABILITY = {"fp8": 75, "mxfp4": 80, "awq": 75, "gptq": 60, "bitsandbytes": 70, "modelopt": 89}
 
 QUANTIZATIONS = ("fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "mxfp4", "bitsandbytes", "modelopt")
 
@@ -239,14 +239,17 @@ def _effective_quant(spec: ModelSpec, args: EngineArgs, gpu: GPUProfile, warning
                 hint="only fp8 can be applied at load time to a bf16/fp16 checkpoint",
             )
         q = QuantSpec(method="fp8", bits=8, source="runtime")
-    if q is not None and gpu.compute_capability and q.method in QUANT_MIN_CAPABILITY:
+    # Keyed by vLLM's own method name: ModelOpt FP8 (hf_quant_config.json) is "modelopt", whose
+    # ModelOptFp8Config.get_min_capability is 89 (quantization/modelopt.py), not fp8's 75.
+    qname = (q.vllm_name or q.method) if q is not None else None
+    if q is not None and gpu.compute_capability and qname in QUANT_MIN_CAPABILITY:
         major, _, minor = gpu.compute_capability.partition(".")
         cap = int(major) * 10 + int(minor or 0)
-        need = QUANT_MIN_CAPABILITY[q.method]
+        need = QUANT_MIN_CAPABILITY[qname]
         if cap < need:
-            where = "--quantization" if q.source == "runtime" else f"{spec.name}'s quantization_config"
+            where = "--quantization" if q.source == "runtime" else f"{spec.name}'s quantization config"
             raise KvplanError(
-                f"{where}: {q.method} needs compute capability {need // 10}.{need % 10}; "
+                f"{where}: {qname} needs compute capability {need // 10}.{need % 10}; "
                 f"{gpu.display_name} has {gpu.compute_capability}, so vLLM refuses it"
             )
     if q is not None and q.method == "gptq" and not spec.checkpoint_tensors_visible and q.source == "checkpoint":

@@ -38,3 +38,23 @@ def test_plan_lists_one_row_per_engine_for_a_modelopt_checkpoint():
     doc = json.loads(out)
     shapes = [(o["tensor_parallel_size"], o["pipeline_parallel_size"]) for o in doc["options"]]
     assert len(shapes) == len(set(shapes)), doc["options"]
+
+
+def test_modelopt_fp8_needs_compute_capability_8_9():
+    """vLLM 0.26.0 quantization/modelopt.py ModelOptFp8Config.get_min_capability() = 89: an A100
+    (8.0) refuses the checkpoint, an H100 (9.0) takes it (fp8's own Marlin fallback, 7.5, does
+    not apply to ModelOpt)."""
+    code, out, err = run_cli("estimate", MODEL, "--gpu", "A100-80GB", "-tp", "8", "--max-model-len", "4096")
+    assert code == 2 and out == ""
+    assert "modelopt needs compute capability 8.9" in err and "8.0" in err
+    code, _, err = run_cli("estimate", MODEL, "--gpu", "H100", "-tp", "2", "--max-model-len", "4096")
+    assert code == 0, err
+
+
+def test_plan_does_not_propose_a100_for_a_modelopt_checkpoint():
+    code, out, err = run_cli(
+        "plan", MODEL, "--max-model-len", "8192", "--concurrency", "10", "--gpus", "a100-80gb,h100", "--format", "json"
+    )
+    assert code == 0, err
+    gpus = {o["gpu"]["id"] if isinstance(o["gpu"], dict) else o["gpu"] for o in json.loads(out)["options"]}
+    assert gpus and not any(g.startswith("a100") for g in gpus), gpus
