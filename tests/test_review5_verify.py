@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from test_verify import CAL, MEMINFO, config_dir, fake, record  # noqa: F401 - fake is a fixture
+from test_verify import CAL, MEMINFO, config_dir, fake, from_log_llama3_8b, record  # noqa: F401 - fake is a fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"  # bundled
@@ -54,19 +54,13 @@ def _write(tmp_path: Path, lines: list[str], name: str = "zero.log") -> Path:
     return p
 
 
-def _from_log(tmp_path, log, *extra):
-    model = config_dir(tmp_path, "llama3-8b_eager")
-    return run_cli("verify", str(model), "--from-log", str(log), "--gpu", "H200", "--usage", "llm",
-                   "--max-model-len", "8192", "--enforce-eager", *extra)
-
-
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_result_line_with_zero_blocks_is_refused(tmp_path, fmt):
     lines = _excerpt({"RESULT ": "RESULT num_gpu_blocks=0 block_size=16 max_num_seqs=1024 "
                                  "max_num_batched_tokens=16384 startup_s=25.3"})
     log = _write(tmp_path, lines)
     lineno = next(i for i, s in enumerate(lines, 1) if s.startswith("RESULT "))
-    code, out, err = _from_log(tmp_path, log, "--format", fmt)
+    code, out, err = from_log_llama3_8b(tmp_path, log, "--format", fmt)
     assert code == 2 and out == ""
     line = one_error_line(err)
     assert line.startswith(f"error: --from-log: {log}:{lineno}: RESULT line: num_gpu_blocks=0 "), line
@@ -77,7 +71,7 @@ def test_zero_kv_tokens_without_result_line_is_refused(tmp_path):
     lines = _excerpt({"RESULT ": None, "GPU KV cache size: ": "GPU KV cache size: 0 tokens"})
     log = _write(tmp_path, lines)
     lineno = next(i for i, s in enumerate(lines, 1) if s.startswith("GPU KV cache size"))
-    code, out, err = _from_log(tmp_path, log)
+    code, out, err = from_log_llama3_8b(tmp_path, log)
     assert code == 2 and out == ""
     line = one_error_line(err)
     assert line.startswith(f"error: --from-log: {log}:{lineno}: GPU KV cache size line: 0 tokens "), line
@@ -99,7 +93,7 @@ def _zero_block_record(tmp_path: Path, *, tokens: bool) -> Path:
 def test_zero_blocks_next_to_tokens_is_a_contradiction_and_the_tokens_decide(tmp_path):
     # 0 blocks next to 'GPU KV cache size: 915,152 tokens': 0 x 16 = 0 tokens, not 915,152
     p = _zero_block_record(tmp_path, tokens=True)
-    code, out, err = _from_log(tmp_path, p, "--format", "json")
+    code, out, err = from_log_llama3_8b(tmp_path, p, "--format", "json")
     assert "Traceback" not in err
     doc = json.loads(out)
     assert doc["measured"]["num_gpu_blocks"] == 0
@@ -111,7 +105,7 @@ def test_zero_blocks_next_to_tokens_is_a_contradiction_and_the_tokens_decide(tmp
     notes = [n for n in doc["notes"] if "contradicts itself" in n]
     assert len(notes) == 1, doc["notes"]
     assert "GPU KV cache size: 915,152 tokens" in notes[0] and "0 blocks" in notes[0]
-    code2, out2, err2 = _from_log(tmp_path, p)
+    code2, out2, err2 = from_log_llama3_8b(tmp_path, p)
     assert "Traceback" not in err2 and code2 == code
     assert "n/a" in out2 and "contradicts itself" in " ".join(out2.split())
 
@@ -119,7 +113,7 @@ def test_zero_blocks_next_to_tokens_is_a_contradiction_and_the_tokens_decide(tmp
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_zero_blocks_alone_is_incomplete_not_a_mismatch(tmp_path, fmt):
     p = _zero_block_record(tmp_path, tokens=False)
-    code, out, err = _from_log(tmp_path, p, "--format", fmt)
+    code, out, err = from_log_llama3_8b(tmp_path, p, "--format", fmt)
     assert "Traceback" not in err
     assert code == 1
     if fmt == "json":

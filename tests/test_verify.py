@@ -43,6 +43,14 @@ def config_dir(tmp_path: Path, name: str) -> Path:
     return d
 
 
+def from_log_llama3_8b(tmp_path: Path, log: Path, *extra: str):
+    """`kvplan verify --from-log LOG` for the calibration llama3-8b_eager setup (its config, H200,
+    LLM-class defaults, 8192 tokens, eager), plus ``extra`` flags; run_cli's (code, out, err)."""
+    model = config_dir(tmp_path, "llama3-8b_eager")
+    return run_cli("verify", str(model), "--from-log", str(log), "--gpu", "H200", "--usage", "llm",
+                   "--max-model-len", "8192", "--enforce-eager", *extra)
+
+
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """Set up the stand-in child; returns a function that scripts one case's output."""

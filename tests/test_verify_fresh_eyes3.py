@@ -13,7 +13,7 @@ import pytest
 
 from helpers import run_cli
 from kvplan.vllm_log import parse_log
-from test_verify import CAL, DATA, MEMINFO, config_dir, fake, record, started_lines  # noqa: F401 - fake is a fixture
+from test_verify import CAL, DATA, MEMINFO, config_dir, fake, from_log_llama3_8b, record, started_lines  # noqa: F401 - fake is a fixture
 
 DEVICE = DATA / "device-h200-2026-11-29"
 GEMMA3_REASON = "Can't load image processor for '/tmp/dc/gemma3-27b_eager'"
@@ -302,18 +302,12 @@ def _llama_log(tmp_path: Path, tokens_text: str) -> Path:
     return p
 
 
-def _from_log(tmp_path, log, *extra):
-    model = config_dir(tmp_path, "llama3-8b_eager")
-    return run_cli("verify", str(model), "--from-log", str(log), "--gpu", "H200", "--usage", "llm",
-                   "--max-model-len", "8192", "--enforce-eager", *extra)
-
-
 @pytest.mark.parametrize("tokens_text", ["99,999,999,999,999,999,999,999,999", "1,000"])
 def test_self_contradictory_log_is_not_silent(tmp_path, tokens_text):
     # RESULT num_gpu_blocks=57197 block_size=16: one attention group, so vLLM's "GPU KV cache
     # size" line must say 57,197 x 16 = 915,152 tokens.
     log = _llama_log(tmp_path, tokens_text)
-    code, out, _ = _from_log(tmp_path, log, "--format", "json")
+    code, out, _ = from_log_llama3_8b(tmp_path, log, "--format", "json")
     doc = json.loads(out)
     assert doc["compared_on"] == "num_gpu_blocks"  # the block count wins
     assert doc["measured"]["num_gpu_blocks"] == 57_197
@@ -323,13 +317,13 @@ def test_self_contradictory_log_is_not_silent(tmp_path, tokens_text):
     assert "57,197 blocks x 16 = 915,152 tokens" in notes[0]
     assert "num_gpu_blocks wins" in notes[0]
     assert doc["log_consistent"] is False
-    code2, out2, _ = _from_log(tmp_path, log)
+    code2, out2, _ = from_log_llama3_8b(tmp_path, log)
     assert code2 == code
     assert "contradicts itself" in " ".join(out2.split())
 
 
 def test_consistent_logs_get_no_contradiction_note(tmp_path):
-    code, out, _ = _from_log(tmp_path, _llama_log(tmp_path, "915,152"), "--format", "json")
+    code, out, _ = from_log_llama3_8b(tmp_path, _llama_log(tmp_path, "915,152"), "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["log_consistent"] is True
     assert not [n for n in doc["notes"] if "contradicts itself" in n]
