@@ -2317,8 +2317,9 @@ class Checker:
                 break
             seen.append(d)
             cand = next((d / n for n in ("kvplan.yaml", "kvplan.yml") if (d / n).is_file()), None)
-            if cand is not None and link_out_of_repository(cand) is not None:
-                self._parse_error(fr, link_out_of_repository(cand), file=_display_path(str(cand)))
+            escape = link_out_of_repository(cand) if cand is not None else None
+            if escape is not None:
+                self._parse_error(fr, escape, file=_display_path(str(cand)))
                 found = None
                 break
             if cand is not None:
