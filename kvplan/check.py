@@ -2022,6 +2022,8 @@ class _EngineInputs:
     blockers: list = field(default_factory=list)
     other: dict = field(default_factory=dict)
     revision: str | None = None
+    hf_overrides: dict | None = None
+    hf_overrides_setting: Any = None
 
 
 def _real(path_text: str) -> str:
@@ -2076,9 +2078,10 @@ class Checker:
         self.stats = {"spec_loads": 0, "spec_cache_hits": 0, "plans": 0, "plan_cache_hits": 0}
 
     # -- cached pieces of kvplan.cli.plan_from_options -------------------------------------
-    def spec(self, model: str, revision: str | None):
-        """(ModelSpec, ModelSource) for a model, cached; raises KvplanError when not found."""
-        key = (model, revision)
+    def spec(self, model: str, revision: str | None, hf_overrides: dict | None = None):
+        """(ModelSpec, ModelSource) for a model (with ``--hf-overrides`` applied), cached;
+        raises KvplanError when not found."""
+        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None)
         if key in self._specs:
             self.stats["spec_cache_hits"] += 1
             hit = self._specs[key]
@@ -2089,7 +2092,7 @@ class Checker:
 
         self.stats["spec_loads"] += 1
         try:
-            spec, source = load_spec(model, revision)
+            spec, source = load_spec(model, revision, hf_overrides=hf_overrides)
         except KvplanError as exc:
             self._specs[key] = exc
             raise
@@ -2100,7 +2103,7 @@ class Checker:
         """The planner's Plan, cached per (model, revision, GPU, args); raises KvplanError."""
         from kvplan.planner import plan
 
-        key = (model, revision, gpu.id, gpu.memory_bytes, args)
+        key = (model, revision, spec, gpu.id, gpu.memory_bytes, args)
         if key in self._plans:
             self.stats["plan_cache_hits"] += 1
             hit = self._plans[key]
@@ -2542,7 +2545,7 @@ class Checker:
         gpu, gpu_name = self._resolve_gpu(dep, targets, checks)
         self._gpu_count_check(dep, targets, eng, checks)
         self._utilization_target(dep, targets, eng, checks)
-        spec = self._load_spec(dep, targets, model, eng.revision)
+        spec = self._load_spec(dep, targets, model, eng.revision, eng)
         figures = None
         if spec is not None and self._model_checks(dep, spec, eng.args, eng.keys, checks):
             if gpu is not None and not eng.blockers:
@@ -2660,6 +2663,9 @@ class Checker:
                 continue
             if name == "revision":
                 eng.revision = str(s.value)
+                continue
+            if base == "hf-overrides":
+                self._hf_overrides_setting(dep, eng, name, s)
                 continue
             if name in _OTHER_INT_FLAGS:
                 try:
@@ -2831,12 +2837,13 @@ class Checker:
                 key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
             )
 
-    def _load_spec(self, dep: Deployment, targets: Targets, model: str | None, revision: str | None):
-        """The model's ModelSpec (cached), or None with a model-unresolved diagnostic."""
+    def _load_spec(self, dep: Deployment, targets: Targets, model: str | None, revision: str | None, eng=None):
+        """The model's ModelSpec (cached) with the deployment's ``--hf-overrides`` applied, or
+        None with a model-unresolved diagnostic."""
         if model is None:
             return None
         try:
-            return self.spec(model, revision)[0]
+            spec = self.spec(model, revision)[0]
         except KvplanError as exc:
             dep.diag(
                 MODEL_UNRESOLVED,
@@ -2847,6 +2854,98 @@ class Checker:
                 hint=exc.hint or "add `# kvplan: model=<hub id>` naming a bundled or cached model",
             )
             return None
+        if eng is None or not eng.hf_overrides:
+            return spec
+        return self._overridden_spec(dep, model, revision, spec, eng)
+
+    def _hf_overrides_setting(self, dep: Deployment, eng: "_EngineInputs", name: str, s: Setting) -> None:
+        """Read ``--hf-overrides JSON`` or a dotted ``--hf-overrides.KEY VALUE`` into
+        ``eng.hf_overrides``, as vLLM 0.26.0's parser does (engine/arg_utils.py: a JSON object;
+        utils/argparse_utils.py: dotted keys build a nested mapping from JSON or plain text,
+        and that mapping is passed after the other arguments, so it replaces a whole
+        ``--hf-overrides JSON`` given as well). A value kvplan cannot read is a warning: the
+        overrides are not applied."""
+        if s.unresolved:
+            dep.diag(
+                UNRESOLVED_VALUE, "warning",
+                f"{s.value!r} uses {', '.join('$' + v for v in s.unresolved)}, which is not set in this file; "
+                "kvplan did not apply --hf-overrides to the model's config",
+                line=s.line, key=s.key,
+            )
+            eng.hf_overrides_setting = None
+            eng.hf_overrides = None
+            return
+        if name == "hf-overrides":
+            text = str(s.value)
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                # engine/arg_utils.py union_dict_and_str: `{...}` must be JSON (else argparse
+                # exits), other text stays a string, which ModelConfig.hf_overrides refuses
+                dep.diag(
+                    INVALID_VALUE, "error",
+                    f"{_yaml_shown(s.value)} is not a JSON object; `vllm serve` exits",
+                    line=s.line, key=s.key, hint='write a JSON object such as \'{"max_position_embeddings": 262144}\'',
+                )
+                return
+            if eng.hf_overrides_setting is not None and "." in eng.hf_overrides_setting.flag:
+                return  # the dotted keys are passed last and win (see above)
+            eng.hf_overrides, eng.hf_overrides_setting = value, s
+            return
+        path = name.split(".")[1:]
+        text = str(s.value)
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            try:
+                value = parse_human_int(text)
+            except (TypeError, ValueError):
+                value = text
+        if eng.hf_overrides_setting is None or "." not in eng.hf_overrides_setting.flag:
+            eng.hf_overrides = {}
+        target = eng.hf_overrides
+        for part in path[:-1]:
+            if not isinstance(target.get(part), dict):
+                target[part] = {}
+            target = target[part]
+        target[path[-1]] = value
+        eng.hf_overrides_setting = s
+
+    def _overridden_spec(self, dep: Deployment, model: str, revision: str | None, spec, eng: "_EngineInputs"):
+        """``spec`` rebuilt from the config with ``--hf-overrides`` applied (vLLM 0.26.0
+        config/model.py; see kvplan.specs.overrides), with an info naming the keys that changed;
+        a warning, and the checkpoint's own spec, when the overridden config cannot be parsed."""
+        from kvplan.specs.overrides import apply_hf_overrides, shadowed_flat_keys
+
+        s = eng.hf_overrides_setting
+        line, key = (s.line, s.key) if s is not None else (None, "--hf-overrides")
+        source = self.spec(model, revision)[1]
+        _, changed = apply_hf_overrides(source.config, eng.hf_overrides)
+        try:
+            new = self.spec(model, revision, eng.hf_overrides)[0]
+        except KvplanError as exc:
+            dep.diag(
+                NOT_MODELLED, "warning",
+                f"kvplan cannot apply --hf-overrides to the model's config ({exc.message}); its figures use "
+                "the checkpoint's config, vLLM's may differ",
+                line=line, key=key,
+            )
+            return spec
+        for name in shadowed_flat_keys(source.config, eng.hf_overrides):
+            dep.diag(
+                NOT_MODELLED, "warning",
+                f"{name} is set on the outer config, but this model's language model reads text_config.{name}: "
+                f"vLLM applies it where it changes nothing",
+                line=line, key=key, hint=f'write {{"text_config": {{"{name}": ...}}}}',
+            )
+        dep.diag(
+            PLANNER_NOTE, "info",
+            f"applied to the model's config as vLLM does (sets {', '.join(changed)})",
+            line=line, key=key,
+        )
+        return new
 
     def _targets(self, dep: Deployment) -> Targets:
         """Validate the deployment's kvplan targets; a bad key becomes an invalid-kvplan-key error."""
