@@ -380,6 +380,8 @@ class Deployment:
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
+    # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
+    gpu_group: tuple | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:
@@ -700,7 +702,8 @@ Syntax = Literal["shell", "exec", "k8s", "compose"]
 
 LITERAL_REASONS = {
     "exec": "Docker runs the exec form (a JSON array) of CMD/ENTRYPOINT/RUN without a shell, so no variable is expanded",
-    "k8s": "Kubernetes expands only $(NAME) in command and args; no shell runs them",
+    "k8s": "Kubernetes expands only $(NAME) in command and args, and leaves it as it is when NAME is not in "
+    "the container's env; no shell runs them",
     "compose": "`$$` in a compose file is a literal `$`, and no shell runs the command",
 }
 
@@ -710,7 +713,9 @@ def _refs(text: str) -> tuple[str, ...]:
     return tuple(m.group(1) or m.group(2) for m in _SHELL_REF.finditer(text))
 
 
-def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def expand_word(
+    text: str, syntax: str, env: dict[str, str], runtime: frozenset[str] | None = None
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """One argv word after the platform's own variable handling.
 
     Args:
@@ -718,6 +723,11 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
             "exec" (Docker exec form: nothing is expanded), "k8s" (only ``$(NAME)`` from the
             container's ``env``; ``$$`` is a literal ``$``), "compose" (``${NAME}``, ``$NAME``,
             ``${NAME:-default}`` from ``env`` = the .env file; ``$$`` is a literal ``$``).
+        runtime: k8s only: the names the container's env defines with values kvplan cannot
+            know (``valueFrom``); "*" in it: any name may be defined (``envFrom``). A ``$(NAME)``
+            of such a name is unresolved; one of another name not in ``env`` is left as it is by
+            Kubernetes, so it reaches the process as text (literal). None: every ``$(NAME)``
+            not in ``env`` is unresolved.
     Returns:
         (text, unresolved names: unknown where kvplan runs, literal names: reach vLLM as text).
     Rule sources: Dockerfile reference (shell and exec form), Kubernetes "Define dependent
@@ -749,9 +759,13 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
             name = m.group(1)
             if name in env:
                 out.append(env[name])
-            else:  # Kubernetes leaves an unknown reference as it is
-                missing.append(name)
+            elif runtime is None or name in runtime or "*" in runtime:
+                missing.append(name)  # set in the pod, to a value kvplan cannot read
                 out.append(m.group(0))
+            else:  # Kubernetes leaves a reference to an undefined name as it is
+                start = sum(len(x) for x in out)
+                out.append(m.group(0))
+                escaped.append((start, start + len(m.group(0))))
             continue
         name = m.group(1) or m.group(4)
         op, word = m.group(2), m.group(3) or ""
@@ -771,6 +785,7 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
     literal: list[str] = []
     if syntax == "k8s":
         literal = [n for n in _refs(new) if n not in missing]
+        literal += [_K8S_VAR.match(new, a).group(1) for a, b in escaped if b - a > 1]
     else:
         for m in _SHELL_REF.finditer(new):
             if any(a <= m.start() < b for a, b in escaped):
@@ -778,12 +793,14 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
     return new, tuple(missing), tuple(literal)
 
 
-def expand_tokens(words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell") -> list[Tok]:
+def expand_tokens(
+    words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell", runtime: frozenset[str] | None = None
+) -> list[Tok]:
     """Tokens with variables expanded as ``syntax`` says (see expand_word); in a shell, a word
     that is only ``$VAR`` is split like an unquoted expansion."""
     out: list[Tok] = []
     for text, line in words:
-        new, missing, literal = expand_word(text, syntax, env)
+        new, missing, literal = expand_word(text, syntax, env, runtime)
         if syntax == "shell" and new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
             for part in new.split():
                 out.append(Tok(part, line))
@@ -1019,6 +1036,7 @@ class Invocation:
     notes: dict[str, str] = field(default_factory=dict)
     issues: list = field(default_factory=list)
     process_env: dict[str, str] = field(default_factory=dict)  # NAME=value words before the command
+    runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
 
 
 def serve_calls_in_argv(
@@ -1033,6 +1051,7 @@ def serve_calls_in_argv(
     syntax: str = "shell",
     argv_env: dict[str, str] | None = None,
     notes: dict[str, str] | None = None,
+    runtime: frozenset[str] | None = None,
 ) -> list[Invocation]:
     """`vllm serve` calls in one argv (a k8s/compose command, a Dockerfile exec form, a shell
     line).
@@ -1047,6 +1066,12 @@ def serve_calls_in_argv(
             ("shell", "exec", "k8s", "compose"; see expand_word).
         argv_env: the values that expansion uses when they are not ``env`` (compose: .env).
         notes: $NAME -> why it is unset at runtime, for messages.
+        runtime: k8s: names the pod sets to values kvplan cannot read (see expand_word).
+
+    Kubernetes expands ``$(NAME)`` in a ``sh -c`` script before the shell runs it (so the
+    shell never sees ``$(NAME)`` of a defined name); a ``$(NAME)`` left in the script (an
+    undefined name, or ``$$(NAME)``) is a command substitution for the shell: its output is
+    unknown to kvplan.
     """
     env = dict(env or {})
     direct_env = dict(argv_env) if argv_env is not None else env
@@ -1055,7 +1080,7 @@ def serve_calls_in_argv(
     if found is not None:
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
-        inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes)
+        inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes, runtime=runtime)
         if syntax == "shell":
             inv.process_env = _command_env(words, start)
         return [inv]
@@ -1068,6 +1093,8 @@ def serve_calls_in_argv(
                 shell_env = {k: v for k, v in env.items() if k not in missing}
                 for name in missing:
                     notes.setdefault(name, _COMPOSE_NOTE.format(name=name))
+            elif syntax == "k8s":
+                script, shell_env = _k8s_script(script, direct_env, runtime, notes)
             item_line = lines[i + 1] if lines[i + 1] is not None else line
             out = []
             for inv in serve_calls_in_text(script.split("\n"), shell_env)[0]:
@@ -1082,8 +1109,66 @@ def serve_calls_in_argv(
                 )
             return out
     if implicit and words:
-        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes)]
+        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes, runtime=runtime)]
     return []
+
+
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_PAREN_NAME = re.compile(r"\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _k8s_script(
+    script: str, env: dict[str, str], runtime: frozenset[str] | None, notes: dict[str, str]
+) -> tuple[str, dict[str, str]]:
+    """A ``sh -c`` script of a Kubernetes container as the shell gets it, and the variables the
+    shell sees (the container's env).
+
+    Kubernetes first replaces ``$(NAME)`` of a name in the container's env by its value and
+    ``$$`` by ``$``; the rest is left as it is. What the shell then reads as ``$(NAME)`` (an
+    undefined name, or an escaped ``$$(NAME)``) is a command substitution; a name the pod sets
+    from ``valueFrom``/``envFrom`` has a value kvplan cannot read. Both are written ``${NAME}``
+    for the shell parser, with NAME out of the shell's variables and a note saying why, so
+    they come out unresolved (not split at the parenthesis).
+
+    Rule source: Kubernetes "Define a command and arguments for a container" / "Define
+    dependent environment variables" (``$(VAR)``, ``$$`` escape, undefined references kept).
+    """
+    out: list[str] = []
+    hidden: set[str] = set()
+    pos = 0
+    for m in _K8S_REF.finditer(script):
+        if m.start() < pos:  # the $(NAME) of a $$(NAME), already written
+            continue
+        out.append(script[pos : m.start()])
+        pos = m.end()
+        if m.group(0) == "$$":
+            nxt = _PAREN_NAME.match(script, m.end())
+            out.append("$")
+            if nxt is not None:  # $$(NAME): the shell runs NAME as a command
+                name = nxt.group(1)
+                out.append("{" + name + "}")
+                pos = nxt.end()
+                hidden.add(name)
+                notes.setdefault(name, f"$$({name}) reaches the shell as $({name}), which runs `{name}` as a command")
+            continue
+        name = m.group(1)
+        if name in env:
+            out.append(env[name])
+            continue
+        out.append("${" + name + "}")
+        hidden.add(name)
+        if runtime is not None and name in runtime:
+            notes.setdefault(name, f"$({name}) comes from the container's env valueFrom, which kvplan cannot read")
+        elif runtime is not None and "*" in runtime:
+            notes.setdefault(name, f"$({name}) is not in the container's env; it may come from envFrom, which kvplan does not read")
+        else:
+            notes.setdefault(
+                name,
+                f"$({name}) is not in the container's env: Kubernetes leaves it as it is and the shell runs "
+                f"`{name}` as a command",
+            )
+    out.append(script[pos:])
+    return "".join(out), {k: v for k, v in env.items() if k not in hidden}
 
 
 _COMPOSE_NOTE = (
@@ -1342,7 +1427,7 @@ def deployment_from_invocation(
     dep.process_env = dict(inv.process_env)
     for check_id, line, key, message, hint in inv.issues:
         dep.diag(check_id, "error", message, line=line, key=key, hint=hint)
-    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax)
+    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax, inv.runtime)
     if base_dir is not None:
         toks = _inline_config_file(dep, toks, base_dir, cat)
     parse_serve_args(dep, toks, cat, positional_model=inv.entry == "serve")
@@ -1629,9 +1714,130 @@ def _k8s_non_strings(dep: Deployment, container: dict, cpath: tuple, doc: YamlDo
             )
 
 
+def _k8s_env(container: dict, injected: dict[str, str | None] | None = None) -> tuple[dict[str, str], frozenset[str], dict[str, str]]:
+    """The container's environment as Kubernetes builds it: (known values, names set to values
+    kvplan cannot read, $NAME -> why).
+
+    ``env`` entries in order, each ``value`` with ``$(NAME)`` of the entries above it expanded
+    (``$$`` escapes); a ``valueFrom`` entry (secret, config map, field, resource) has a value
+    known only in the cluster; ``envFrom`` may define any name ("*" in the second item).
+    ``injected``: variables the controller adds (LeaderWorkerSet: LWS_GROUP_SIZE ...; None as a
+    value: unknown). Rule source: Kubernetes core/v1 EnvVar ("Variable references $(VAR_NAME)
+    are expanded using the previously defined environment variables in the container").
+    """
+    env: dict[str, str] = {}
+    runtime: set[str] = set()
+    notes: dict[str, str] = {}
+    if container.get("envFrom"):  # read before env; env entries override them
+        runtime.add("*")
+    for name, value in (injected or {}).items():
+        if value is None:
+            runtime.add(name)
+            notes[name] = f"${name} is set by the LeaderWorkerSet controller to a value kvplan cannot know"
+        else:
+            env[name] = value
+    for e in container.get("env") or []:
+        if not isinstance(e, dict) or "name" not in e:
+            continue
+        name = str(e["name"])
+        if "value" in e:
+            value = "" if e["value"] is None else str(e["value"])
+            new, missing, _ = expand_word(value, "k8s", env, frozenset(runtime) if runtime else frozenset())
+            if missing:  # refers to a value kvplan cannot read: so is this one
+                env.pop(name, None)
+                runtime.add(name)
+                notes[name] = f"${name} is built from {', '.join('$(' + m + ')' for m in missing)}, which kvplan cannot read"
+            else:
+                env[name] = new
+                runtime.discard(name)
+        elif isinstance(e.get("valueFrom"), dict):
+            env.pop(name, None)
+            runtime.add(name)
+            source = next(iter(e["valueFrom"]), "valueFrom")
+            notes[name] = f"${name} comes from the container's env valueFrom ({source}), which kvplan cannot read"
+        else:  # a name with no value: Kubernetes sets it to ""
+            env[name] = ""
+    return env, frozenset(runtime), notes
+
+
+def _pod_gpus(pod: Any) -> int | None:
+    """The ``nvidia.com/gpu`` count of a pod spec: its containers' limits (else requests), summed;
+    None when no container asks for GPUs or a count is not an integer."""
+    if not isinstance(pod, dict) or not isinstance(pod.get("containers"), list):
+        return None
+    total, seen = 0, False
+    for c in pod["containers"]:
+        res = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
+        for part in ("limits", "requests"):
+            vals = res.get(part) if isinstance(res.get(part), dict) else {}
+            if "nvidia.com/gpu" in vals:
+                n = _int_or_none(vals["nvidia.com/gpu"])
+                if n is None:
+                    return None
+                total, seen = total + n, True
+                break
+    return total if seen else None
+
+
+@dataclass
+class _LwsGroup:
+    """A LeaderWorkerSet's group: ``size`` pods, the leader from ``leaderTemplate`` (or
+    ``workerTemplate`` when there is none) and size - 1 workers from ``workerTemplate``.
+
+    Rule source: LeaderWorkerSet API v1 (leaderworkerset.x-k8s.io/v1) LeaderWorkerTemplate
+    (size, leaderTemplate, workerTemplate) and the env it adds to every container
+    (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); vLLM docs
+    deployment/frameworks/lws.md (the leader runs `vllm serve` over a Ray cluster of the group).
+    """
+
+    size: int
+    size_line: int | None
+    leader_path: tuple  # path of the pod spec that the leader runs
+    leader_gpus: int | None
+    worker_gpus: int | None
+
+    @property
+    def gpus(self) -> int | None:
+        if self.leader_gpus is None or (self.size > 1 and self.worker_gpus is None):
+            return None
+        return self.leader_gpus + (self.size - 1) * (self.worker_gpus or 0)
+
+    def env(self, leader: bool) -> dict[str, str | None]:
+        return {"LWS_LEADER_ADDRESS": None, "LWS_GROUP_SIZE": str(self.size), "LWS_WORKER_INDEX": "0" if leader else None}
+
+
+def _lws_group(doc: YamlDoc) -> _LwsGroup | None:
+    """The group of a LeaderWorkerSet document, or None for any other object."""
+    data = doc.data
+    if data.get("kind") != "LeaderWorkerSet" or not str(data.get("apiVersion", "")).startswith("leaderworkerset.x-k8s.io/"):
+        return None
+    lwt = (data.get("spec") or {}).get("leaderWorkerTemplate") if isinstance(data.get("spec"), dict) else None
+    if not isinstance(lwt, dict):
+        return None
+    size = _int_or_none(lwt.get("size", 1))
+    if size is None or size < 1:
+        size = 1
+    base = ("spec", "leaderWorkerTemplate")
+    worker = (lwt.get("workerTemplate") or {}).get("spec") if isinstance(lwt.get("workerTemplate"), dict) else None
+    leader = (lwt.get("leaderTemplate") or {}).get("spec") if isinstance(lwt.get("leaderTemplate"), dict) else None
+    leader_path = base + (("leaderTemplate", "spec") if isinstance(leader, dict) else ("workerTemplate", "spec"))
+    return _LwsGroup(
+        size=size,
+        size_line=doc.lines.get(base + ("size",)),
+        leader_path=leader_path,
+        leader_gpus=_pod_gpus(leader if isinstance(leader, dict) else worker),
+        worker_gpus=_pod_gpus(worker),
+    )
+
+
 def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
     """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
-    (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector."""
+    (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector.
+
+    In a LeaderWorkerSet the leader's `vllm serve` runs over the whole group (vLLM's multi-node
+    pattern: Ray across the pods), so its GPU count is the group's: the leader pod's GPUs plus
+    size - 1 times a worker pod's (see _LwsGroup); ``dep.gpu_group`` keeps the per-pod count for
+    a `vllm serve --nnodes N` that counts GPUs per node."""
     out: list[Deployment] = []
     for doc in docs:
         if not isinstance(doc.data, dict):
@@ -1639,7 +1845,10 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
         obj_kind = doc.data.get("kind", "object")
         meta = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), dict) else {}
         obj_name = meta.get("name", "?")
+        group = _lws_group(doc)
         for path, pod in _find_pod_specs(doc.data, ()):
+            is_leader = group is not None and path == group.leader_path
+            lws = group
             for ci, c in enumerate(pod["containers"]):
                 if not isinstance(c, dict):
                     continue
@@ -1652,16 +1861,16 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                 keys = [cpath + ("command", j) for j in range(len(cmd))] + [cpath + ("args", j) for j in range(len(args))]
                 lines = [doc.lines.get(k, cline) for k in keys]
                 spans = [doc.spans.get(k) for k in keys]
-                env = {}
-                for e in c.get("env") or []:
-                    if isinstance(e, dict) and "name" in e and "value" in e:
-                        env[str(e["name"])] = str(e["value"])
+                env, runtime, notes = _k8s_env(c, injected=lws.env(is_leader) if lws else None)
                 implicit = not cmd and bool(_VLLM_IMAGE.search(str(c.get("image", ""))))
                 invs = serve_calls_in_argv(
-                    words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s"
+                    words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s",
+                    notes=notes, runtime=runtime,
                 )
                 for n_inv, inv in enumerate(invs):
                     name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
+                    if lws is not None:
+                        name = f"{obj_kind}/{obj_name} {'leader' if is_leader else 'worker'} container {c.get('name', ci)}"
                     dep = deployment_from_invocation(inv, file, name, "k8s", cat)
                     if n_inv == 0:
                         _k8s_non_strings(dep, c, cpath, doc)
@@ -1673,6 +1882,9 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                             dep.gpu_count_line = doc.line_of(cpath + ("resources", part, "nvidia.com/gpu"))
                             dep.gpu_count_key = f"resources.{part}.nvidia.com/gpu"
                             break
+                    if is_leader and group.gpus is not None and group.size > 1:
+                        dep.gpu_group = (dep.gpu_count, group.size, group.leader_gpus, group.worker_gpus)
+                        dep.gpu_count = group.gpus
                     _gpu_from_selectors(dep, pod, path, doc, node_map)
                     out.append(dep)
     return out
@@ -2800,16 +3012,26 @@ class Checker:
         dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
         nnodes = max(eng.other.get("nnodes") or 1, 1)
         need = -(-tp * pp * dp // nnodes)
+        where = ""
         if targets.gpu_count is not None:
             cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
         else:
             cline, ckey = dep.gpu_count_line, dep.gpu_count_key
+            if dep.gpu_group is not None:
+                own, size, leader, worker = dep.gpu_group
+                if nnodes > 1:  # `--nnodes N`: vLLM counts the GPUs of each node (pod)
+                    count = own
+                else:
+                    where = (
+                        f" in the LeaderWorkerSet group of {size} pods (leader {leader}"
+                        + f" + {size - 1} worker(s) x {worker})"
+                    )
         tp_key = eng.keys["tensor_parallel_size"].key if "tensor_parallel_size" in eng.keys else "--tensor-parallel-size"
         if need > count:
             dep.diag(
                 GPU_COUNT,
                 "error",
-                f"{count} GPU(s) but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
+                f"{count} GPU(s){where} but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
                 + (f" / {nnodes} nodes" if nnodes > 1 else "")
                 + f" needs {need}: vLLM cannot start its workers",
                 line=cline,
@@ -2817,7 +3039,7 @@ class Checker:
                 hint=f"give {need} GPUs or lower {tp_key}",
             )
         elif need < count:
-            dep.diag(GPU_COUNT, "info", f"{count} GPU(s) but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+            dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
 
     def _utilization_target(self, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
         """--gpu-memory-utilization (vLLM 0.26.0 default 0.92, config/cache.py) against the
