@@ -42,6 +42,7 @@ import math
 import os
 import re
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -2270,11 +2271,19 @@ class Checker:
         gpu: GPU profile for deployments that declare none (the `--gpu` flag).
         gpu_profiles: extra GPU profile YAML files.
         vllm_version: whose flags and rules to use.
+        stdin_name: the file name standard input (``-``, ``/dev/stdin``) stands for: it decides
+            how the text is read (``deploy.yaml``, ``Dockerfile``, ``serve.sh``, ``kvplan.yaml``)
+            and is the name findings carry; a ``--config FILE`` in it is looked for next to that
+            name. None: the kind is told from the text (see _stdin_path).
+        stdin: the bytes to read as standard input (None: the process's standard input).
     Raises:
         KvplanError: unknown vLLM version or unreadable GPU profile files (exit 2).
     """
 
-    def __init__(self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"):
+    def __init__(
+        self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0",
+        stdin_name: str | None = None, stdin: bytes | None = None,
+    ):
         from kvplan.engines.vllm.defaults import check_version
         from kvplan.gpus import load_profiles
 
@@ -2287,6 +2296,8 @@ class Checker:
         self._plans: dict = {}
         self._manifests: dict = {}
         self._gpus: dict = {}
+        self.stdin_name = stdin_name
+        self._stdin = stdin
         self.stats = {"spec_loads": 0, "spec_cache_hits": 0, "plans": 0, "plan_cache_hits": 0}
 
     # -- cached pieces of kvplan.cli.plan_from_options -------------------------------------
@@ -2352,9 +2363,77 @@ class Checker:
         covered = self._covered_by_manifests(paths)
         # a file that a kvplan.yaml of this run names (`config: FILE`) is checked there, with the
         # manifest's gpu and targets, and not a second time as a bare file
-        files = [self.check_file(p) for p in paths if _real(p) not in covered]
+        files = [self.check_file(p) for p in paths if is_stdin(p) or _real(p) not in covered]
+        self._nothing_checked(files, any(is_stdin(p) for p in paths))
         stats = dict(self.stats, seconds=round(time.perf_counter() - t0, 4))
         return Report(files=files, stats=stats, vllm_version=self.vllm_version)
+
+    def _nothing_checked(self, files: list[FileResult], stdin: bool) -> None:
+        """A `no-deployment` warning (a failure under --strict) on the last file when the run
+        found no deployment at all and nothing else failed: a check that checked nothing is
+        not a pass to rely on (a wrong glob, a file kvplan read as another kind)."""
+        if not files or any(f.deployments for f in files):
+            return
+        if any(d.severity == "error" for f in files for d in f.diagnostics):
+            return  # the run fails already, and says why
+        last = files[-1]
+        last.diagnostics.append(
+            Diagnostic(
+                check_id=NO_DEPLOYMENT,
+                severity="warning",
+                file=last.file,
+                line=None,
+                message=f"0 deployments found in the {len(files)} file(s) given: nothing was checked",
+                hint="name standard input's kind with --stdin-name (deploy.yaml, serve.sh, Dockerfile)"
+                if stdin
+                else "check the file list; kvplan reads vLLM --config YAML, Kubernetes, compose, Dockerfiles, "
+                "scripts with `vllm serve` and kvplan.yaml",
+            )
+        )
+
+    def _read_stdin(self) -> str:
+        """Standard input as text (read once per run), with read_text's limits and rules.
+
+        Raises:
+            InputError: closed, too large, binary or not UTF-8."""
+        if self._stdin is None:
+            stream = getattr(sys.stdin, "buffer", None)
+            if stream is None:
+                raise InputError("standard input is closed")
+            try:
+                self._stdin = stream.read(MAX_FILE_BYTES + 1)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read standard input: {exc}") from None
+        data = self._stdin
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(f"standard input is over {MAX_FILE_BYTES:,} bytes; kvplan reads at most {MAX_FILE_BYTES:,} bytes per file")
+        if b"\x00" in data:
+            raise InputError("binary input (contains NUL bytes)")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line) from None
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+    def _stdin_path(self, text: str) -> Path:
+        """The file standard input stands for: ``--stdin-name``, else a name told from the text:
+        YAML whose documents are a deployment format (Kubernetes, compose, vLLM config,
+        kvplan.yaml) is read as ``stdin.yaml``; text with a Dockerfile ``FROM`` and a
+        CMD/ENTRYPOINT/RUN line as a ``Dockerfile``; anything else as a script."""
+        if self.stdin_name:
+            return Path(self.stdin_name)
+        try:
+            docs = load_yaml(text)
+        except InputError:
+            docs = None
+        if docs is not None and detect_kind(Path("stdin.yaml"), docs, self.cat) not in ("command",):
+            if detect_kind(Path("stdin.yaml"), docs, self.cat) == "manifest":
+                return Path("kvplan.yaml")
+            return Path("stdin.yaml")
+        if re.search(r"^\s*FROM\s+\S", text, re.M | re.I) and re.search(r"^\s*(CMD|ENTRYPOINT|RUN)\b", text, re.M | re.I):
+            return Path("Dockerfile")
+        return Path("stdin")
 
     def _covered_by_manifests(self, paths: list[str]) -> set[str]:
         """Real paths of the --config files that the kvplan.yaml manifests among ``paths`` name
@@ -2363,7 +2442,7 @@ class Checker:
         covered: set[str] = set()
         for p in paths:
             path = Path(p)
-            if path.suffix.lower() not in (".yaml", ".yml"):
+            if is_stdin(p) or path.suffix.lower() not in (".yaml", ".yml"):
                 continue
             try:
                 docs = load_yaml(read_text(path))
@@ -2389,19 +2468,29 @@ class Checker:
         return fr
 
     def check_file(self, path_text: str) -> FileResult:
-        """All deployments in one file, evaluated."""
-        shown = _display_path(path_text)
-        fr = FileResult(file=shown, kind=None)
-        if not path_text.strip():  # Path("") is ".", the working directory: say what was given
-            return self._parse_error(fr, "empty file name")
-        path = Path(path_text)
-        escape = link_out_of_repository(path)
-        if escape is not None:
-            return self._parse_error(fr, escape)
-        try:
-            text = read_text(path)
-        except InputError as exc:
-            return self._parse_error(fr, exc.message, exc.line)
+        """All deployments in one file, evaluated. ``-`` and ``/dev/stdin`` are standard input
+        (see _stdin_path for how its kind is told)."""
+        if is_stdin(path_text):
+            shown = _display_path(self.stdin_name) if self.stdin_name else "<stdin>"
+            fr = FileResult(file=shown, kind=None)
+            try:
+                text = self._read_stdin()
+            except InputError as exc:
+                return self._parse_error(fr, exc.message, exc.line)
+            path = self._stdin_path(text)
+        else:
+            shown = _display_path(path_text)
+            fr = FileResult(file=shown, kind=None)
+            if not path_text.strip():  # Path("") is ".", the working directory: say what was given
+                return self._parse_error(fr, "empty file name")
+            path = Path(path_text)
+            escape = link_out_of_repository(path)
+            if escape is not None:
+                return self._parse_error(fr, escape)
+            try:
+                text = read_text(path)
+            except InputError as exc:
+                return self._parse_error(fr, exc.message, exc.line)
         raw = text.split("\n")
         docs = None
         if path.suffix.lower() in (".yaml", ".yml"):
@@ -3623,12 +3712,36 @@ def _literal_hint(dep: Deployment) -> str:
     return "write the value out, or `$VAR` (one $) for compose to substitute it"
 
 
+STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+
+
+def is_stdin(path_text: str) -> bool:
+    """Whether a file argument means standard input (``-``, ``/dev/stdin``, ``/dev/fd/0``)."""
+    return path_text in STDIN_NAMES
+
+
 def check_files(
-    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"
+    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0",
+    stdin_name: str | None = None, stdin: bytes | None = None,
 ) -> Report:
     """Check deployment files; see Checker.
 
     Raises:
-        KvplanError: unknown vLLM version or unreadable --gpu-profiles files (not file problems).
+        KvplanError: unknown vLLM version or unreadable --gpu-profiles files (not file problems);
+            standard input named twice, or ``stdin_name`` without standard input among ``paths``.
     """
-    return Checker(gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version).check_paths(paths)
+    given = [p for p in paths if is_stdin(p)]
+    if len(given) > 1:
+        raise KvplanError(
+            f"FILES: standard input is given {len(given)} times ({', '.join(given)}); it can be read once",
+            hint="give - once",
+        )
+    if stdin_name is not None:
+        if not stdin_name.strip():
+            raise KvplanError("--stdin-name: empty", hint="give the file name standard input stands for, e.g. deploy.yaml")
+        if not given:
+            raise KvplanError("--stdin-name: no - among the files, so there is no standard input to name",
+                              hint="add - to the files, or leave --stdin-name out")
+    return Checker(
+        gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version, stdin_name=stdin_name, stdin=stdin
+    ).check_paths(paths)
