@@ -84,6 +84,7 @@ MAX_MODEL_LEN_LIMIT = "max-model-len-over-limit"
 FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
 GPU_COUNT = "gpu-count"
 WEIGHTS_FIT = "weights-fit"
+CUDA_GRAPHS_FIT = "cuda-graphs-fit"  # the planner's StartOutcome.CUDA_GRAPH_CAPTURE_OOM
 MAX_MODEL_LEN_FITS = "max-model-len-fits"
 MAX_NUM_SEQS = "max-num-seqs"
 MIN_CONCURRENCY = "min-concurrency"
@@ -3391,6 +3392,8 @@ class Checker:
         mml = p.effective["max_model_len"]
         ms = keys.get("max_model_len")
         mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
+        from kvplan.planner import StartOutcome
+
         checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
         starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
         over_free = [
@@ -3443,6 +3446,22 @@ class Checker:
                 hint=f"use at most {max(b.total_bytes - used, 0) // 2**20} MiB (e.g. --kv-cache-memory-bytes "
                 f"{max(b.total_bytes - used, 0) // 2**30}G)",
             )
+        elif p.outcome is StartOutcome.CUDA_GRAPH_CAPTURE_OOM:
+            # the same typed outcome estimate reports; its fix comes from kvplan.recommend
+            from kvplan.recommend import recommendations
+
+            checks.append(CUDA_GRAPHS_FIT)
+            us = keys.get("gpu_memory_utilization")
+            fix = next((r for r in recommendations(p) if r.flag == "--gpu-memory-utilization"), None)
+            dep.diag(
+                CUDA_GRAPHS_FIT,
+                "error",
+                p.failure or "CUDA graph capture runs out of memory",
+                line=us.line if us else dep.line,
+                key=us.key if us else "gpu-memory-utilization",
+                hint=(f"use --gpu-memory-utilization {fix.value} or less" if fix else "lower gpu-memory-utilization")
+                + ", or --enforce-eager",
+            )
         elif not p.fits:
             largest = p.largest_max_model_len or 0
             worst = p.worst_stage
@@ -3489,7 +3508,7 @@ class Checker:
                     hint="use --kv-cache-dtype auto on this GPU",
                 )
         notes = []
-        for w in p.warnings:
+        for w in [*p.warnings, *p.notes]:
             if w.startswith(("--kv-cache-dtype", "tensor-parallel-size")):
                 continue  # reported above as fp8-kv-unsupported-gpu / kv-head-replication
             if "unverified" in w:
