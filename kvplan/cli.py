@@ -397,6 +397,8 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):
         # `kvplan ... | head`: die quietly like other Unix tools instead of exiting 1.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if sys.stderr is None:
+        _stderr_to_devnull()
     if sys.stdout is None:
         # `kvplan ... >&-`: Python starts with sys.stdout None when file descriptor 1 is closed;
         # every command writes its answer there, so say so once instead of failing mid-way.
@@ -440,6 +442,13 @@ def main() -> None:
             _quiet_stdout()
             print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
+        import errno
+
+        if e.errno == errno.ENAMETOOLONG:  # a user path no reader has checked first
+            from kvplan.safe_io import shown_name
+
+            print(f"error: {shown_name(e.filename)}: cannot read: {e.strerror}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         raise
     try:
         sys.stdout.flush()
@@ -448,6 +457,23 @@ def main() -> None:
         print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _stderr_to_devnull() -> None:
+    """`kvplan ... 2>&-`: Python starts with sys.stderr None, and print(..., file=None) writes
+    to standard output, so error lines and warnings would land in the answer (`--format json`
+    would no longer be JSON). Messages are dropped instead, exit codes kept: descriptor 2 is
+    pointed at os.devnull (so no file kvplan opens later can take it) and sys.stderr with it."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    except OSError:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
 
 
 def _quiet_stdout() -> None:

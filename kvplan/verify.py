@@ -864,7 +864,7 @@ def _materialize_model(model: str, revision: Optional[str], workdir: Path, dummy
     from kvplan.sources import resolve_model
 
     path = Path(model).expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):  # False for a name the file system refuses: resolve_model says why
         return str(path), None
     source = resolve_model(model, revision=revision)
     if not dummy_weights:
@@ -1405,7 +1405,7 @@ def run_case(
         cfg = config
     else:
         vllm_model, cfg = _materialize_model(model, revision, workdir, dummy_weights)
-        kvplan_model = vllm_model if Path(vllm_model).is_dir() else model
+        kvplan_model = vllm_model if os.path.isdir(vllm_model) else model
         if cfg is None and (Path(vllm_model) / "config.json").is_file():
             from kvplan.sources.local import read_config
 

@@ -180,6 +180,12 @@ ROWS: list[Row] = [
         (": no config.json in this directory", "hint: give the model directory that holds config.json"),
     ),
     Row("no-such-directory", E("./no/such/dir"), 2, ("./no/such/dir: no such directory",)),
+    Row(
+        "model-name-too-long",
+        E("a/" + "b" * 5000),
+        2,
+        ("... (5,002 characters): cannot read: File name too long",),
+    ),
     # -- config.json: keys, types, values ------------------------------------------------------
     Row(
         "missing-key",
@@ -289,6 +295,12 @@ ROWS: list[Row] = [
         E(LLAMA3_8B, "--gpu-memory", "99999999999999999999999999GiB"),
         2,
         ("--gpu-memory: '99999999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
+    ),
+    Row(
+        "gpu-profiles-name-too-long",
+        E(LLAMA3_8B, "--gpu-profiles", "b" * 5000),
+        2,
+        ("--gpu-profiles bbbbbbbbbb", "... (5,000 characters): cannot read: File name too long"),
     ),
     Row(
         "gpu-profiles-malformed-yaml",
