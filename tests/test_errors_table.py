@@ -890,6 +890,18 @@ VERIFY_ROWS_REVIEW5 = [
         ("GPU KV cache size line: 0 tokens is impossible for a start that sized its KV cache "
          "(vLLM refuses to start without room for at least one request)", "error: --from-log: "),
     ),
+    Row(
+        "verify-start-out-of-range",
+        lambda t: ["verify", "--from-log", _zero_log(t, "no line starts so", None), "--start", "2"],
+        2,
+        (": it holds 1 vLLM start", "error: --start: 2 is not a start of "),
+    ),
+    Row(
+        "verify-start-without-from-log",
+        lambda t: ["verify", LLAMA3_8B, "--start", "1"],
+        2,
+        ("error: --start: only with --from-log (it picks one start of the log)",),
+    ),
 ]
 
 
