@@ -315,7 +315,7 @@ def gpus(
         from rich.table import Table
 
         rows = list(profiles.values())
-        priced = any(p.price_per_hour_usd is not None for p in rows)
+        unpriced = [p.id for p in rows if p.price_per_hour_usd is None]
         # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
         t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
@@ -323,8 +323,7 @@ def gpus(
         t.add_column("GiB", justify="right", no_wrap=True)
         t.add_column("fp8", no_wrap=True)
         t.add_column("bf16", no_wrap=True)
-        if priced:
-            t.add_column("$/h", justify="right", no_wrap=True)
+        t.add_column("$/h", justify="right", no_wrap=True)
         t.add_column("aliases", overflow="fold", min_width=10)
         t.add_column("CUDA bytes", justify="right", no_wrap=True)
         for p in rows:
@@ -335,11 +334,21 @@ def gpus(
                 "yes" if p.fp8_supported else "no",
                 "yes" if p.bf16_supported else "no",
             ]
-            if priced:
-                cells.append("" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
+            cells.append("?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
             cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
             t.add_row(*cells)
-        Console().print(t)
+        console = Console()
+        console.print(t)
+        console.print(
+            "$/h: on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
+            + (
+                "; ? = no price bundled: `kvplan plan` ranks it after priced GPUs (give one with --price GPU=USD)"
+                if unpriced
+                else ""
+            ),
+            markup=False,
+            highlight=False,
+        )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
 

@@ -130,11 +130,13 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
     """``--price GPU=USD`` (repeatable, or comma-separated) -> {profile id: USD per GPU-hour}.
 
     Raises:
-        KvplanError: malformed entry, unknown GPU, negative price (names --price).
+        KvplanError: malformed entry, unknown GPU, negative price, one GPU priced twice
+            (under two aliases or the same name; names both) (names --price).
     """
     from kvplan.gpus import find_gpu
 
     out: dict[str, float] = {}
+    given: dict[str, str] = {}  # profile id -> the name it was priced under
     for value in values or []:
         for item in _csv(value, "--price"):
             name, sep, usd = item.partition("=")
@@ -150,6 +152,12 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
                 raise KvplanError(f"--price: {name.strip()}: {usd!r} is not a number of USD per GPU-hour") from None
             if not (math.isfinite(price) and price >= 0):
                 raise KvplanError(f"--price: {name.strip()}: must be a finite number >= 0 (USD per GPU-hour), got {usd!r}")
+            if p.id in given:
+                # two spellings of one GPU (H100 and h100-sxm): which price is meant is unclear
+                raise KvplanError(
+                    f"--price: {given[p.id]!r} and {name.strip()!r} are the same GPU ({p.id}); give it one price",
+                )
+            given[p.id] = name.strip()
             out[p.id] = price
     return out
 
@@ -398,7 +406,7 @@ def print_result(result, console, kw, capacity=None, wl=None) -> None:
             console.print("   " + result.closest.serve_command(kw.get("revision")), soft_wrap=True)
     if result.unpriced:
         console.print(
-            "price unknown for " + ", ".join(result.unpriced) + ": ranked by GPU count; pass --price GPU=USD or a --gpu-profiles YAML with price_per_hour_usd"
+            "price unknown for " + ", ".join(result.unpriced) + ": ranked after the priced options (?), by GPU count; pass --price GPU=USD or a --gpu-profiles YAML with price_per_hour_usd"
         )
     if capacity is not None:
         print_capacity(capacity, wl, console)

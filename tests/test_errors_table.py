@@ -512,6 +512,12 @@ ROWS: list[Row] = [
         ("--tensor-parallel-size 3: must divide the model's num_attention_heads (32)",),
     ),
     Row(
+        "plan-price-one-gpu-twice",
+        lambda t: ["plan", LLAMA3_8B, "--concurrency", "8", "--price", "H100=2", "--price", "h100-sxm=3"],
+        2,
+        ("error: --price: 'H100' and 'h100-sxm' are the same GPU (h100-sxm); give it one price",),
+    ),
+    Row(
         "check-junit-stdout",
         lambda t: ["check", _file(t, "deploy.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
                    "--junit-xml", "/dev/stdout"],
