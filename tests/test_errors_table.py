@@ -248,6 +248,18 @@ ROWS: list[Row] = [
         ("config key 'intermediate_size' must be an integer, got inf",),
     ),
     Row(
+        "integral-float",
+        lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=32.0))],
+        2,
+        ("config key 'num_hidden_layers' must be an integer, got 32.0 (a JSON float: vLLM builds layers and tensor shapes from it and fails; write 32)",),
+    ),
+    Row(
+        "intermediate-size-zero",
+        lambda t: ["estimate", _config_dir(t, _llama(intermediate_size=0))],
+        2,
+        ("config key 'intermediate_size' must be >= 1 for a model with dense MLP layers, got 0",),
+    ),
+    Row(
         "huge-layer-count",
         lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=10**12))],
         2,
@@ -266,6 +278,12 @@ ROWS: list[Row] = [
         ("quantization_config.quant_method 'magic'",),
     ),
     # -- safetensors next to config.json -------------------------------------------------------
+    Row(
+        "safetensors-unknown-dtype",
+        lambda t: ["estimate", _safetensors_dir(t, {"w": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}})],
+        2,
+        ("unreadable safetensors header (tensor 'w': dtype 'Q4_K' is not a safetensors dtype (safetensors knows BOOL, U8",),
+    ),
     Row(
         "safetensors-bad-shape",
         lambda t: [
