@@ -339,16 +339,17 @@ def gpus(
             t.add_row(*cells)
         console = Console()
         console.print(t)
-        console.print(
-            "$/h: on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
+        from kvplan.render import hanging
+
+        console.print(hanging(
+            "$/h: ",
+            "on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
             + (
                 "; ? = no price bundled: `kvplan plan` ranks it after priced GPUs (give one with --price GPU=USD)"
                 if unpriced
                 else ""
             ),
-            markup=False,
-            highlight=False,
-        )
+        ))
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
 
@@ -360,6 +361,7 @@ def register_commands(argv: list[str] | None = None) -> None:
     if argv is not None:
         first = next((a for a in argv if not a.startswith("-")), None)
         if first in ("estimate", "gpus"):
+            _fill_metavars(app)
             return
         if first in _COMMAND_MODULES:
             wanted = {_COMMAND_MODULES[first]}
@@ -368,6 +370,74 @@ def register_commands(argv: list[str] | None = None) -> None:
             continue
         importlib.import_module(name).register(app)
         _registered.add(name)
+    _fill_metavars(app)
+
+
+# Help-text placeholders for options declared without a metavar (typer would print its own
+# "<int>", "<str>", "<list[str]>"): a name saying what to write, else the kind of value.
+_METAVARS = {
+    "--format": "FORMAT", "--gpu": "GPU", "--gpus": "GPU[,GPU...]", "--gpu-memory": "SIZE", "--gpu-profiles": "FILE",
+    "--price": "GPU=USD", "--plot": "FILE", "--workload": "SPEC|FILE", "--from-log": "FILE", "--batch": "FILE",
+    "--junit-xml": "FILE", "--config": "FILE", "--max-model-len": "TOKENS", "--revision": "REVISION",
+    "--vllm-version": "VERSION", "--usage": "llm|serve", "--kv-cache-dtype": "DTYPE", "--dtype": "DTYPE",
+    "--quantization": "METHOD", "--tensor-parallel-size": "N", "--pipeline-parallel-size": "N",
+    "--kv-cache-memory": "BYTES", "--gpu-memory-utilization": "FRACTION", "--block-size": "TOKENS",
+    "--max-num-batched-tokens": "TOKENS", "--max-num-seqs": "N", "--name": "NAME", "--stdin-name": "NAME",
+}
+_TYPE_METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
+
+
+def _plain_argument_help() -> None:
+    """typer 0.29 prints an argument as "MODEL <str>" even when it has a metavar; show the
+    metavar alone (help text only; parsing is untouched). Skipped if typer changes shape."""
+    try:
+        from typer.core import TyperArgument
+
+        original = TyperArgument.display_type_rich
+        if getattr(original, "_kvplan", False):
+            return
+
+        def display_type_rich(self, ctx):
+            return None if self.metavar is not None else original(self, ctx)
+
+        display_type_rich._kvplan = True
+        TyperArgument.display_type_rich = display_type_rich
+    except (ImportError, AttributeError):
+        pass
+
+
+def _fill_metavars(typer_app: typer.Typer) -> None:
+    """Give every registered option and argument without a metavar a plain one (see _METAVARS;
+    arguments: their name in capitals), so help never shows typer's "<int>" / "<list[str]>"."""
+    import inspect
+    import typing
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    _plain_argument_help()
+    for cmd in typer_app.registered_commands:
+        if cmd.callback is None:
+            continue
+        try:
+            hints = typing.get_type_hints(cmd.callback)
+        except Exception:  # noqa: BLE001 - a help nicety must never break the CLI
+            hints = {}
+        for name, param in inspect.signature(cmd.callback).parameters.items():
+            info = param.default
+            if not isinstance(info, (OptionInfo, ArgumentInfo)) or info.metavar is not None:
+                continue
+            if isinstance(info, ArgumentInfo):
+                info.metavar = name.upper()
+                continue
+            kind = hints.get(name)
+            args = [a for a in typing.get_args(kind) if a is not type(None)]
+            base = args[0] if args else kind
+            if typing.get_origin(base) is list:
+                base = (typing.get_args(base) or (str,))[0]
+            if base is bool:
+                continue
+            flags = [d for d in (info.param_decls or ()) if d.startswith("--")]
+            info.metavar = next((_METAVARS[f] for f in flags if f in _METAVARS), _TYPE_METAVARS.get(base, "VALUE"))
 
 
 _TYPE_ERRORS = (

@@ -451,7 +451,9 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        console.print(Text("note: ", style="yellow") + Text(note))
+        from kvplan.render import hanging
+
+        console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)
 
