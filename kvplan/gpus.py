@@ -56,7 +56,7 @@ class GPUProfile(BaseModel):
             ``cuda-exact`` (exact bytes from a public CUDA query), ``torch-mib-floor`` (a torch
             repr's floored MiB), ``vllm-log-gib`` (a vLLM log's 2-decimal GiB), ``estimate``, or
             ``user`` (set by a user file or --gpu-memory).
-        memory_source: where memory_bytes came from (URL, file, or code index id).
+        memory_source: where memory_bytes came from (URL, repository file, or "a public GitHub file" whose repository is unknown).
         nvidia_smi_total_mib: the NVML / nvidia-smi total in MiB (larger than the CUDA total).
         fp8_supported: FP8 tensor cores (compute capability >= 8.9); fp8 KV cache and fp8
             weights run natively only there.

@@ -484,3 +484,16 @@ def test_gpus_table_has_a_price_column_and_marks_missing_prices(monkeypatch):
     b300 = next(line for line in out.splitlines() if line.split()[:1] == ["b300"])
     assert " ? " in b300
     assert "? = no price bundled" in " ".join(out.split())
+
+
+def test_memory_source_cites_no_internal_search_ids():
+    # Issue 14 item 15: memory_source reached users' JSON with "code index id N", an id of the
+    # research tool's index that means nothing outside it. Every source must read as a URL, a
+    # repository file or a plain description.
+    code, out, err = run_cli("gpus", "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and all("memory_source" in r for r in rows)
+    for r in rows:
+        assert "code index" not in (r["memory_source"] or ""), r["id"]
+        assert not re.search(r"\bid \d{6,}", r["memory_source"] or ""), r["id"]
