@@ -1,6 +1,6 @@
 """What a model IS, as far as vLLM's memory planning cares: the typed ModelSpec.
 
-A ModelSpec is parsed from a Hugging Face ``config.json`` (see ``kvplan.specs.parse``) and is
+A ModelSpec is parsed from a Hugging Face ``config.json`` (see ``kvplan.model.parse``) and is
 engine-neutral: it says how many layers of which attention kind there are, their KV heads and head
 sizes, the MoE and MLA shapes, the recurrent-state shapes of linear-attention/Mamba layers, the
 checkpoint dtype and the quantization. What vLLM *does* with it (per-rank heads, page sizes,
@@ -85,6 +85,7 @@ class MambaShape(_Frozen):
     dt_rank: int | None = None  # Mamba-1 only
     use_conv_bias: bool = True
     use_bias: bool = False
+    use_rms_norm: bool = False  # Mamba-1 RMSNorms on dt, B and C (Jamba; vLLM MambaMixer use_rms_norm)
 
 
 class MoESpec(_Frozen):
@@ -154,7 +155,7 @@ class ModelSpec(_Frozen):
         checkpoint_bytes: total bytes of the checkpoint tensors vLLM loads, when known.
         checkpoint_params: (safetensors dtype, parameter count) pairs of those tensors, when known.
         checkpoint_tensors_visible: whether vLLM would see the checkpoint's tensors next to the
-            config (False for a config-only directory: vLLM 0.26.0 auto_gptq.maybe_update_config
+            config (False for a config-only directory: vLLM auto_gptq.maybe_update_config
             then finds no quantized layers and loads GPTQ weights unquantized).
         notes: one-line warnings from parsing and from the source, for the plan's warnings: keys a
             partial config lacks (transformers defaults used), an architecture or quant_method
@@ -194,6 +195,8 @@ class ModelSpec(_Frozen):
     mlp_bias: bool = False
     qk_norm: bool = False
     norms_per_layer: int = 2
+    norm_has_bias: bool = False  # LayerNorm with bias (OPT): 2 vectors per norm, not 1 (RMSNorm)
+    attn_output_gate: bool = False  # q_proj also yields a sigmoid output gate: 2x its rows (Qwen3-Next)
     gated_mlp: bool = True
     learned_positions: int = 0  # rows of a learned position embedding (OPT), 0 for RoPE
     is_multimodal: bool = False

@@ -84,8 +84,8 @@ def load_spec(model: str, revision: str | None = None):
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
-    vLLM 0.26.0 auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
-    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM 0.26.0 weight rules in
+    vLLM auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
+    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM weight rules in
     kvplan.engines.vllm.weights) are dropped as incomplete. ``notes`` gathers the parser's and
     the source's warnings (ModelSpec.notes, then ModelSource.notes, then the coverage note).
 
@@ -94,7 +94,7 @@ def load_spec(model: str, revision: str | None = None):
     Raises:
         KvplanError: not found, unreadable, or a config kvplan cannot parse (names the key).
     """
-    from kvplan.specs.parse import parse_config
+    from kvplan.model.parse import parse_config
 
     source = resolve_model(model, revision=revision)
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
@@ -125,7 +125,7 @@ def _below_formula(spec) -> str | None:
     """Why the checkpoint bytes look like an incomplete checkpoint, or None.
 
     Judged only where the formula is trusted: no quantization, or a method kvplan models."""
-    from kvplan.specs.parse import MODELLED_QUANT_METHODS
+    from kvplan.model.quant import MODELLED_QUANT_METHODS
 
     if not spec.checkpoint_bytes or (spec.quantization is not None and spec.quantization.method not in MODELLED_QUANT_METHODS):
         return None
