@@ -41,10 +41,6 @@ from kvplan.model.family import Family
 from kvplan.model.quant import MODELLED_QUANT_METHODS, _quantization, _unknown_quant_note  # noqa: F401
 from kvplan.model.spec import AttentionShape, LayerKind, ModelSpec
 
-# Kept for importers of the old names: the model-type -> architecture map and the set of
-# architectures kvplan has rules for (the registry's keys).
-_DEFAULT_ARCH = DEFAULT_ARCHITECTURE
-
 
 def _vision_params(vc: _Cfg, text_hidden: int) -> int:
     """Approximate parameter count of a ViT-style vision tower plus its projector (SigLIP/CLIP
@@ -64,7 +60,6 @@ def _vision_params(vc: _Cfg, text_hidden: int) -> int:
     per_layer = 4 * h * h + 4 * h + 2 * h * inter + inter + h + 4 * h
     positions = (image // patch) ** 2
     return layers * per_layer + chans * patch * patch * h + h + positions * h + 2 * h + h * text_hidden + text_hidden
-
 
 
 def _layer_kinds(c: _Cfg, family: Family, n_layers: int, notes: list[str]) -> tuple[
