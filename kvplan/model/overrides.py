@@ -1,6 +1,6 @@
 """``--hf-overrides`` applied to a model's config.json the way vLLM applies it.
 
-Rule (vLLM 0.26.0 config/model.py ``ModelConfig.__post_init__`` and ``_apply_dict_overrides``,
+Rule (vLLM config/model.py ``ModelConfig.__post_init__`` and ``_apply_dict_overrides``,
 transformers_utils/config.py ``get_config``): the overrides mapping is split in two.
 
 - Keys whose value is not a mapping are set on the top-level config (``config.update``), before
@@ -39,7 +39,7 @@ def _merge(target: dict, updates: dict) -> None:
 
 
 def apply_hf_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``config`` with ``overrides`` applied as vLLM 0.26.0 applies ``--hf-overrides``.
+    """``config`` with ``overrides`` applied as vLLM applies ``--hf-overrides``.
 
     Args:
         config: the parsed config.json (not modified).
@@ -79,7 +79,7 @@ def _leaves(mapping: dict, prefix: str = "") -> list[str]:
 def shadowed_flat_keys(config: dict[str, Any], overrides: dict[str, Any]) -> list[str]:
     """Flat override keys that vLLM sets on the outer config of a multimodal model while the
     language model reads the same key from ``text_config`` (so the override changes nothing
-    there): e.g. ``max_position_embeddings`` on Gemma 3. Rule source: vLLM 0.26.0
+    there): e.g. ``max_position_embeddings`` on Gemma 3. Rule source: vLLM
     transformers_utils/config.py get_hf_text_config (the text config is ``text_config``)."""
     tc = config.get("text_config")
     if not isinstance(tc, dict) or not tc:

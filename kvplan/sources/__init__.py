@@ -83,7 +83,7 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
 
     ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
-    vLLM 0.26.0 does (kvplan.specs.overrides.apply_hf_overrides).
+    vLLM does (kvplan.model.overrides.apply_hf_overrides).
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
@@ -103,7 +103,7 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     if hf_overrides:
         from dataclasses import replace
 
-        from kvplan.specs.overrides import apply_hf_overrides
+        from kvplan.model.overrides import apply_hf_overrides
 
         source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
