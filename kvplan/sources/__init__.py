@@ -106,8 +106,11 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
         from kvplan.model.overrides import apply_hf_overrides
 
         source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
+    # The notes name the vLLM version whose behaviour they describe: the engine's (its version table).
+    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
-    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled")
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VLLM_VERSION)
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,
