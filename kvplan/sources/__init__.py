@@ -101,12 +101,12 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
 
     ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
-    vLLM 0.26.0 does (kvplan.specs.overrides.apply_hf_overrides).
+    vLLM does (kvplan.model.overrides.apply_hf_overrides).
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
-    vLLM 0.26.0 auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
-    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM 0.26.0 weight rules in
+    vLLM auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
+    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM weight rules in
     kvplan.engines.vllm.weights) are dropped as incomplete. ``notes`` gathers the parser's and
     the source's warnings (ModelSpec.notes, then ModelSource.notes, then the coverage note).
 
@@ -115,17 +115,20 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     Raises:
         KvplanError: not found, unreadable, or a config kvplan cannot parse (names the key).
     """
-    from kvplan.specs.parse import parse_config
+    from kvplan.model.parse import parse_config
 
     source = resolve_model(model, revision=revision)
     if hf_overrides:
         from dataclasses import replace
 
-        from kvplan.specs.overrides import apply_hf_overrides
+        from kvplan.model.overrides import apply_hf_overrides
 
         source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
+    # The notes name the vLLM version whose behaviour they describe: the engine's (its version table).
+    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
-    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled")
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VLLM_VERSION)
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,
@@ -152,7 +155,7 @@ def _below_formula(spec) -> str | None:
     """Why the checkpoint bytes look like an incomplete checkpoint, or None.
 
     Judged only where the formula is trusted: no quantization, or a method kvplan models."""
-    from kvplan.specs.parse import MODELLED_QUANT_METHODS
+    from kvplan.model.quant import MODELLED_QUANT_METHODS
 
     if not spec.checkpoint_bytes or (spec.quantization is not None and spec.quantization.method not in MODELLED_QUANT_METHODS):
         return None

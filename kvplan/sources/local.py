@@ -4,7 +4,7 @@ Safetensors headers are read here (8-byte little-endian length, then the JSON he
 tensors) and every entry is checked: dtype a string, shape non-negative integers, data offsets
 that match shape x dtype size (the rules safetensors itself enforces when vLLM loads the file).
 A malformed header is one KvplanError naming the file. ``params_vllm_loads`` (shared with the Hub
-source) keeps the tensors vLLM 0.26.0 loads; ``coverage_gap`` says when the headers do not
+source) keeps the tensors vLLM loads; ``coverage_gap`` says when the headers do not
 cover the model (one shard of several, missing decoder layers, an index naming absent tensors),
 in which case load_local keeps no checkpoint figures and says why in ``ModelSource.notes``.
 
@@ -44,7 +44,8 @@ SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
 # this bound, since huggingface_hub reads the header alone.
 SAFETENSORS_MAX_TENSOR_BYTES = 1 << 40  # 1 TiB
 
-# Checkpoint tensors vLLM 0.26.0 does not load into the served (target) model:
+# Checkpoint tensors vLLM does not load into the served (target) model (its model load_weights; a
+# vLLM version that loads differently belongs in kvplan/engines/vllm/ version rules):
 # - multi-token-prediction heads stored under their own prefix, "mtp.*" (Qwen3-Next and later
 #   Qwen/DeepSeek checkpoints) or "mtp_layers.*" (MiMo): only vLLM's MTP draft model reads them;
 # - DeepSeek-V3 / GLM-4.5 style MTP layers stored as extra decoder layers numbered from
@@ -190,7 +191,7 @@ def _json_kind(value) -> str:
 
 def num_text_layers(config: dict) -> int | None:
     """num_hidden_layers of the language model (``text_config`` for multimodal configs), or None."""
-    from kvplan.specs.parse import text_config_of
+    from kvplan.model.config import text_config_of
 
     n = text_config_of(config).get("num_hidden_layers")
     return n if isinstance(n, int) and not isinstance(n, bool) else None
@@ -199,7 +200,7 @@ def num_text_layers(config: dict) -> int | None:
 def ties_word_embeddings(config: dict) -> bool:
     """True only when the (text) config says ``tie_word_embeddings: true`` (absent means we keep
     lm_head: transformers' default differs per model class, and tied checkpoints rarely store it)."""
-    from kvplan.specs.parse import text_config_of
+    from kvplan.model.config import text_config_of
 
     return text_config_of(config).get("tie_word_embeddings") is True
 
@@ -207,7 +208,7 @@ def ties_word_embeddings(config: dict) -> bool:
 def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
     """(dtype, elements, bytes) of one safetensors header entry, checked as safetensors checks it.
 
-    Rules (safetensors/src/tensor.rs, which vLLM 0.26.0 loads through): ``dtype`` a string;
+    Rules (safetensors/src/tensor.rs, which vLLM loads through): ``dtype`` a string;
     ``shape`` a list of integers >= 0 (elements = their product, 1 for a scalar);
     ``data_offsets`` [begin, end] integers with 0 <= begin <= end; for a dtype kvplan knows,
     end - begin == elements x bits / 8 (rounded up). Bytes are end - begin. Plausibility (kvplan's,
@@ -424,7 +425,7 @@ def params_vllm_loads(
     *,
     tie_word_embeddings: bool = False,
 ) -> tuple[dict[str, int], int]:
-    """Parameters by dtype and total bytes over the checkpoint tensors vLLM 0.26.0 loads.
+    """Parameters by dtype and total bytes over the checkpoint tensors vLLM loads.
 
     Args:
         tensors: name -> (safetensors dtype, element count) or (dtype, element count, bytes);
@@ -437,7 +438,7 @@ def params_vllm_loads(
     Raises:
         KvplanError: a tensor without byte size has a dtype kvplan does not know.
 
-    Rule source: see the comment on _SKIPPED / _DECODER_LAYER (vLLM 0.26.0 model load_weights).
+    Rule source: see the comment on _SKIPPED / _DECODER_LAYER (vLLM model load_weights).
     """
     by_dtype: dict[str, int] = {}
     total = 0
@@ -466,11 +467,11 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
     headers (optional).
 
     Which safetensors files count: the shards named in model.safetensors.index.json when it
-    exists (vLLM 0.26.0 model_loader/weight_utils.py filter_duplicate_safetensors_files keeps
+    exists (vLLM model_loader/weight_utils.py filter_duplicate_safetensors_files keeps
     only those); else model.safetensors (huggingface_hub's get_local_safetensors_metadata rule);
     else every ``*.safetensors`` file in the directory (what vLLM globs without an index).
     hf_quant_config.json (ModelOpt) is read into the config as ``_hf_quant_config`` when
-    config.json has no quantization_config, as vLLM 0.26.0 transformers_utils/config.py does.
+    config.json has no quantization_config, as vLLM transformers_utils/config.py does.
 
     Returns:
         ModelSource with origin "local"; ``tensors_visible`` True when safetensors files exist
