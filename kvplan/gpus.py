@@ -197,7 +197,7 @@ def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memor
     Raises:
         KvplanError: naming ``flag`` (exit 2), with a hint about units.
     """
-    from kvplan.engines.vllm.memory import CUDA_CONTEXT_BYTES
+    from kvplan.engines.vllm.v0_26.memory import CUDA_CONTEXT_BYTES
 
     if memory_bytes >= GiB:
         return memory_bytes

@@ -13,11 +13,11 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kvplan.engines.vllm import activation as act_mod
-from kvplan.engines.vllm import defaults, memory, runner
-from kvplan.engines.vllm.allocator import KVCacheGroup, KVCacheLayout, build_layout
-from kvplan.engines.vllm.kv_spec import DTYPE_BYTES, KV_CACHE_DTYPES, kv_dtype_bytes, layer_cache_specs
-from kvplan.engines.vllm.weights import pp_layer_ranges, weight_bytes_per_rank
+from kvplan.engines.vllm.v0_26 import activation as act_mod
+from kvplan.engines.vllm.v0_26 import defaults, memory, runner
+from kvplan.engines.vllm.v0_26.allocator import KVCacheGroup, KVCacheLayout, build_layout
+from kvplan.engines.vllm.v0_26.kv_spec import DTYPE_BYTES, KV_CACHE_DTYPES, kv_dtype_bytes, layer_cache_specs
+from kvplan.engines.vllm.v0_26.weights import pp_layer_ranges, weight_bytes_per_rank
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 from kvplan.specs.model_spec import LayerKind, ModelSpec, QuantSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.planner import Plan
+from kvplan.capacity.estimate import Plan
 
 GiB = 1 << 30
 
@@ -73,7 +73,7 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
     """Flags that would leave room for the KV cache when nothing is left: a higher
     --gpu-memory-utilization if that alone suffices, else the smallest larger TP whose weight
     share (about weights / k) would leave room; never a change that cannot help."""
-    from kvplan.engines.vllm.memory import NON_TORCH_MULTI_GPU_EXTRA, REDUNDANCY_BUFFER
+    from kvplan.engines.vllm.v0_26.memory import NON_TORCH_MULTI_GPU_EXTRA, REDUNDANCY_BUFFER
 
     eff = plan.effective
     other = b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_applied_bytes
@@ -113,7 +113,7 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
             )
         )
         from kvplan.errors import KvplanError
-        from kvplan.planner import plan as replan
+        from kvplan.capacity.estimate import plan as replan
 
         try:
             lowered = replan(plan.spec, plan.gpu, plan.args.model_copy(update={"gpu_memory_utilization": util}))

@@ -465,7 +465,7 @@ def search(
     """
     from pydantic import ValidationError
 
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
 
     t0 = time.perf_counter()
     c = target.concurrency

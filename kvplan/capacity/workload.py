@@ -932,7 +932,7 @@ class WorkloadModel:
 
         cap = self.capacity(plan)
         if replan is None:
-            from kvplan.planner import plan as plan_fn
+            from kvplan.capacity.estimate import plan as plan_fn
 
             def replan(update: dict):
                 return plan_fn(plan.spec, plan.gpu, plan.args.model_copy(update=update))

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.engines.vllm.runner import uses_v2_runner
+from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
 from kvplan.specs.model_spec import LayerKind, ModelSpec
 
 GiB = 1 << 30

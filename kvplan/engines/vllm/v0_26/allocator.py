@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.engines.vllm.kv_spec import LayerCacheSpec
+from kvplan.engines.vllm.v0_26.kv_spec import LayerCacheSpec
 
 
 def _cdiv(a: int, b: int) -> int:
