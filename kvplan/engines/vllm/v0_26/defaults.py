@@ -1,4 +1,4 @@
-"""vLLM's engine defaults and version table (what `vllm serve` uses when a flag is not given).
+"""vLLM 0.26.0's engine defaults (what `vllm serve` uses when a flag is not given).
 
 Sources: vLLM 0.26.0 engine/arg_utils.py (get_batch_defaults,
 _set_default_max_num_seqs_and_batched_tokens_args), config/cache.py (gpu_memory_utilization,
@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from kvplan.errors import KvplanError
 
-SUPPORTED_VLLM_VERSIONS = ("0.26.0",)
-DEFAULT_VLLM_VERSION = "0.26.0"
-
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # config/cache.py, vLLM 0.26.0
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention keeps it
 GiB = 1 << 30
@@ -22,12 +19,13 @@ USAGE_CONTEXTS = ("serve", "llm")
 
 
 def check_version(version: str) -> str:
-    """Return the version if kvplan has its rules, else raise (exit 2) naming --vllm-version."""
-    if version not in SUPPORTED_VLLM_VERSIONS:
-        raise KvplanError(
-            f"--vllm-version: kvplan has no rules for vLLM {version!r}",
-            hint="supported: " + ", ".join(SUPPORTED_VLLM_VERSIONS),
-        )
+    """Return the version if kvplan has its rules, else raise (exit 2) naming --vllm-version.
+
+    Kept for importers of the old kvplan.engines.vllm.defaults; the table and the message are
+    engines/vllm/versions.py's (select)."""
+    from kvplan.engines.vllm import versions
+
+    versions.select(version)
     return version
 
 

@@ -115,13 +115,22 @@ def requested_bytes(total_bytes: int, gpu_memory_utilization: float) -> int:
     return math.ceil(total_bytes * gpu_memory_utilization)
 
 
-def non_torch_bytes(world_size: int, v1_cudagraphs: bool = False) -> int:
+def non_torch_bytes(
+    world_size: int,
+    v1_cudagraphs: bool = False,
+    *,
+    single_gpu: int = NON_TORCH_SINGLE_GPU,
+    v1_cudagraph_extra: int = NON_TORCH_V1_CUDAGRAPH_EXTRA,
+    multi_gpu_extra: int = NON_TORCH_MULTI_GPU_EXTRA,
+) -> int:
     """Non-torch memory per GPU: the measured single-GPU constant, +16 MiB for V1-runner CUDA
-    graphs, plus an unverified NCCL term when more than one GPU takes part."""
+    graphs, plus an unverified NCCL term when more than one GPU takes part (bytes). The three
+    terms default to this module's constants; VllmRules.non_torch_bytes passes its fitted
+    coefficients."""
     return (
-        NON_TORCH_SINGLE_GPU
-        + (NON_TORCH_V1_CUDAGRAPH_EXTRA if v1_cudagraphs else 0)
-        + (NON_TORCH_MULTI_GPU_EXTRA if world_size > 1 else 0)
+        single_gpu
+        + (v1_cudagraph_extra if v1_cudagraphs else 0)
+        + (multi_gpu_extra if world_size > 1 else 0)
     )
 
 

@@ -1,0 +1,100 @@
+"""Typed outcomes of an estimate: why vLLM would not start, what the estimate notes, why an
+argument is refused. The message texts are the ones kvplan prints; code that needs to tell
+outcomes apart reads ``kind`` (and ``flag``) instead of parsing the text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+
+
+class FailureKind(str, enum.Enum):
+    """Why vLLM would not start with these arguments (checked in vLLM's order)."""
+
+    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization"  # requested more than is free at start
+    KV_CACHE_MEMORY_BYTES = "kv_cache_memory_bytes"  # --kv-cache-memory-bytes on top does not fit
+    NO_KV_CACHE_MEMORY = "no_kv_cache_memory"  # weights + activation + non-torch exceed the budget
+    MAX_MODEL_LEN_TOO_LONG = "max_model_len_too_long"  # one max-length request does not fit
+    NO_TOKEN_FITS = "no_token_fits"  # --max-model-len auto found nothing
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why vLLM would not start.
+
+    Attributes:
+        kind: which check failed.
+        message: the one line kvplan prints (Plan.failure).
+        flag: the `vllm serve` flag to change ("--gpu-memory-utilization" ...), or None.
+    """
+
+    kind: FailureKind
+    message: str
+    flag: str | None = None
+
+
+class NoteKind(str, enum.Enum):
+    """What an estimate's note (Plan.warnings) is about."""
+
+    MODEL_SOURCE = "model_source"  # from parsing the config / the model source (ModelSpec.notes)
+    GPU_PROFILE = "gpu_profile"  # from the GPU profile (GPUProfile.warnings)
+    GPU_MEMORY_ESTIMATED = "gpu_memory_estimated"  # CUDA-visible memory is not a reading
+    FP8_KV_UNSUPPORTED_GPU = "fp8_kv_unsupported_gpu"  # fp8 KV cache on a GPU without fp8
+    GPTQ_UNQUANTIZED = "gptq_unquantized"  # config-only GPTQ loads unquantized
+    BLOCK_SIZE_BACKEND = "block_size_backend"  # the MLA backend's preferred block size
+    BLOCK_SIZE_HYBRID_ALIGNED = "block_size_hybrid_aligned"  # raised so a state fits a page
+    CHECKPOINT_WEIGHTS = "checkpoint_weights"  # checkpoint tensors override the formula
+    MAX_MODEL_LEN_REDUCED = "max_model_len_reduced"  # --max-model-len auto reduced it
+    PARALLEL_UNVERIFIED = "parallel_unverified"  # kvplan's NCCL term is unverified
+    V1_CUDAGRAPH_UNVERIFIED = "v1_cudagraph_unverified"  # kvplan's V1 graph estimate is unverified
+    MULTIMODAL = "multimodal"  # the vision encoder's profile is not modelled
+    KV_HEAD_REPLICATION = "kv_head_replication"  # TP above num_key_value_heads
+
+
+# Notes about kvplan's own confidence rather than about the deployment.
+UNVERIFIED_NOTES = frozenset({NoteKind.PARALLEL_UNVERIFIED, NoteKind.V1_CUDAGRAPH_UNVERIFIED})
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note of an estimate.
+
+    Attributes:
+        kind: what it is about.
+        message: the line kvplan prints (the same string is in Plan.warnings, same order).
+    """
+
+    kind: NoteKind
+    message: str
+
+    @property
+    def about_kvplan(self) -> bool:
+        """True for notes on kvplan's own unverified estimates (not on the deployment)."""
+        return self.kind in UNVERIFIED_NOTES
+
+
+class RefusalKind(str, enum.Enum):
+    """Why the estimate refuses the arguments before sizing (vLLM would refuse them too)."""
+
+    INVALID_PARALLEL = "invalid_parallel"  # TP/PP does not divide the model
+    DTYPE = "dtype"
+    QUANTIZATION = "quantization"
+    MAX_MODEL_LEN = "max_model_len"
+    MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+
+
+class EstimateRefusal(KvplanError):
+    """A KvplanError (exit 2) raised by the estimate itself, typed.
+
+    Attributes:
+        kind: a RefusalKind.
+        flag: the `vllm serve` flag the message names ("--tensor-parallel-size" ...), or None.
+    """
+
+    def __init__(self, kind: RefusalKind, message: str, hint: str | None = None, *, flag: str | None = None):
+        super().__init__(message, hint)
+        self.kind = kind
+        self.flag = flag
