@@ -31,6 +31,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from kvplan.capacity.outcomes import EstimateRefusal, FailureKind, RefusalKind
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 
@@ -280,8 +281,8 @@ class SearchResult:
     refusal_hint: str | None = None
 
 
-def _engine_args_error(exc) -> str:
-    """A pydantic ValidationError from EngineArgs as one line naming the flag."""
+def _engine_args_error(exc) -> tuple[str, str]:
+    """A pydantic ValidationError from EngineArgs as (argument name, one line naming the flag)."""
     err = exc.errors()[0]
     field_name = str(err["loc"][0]) if err.get("loc") else "argument"
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
@@ -290,7 +291,7 @@ def _engine_args_error(exc) -> str:
         msg = f"must be <= {ctx.get('le')}"
     elif err.get("type") == "greater_than_equal":
         msg = f"must be >= {ctx.get('ge')}"
-    return f"--{field_name.replace('_', '-')} {err.get('input')}: {msg}"
+    return field_name, f"--{field_name.replace('_', '-')} {err.get('input')}: {msg}"
 
 
 def _stage(s: Skipped) -> int:
@@ -538,8 +539,13 @@ def search(
                             evaluated += 1
                             p = plan(spec, gpu, args)
                         except (KvplanError, ValidationError) as exc:
-                            msg = exc.message if isinstance(exc, KvplanError) else _engine_args_error(exc)
-                            if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):
+                            if isinstance(exc, KvplanError):
+                                msg = exc.message
+                                parallel = isinstance(exc, EstimateRefusal) and exc.kind is RefusalKind.INVALID_PARALLEL
+                            else:
+                                arg, msg = _engine_args_error(exc)
+                                parallel = arg in ("tensor_parallel_size", "pipeline_parallel_size")
+                            if parallel:
                                 invalid_parallel[(tp, pp)] = msg
                                 skip(gpu, tp, pp, kv, q, "invalid_parallel", msg)
                             else:
@@ -547,7 +553,7 @@ def search(
                             continue
                         sized += 1
                         if not p.fits:
-                            if (p.failure or "").startswith("--gpu-memory-utilization"):
+                            if p.failure_info is not None and p.failure_info.kind is FailureKind.GPU_MEMORY_UTILIZATION:
                                 util_refused.append(p)
                             skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
                             shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
