@@ -1,7 +1,7 @@
 """Reverse planning: from (model, max_model_len, concurrency) to the GPUs to rent.
 
 Searches every GPU profile x tensor-parallel size x pipeline-parallel size x --kv-cache-dtype x
---quantization, runs kvplan's planner (vLLM 0.26.0 rules) on each engine, replicates an engine
+--quantization, runs kvplan's estimate (the selected vLLM version's rules) on each engine, replicates an engine
 that starts with data parallelism until the target concurrency is met, and ranks what meets it
 by hourly cost, then GPU count.
 
@@ -12,9 +12,9 @@ Rules of the search (kvplan's, not vLLM's):
   max_gpus.
 * An engine's concurrency is vLLM's "Maximum concurrency" figure for ``max_model_len``-token
   requests (v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config), capped by
-  ``max_num_seqs``; with a workload, kvplan.workload's steady-state requests instead.
+  ``max_num_seqs``; with a workload, kvplan.capacity.workload's steady-state requests instead.
 * fp8 KV cache is proposed only on GPUs with fp8 support; fp8 weights need compute capability
-  >= 7.5 (vLLM 0.26.0 model_executor/layers/quantization/fp8.py get_min_capability; Marlin
+  >= 7.5 (vLLM model_executor/layers/quantization/fp8.py get_min_capability; Marlin
   weight-only fp8 below 8.9).
 * Pruning: an option is dropped when another needs no more GPUs, costs no more (same GPU
   profile: fewer GPUs; both priced: cost; both unpriced: GPU count) and lowers precision no more
@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, FailureKind, RefusalKind
+from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 
@@ -168,7 +169,7 @@ class Option:
         return f"{self.num_gpus}x {self.gpu.display_name} ({shape}){extra}"
 
     def serve_command(self, revision: str | None = None) -> str:
-        """The `vllm serve` line (vLLM 0.26.0 flags; --data-parallel-size for replicas)."""
+        """The `vllm serve` line (the version's flags; --data-parallel-size for replicas)."""
         import shlex
 
         from kvplan.engines.vllm import flags
@@ -305,7 +306,7 @@ def _stage(s: Skipped) -> int:
 
 def _utilization_refusal(plans: list, util) -> tuple[str, str]:
     """(line, hint) when every sized engine asks vLLM for more memory than is free at start-up
-    (total x --gpu-memory-utilization > total - the CUDA context; vLLM 0.26.0 gpu_worker.py
+    (total x --gpu-memory-utilization > total - the CUDA context; vLLM gpu_worker.py
     request_memory). The hint gives the largest utilization every GPU tried accepts."""
     import math as _m
 
@@ -330,7 +331,7 @@ def _utilization_refusal(plans: list, util) -> tuple[str, str]:
     return line, hint
 
 
-def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -> str:
+def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3, version: str | None = None) -> str:
     """One line saying why no combination reached the sizing step, naming the flags.
 
     Only the skips that got furthest through the checks are said: a check that other
@@ -356,7 +357,8 @@ def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -
         msgs.append(f"--kv-cache-dtype {kv}: no fp8 support on {gpus}; kvplan does not propose an fp8 KV cache there")
     elif far == 1:
         gpus = ", ".join(sorted({s.gpu for s in items}))
-        msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpus} below it")
+        vllm = version or versions.DEFAULT_VERSION
+        msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpus} below it")
     else:
         msgs = merge_reasons([s.reason for s in items])
     line = "; ".join(msgs[:most])
@@ -389,7 +391,8 @@ def merge_reasons(reasons: list[str]) -> list[str]:
 
 
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:
-    """vLLM 0.26.0 Fp8Config.get_min_capability() == 75 (Marlin weight-only fp8 below 8.9)."""
+    """vLLM Fp8Config.get_min_capability() == 75 (Marlin weight-only fp8 below 8.9; version rules
+    in engines/vllm/v0_26/quantization.py)."""
     if gpu.fp8_supported:
         return True
     if gpu.compute_capability:
@@ -462,7 +465,7 @@ def search(
     Raises:
         KvplanError: the target itself is invalid (max_model_len not a positive number of tokens
             or above the model's limit, concurrency not a finite number > 0) - exit 2.
-    Rule source: kvplan.planner (vLLM 0.26.0); see the module docstring for the search rules.
+    Rule source: kvplan.capacity.estimate (the version's rules); see the module docstring for the search rules.
     """
     from pydantic import ValidationError
 
@@ -481,6 +484,8 @@ def search(
             hint=f"use --max-model-len {spec.derived_max_model_len} or less",
         )
     base = dict(base_args or {})
+    # The version named in messages (an unknown one is refused by each estimate, as before).
+    vllm = base.get("vllm_version") or versions.DEFAULT_VERSION
     prices = dict(prices or {})
     skipped: list[Skipped] = []
     candidates: list[Option] = []
@@ -514,7 +519,7 @@ def search(
                             skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
                             continue
                         if q == "fp8" and not _fp8_weights_ok(gpu):
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpu.display_name} has less")
                             continue
                         if tp > space.gpus_per_node:
                             skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"--tensor-parallel-size {tp}: exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
@@ -611,7 +616,7 @@ def search(
 
     closest, note, refusal, refusal_hint = None, None, None, None
     if not kept and not sized and skipped:
-        refusal = note = refusal_message(skipped, space)
+        refusal = note = refusal_message(skipped, space, version=vllm)
     elif not kept and sized and len(util_refused) == sized:
         # Every engine sized was refused for --gpu-memory-utilization itself (a request above the
         # memory free at start-up, on every GPU tried): the flag's value, not the hardware, is the
