@@ -490,7 +490,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     per_token = sum(
         layer_specs[kv_layer_idx.index(i)].per_token_bytes
         for i in worst_layers
-        if i in kv_layer_idx and layer_specs[kv_layer_idx.index(i)].kind in ("full", "sliding", "chunked", "mla")
+        if i in kv_layer_idx and layer_specs[kv_layer_idx.index(i)].stores_per_token_kv
     )
     if tp * pp > 1:
         note(

@@ -5,7 +5,7 @@ vLLM sizes its log line "Maximum concurrency for N tokens per request" as if eve
 same pool holds many more sequences. This module counts the blocks a workload actually holds,
 group by group, with vLLM's rules:
 
-* Blocks held by one sequence with ``L`` tokens in KV (vLLM 0.26.0
+* Blocks held by one sequence with ``L`` tokens in KV (vLLM
   v1/core/single_type_kv_cache_manager.py):
     - full attention / MLA: ``cdiv(L, block_size)`` (the last block may be partly filled);
     - sliding window ``W``: ``cdiv(L, block_size) - max(0, L - W) // block_size`` - blocks wholly
@@ -24,9 +24,9 @@ group by group, with vLLM's rules:
   v1/core/kv_cache_manager.py get_computed_blocks: a hit covers at most ``P - 1`` tokens): a
   prefix shared by requests is shared in whole blocks only, ``floor(min(N, P - 1) / block_size)``
   of them; its partly filled last block is private to every request. With ``n`` parallel
-  sequences (or beam width) per request, vLLM 0.26.0 runs ``n`` child requests that hit the same
+  sequences (or beam width) per request, vLLM runs ``n`` child requests that hit the same
   cache: the prompt's whole blocks are held once, every branch holds its own partial prompt block
-  and its output blocks. vLLM 0.26.0 enables prefix caching by default except for hybrid
+  and its output blocks. vLLM enables prefix caching by default except for hybrid
   (Mamba/linear-attention) models (engine/arg_utils.py
   _set_default_chunked_prefill_and_prefix_caching_args).
 
@@ -67,10 +67,15 @@ from kvplan.capacity.workload_input import (  # noqa: F401 (re-exported: kvplan.
     parse_tokens,
     parse_workload,
 )
+from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 
-# Kinds whose per-sequence blocks stop growing with length (a window, a chunk, a state).
-STATE_KINDS = ("sliding", "chunked", "mamba")
+# The layer-cache classes (full, sliding, chunked, MLA, Mamba) own the per-kind block rules.
+_KV = versions.default().kv_spec
+CACHE_KINDS, SlidingWindowSpec, ChunkedLocalAttentionSpec = _KV.CACHE_KINDS, _KV.SlidingWindowSpec, _KV.ChunkedLocalAttentionSpec
+# Kinds whose per-sequence blocks stop growing with length (a window, a chunk, a state): the
+# layer-cache classes say so (bounded_per_sequence); the names are kept for importers.
+STATE_KINDS = tuple(k for k, c in CACHE_KINDS.items() if c.bounded_per_sequence)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -97,28 +102,20 @@ class GroupRule:
     sliding_window: int | None = None
     chunk_size: int | None = None
 
+    @property
+    def cache(self):
+        """The layer-cache class of this kind (the version's kv_spec.CACHE_KINDS)."""
+        return CACHE_KINDS[self.kind]
+
     def skipped_blocks(self, tokens: int) -> int:
         """Blocks freed before the window/chunk when ``tokens`` have KV (``tokens - 1`` computed).
 
-        vLLM 0.26.0 single_type_kv_cache_manager.py get_num_skipped_tokens // block_size."""
-        computed = tokens - 1
-        if self.kind == "sliding" and self.sliding_window:
-            return max(0, computed - self.sliding_window + 1) // self.block_size
-        if self.kind == "chunked" and self.chunk_size:
-            return (computed // self.chunk_size) * self.chunk_size // self.block_size
-        return 0
+        vLLM single_type_kv_cache_manager.py get_num_skipped_tokens // block_size (the class's rule)."""
+        return self.cache.skipped_blocks(tokens, self.block_size, self.sliding_window, self.chunk_size)
 
     def next_change(self, tokens: int) -> int:
         """The smallest token count > ``tokens`` where the held blocks may change."""
-        bs = self.block_size
-        nxt = ((tokens - 1) // bs + 1) * bs + 1  # a new block starts
-        if self.kind == "sliding" and self.sliding_window:
-            w = self.sliding_window
-            nxt = min(nxt, w + bs if tokens < w else w + ((tokens - w) // bs + 1) * bs)
-        elif self.kind == "chunked" and self.chunk_size:
-            c = self.chunk_size
-            nxt = min(nxt, ((tokens - 1) // c + 1) * c + 1)
-        return nxt
+        return self.cache.next_change(tokens, self.block_size, self.sliding_window, self.chunk_size)
 
 
 @dataclass(frozen=True)
@@ -142,7 +139,7 @@ class SequenceBlocks:
 
 def _shared_ends(rule: GroupRule, prompt: int, prefix_tokens: int, n: int, caching: bool) -> tuple[int, int]:
     """(end of globally shared prefix blocks, end of the request's shared prompt blocks)."""
-    if not caching or rule.kind == "mamba":
+    if not caching or rule.cache.one_state_block:
         return 0, 0
     bs = rule.block_size
     s_n = min(prefix_tokens, prompt - 1) // bs if prefix_tokens > 0 else 0
@@ -152,7 +149,7 @@ def _shared_ends(rule: GroupRule, prompt: int, prefix_tokens: int, n: int, cachi
 
 def _held(rule: GroupRule, tokens: int, s_n: int, s_p: int) -> tuple[int, int, int, int]:
     """(global-shared, request-shared, private blocks, private tokens) at ``tokens`` tokens."""
-    if rule.kind == "mamba":
+    if rule.cache.one_state_block:
         return 0, 0, 1, rule.block_size
     bs = rule.block_size
     total = _cdiv(tokens, bs)
@@ -188,12 +185,12 @@ def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[i
     With skip(L) the freed blocks and M(s) = sum max(skip(L), s): sum c = sum cdiv(L, bs) - M(s_p),
     sum b = M(s_p) - M(s_n), sum private tokens = sum L - bs * M(s_p), max a = s_n - skip(lo)."""
     steps = hi - lo + 1
-    if rule.kind == "mamba":
+    if rule.cache.one_state_block:
         return 0, 0, steps, steps * rule.block_size, steps
     bs = rule.block_size
     total_sum = _sum_cdiv(hi, bs) - _sum_cdiv(lo - 1, bs)
     l_sum = (lo + hi) * steps // 2
-    if rule.kind == "sliding" and rule.sliding_window:
+    if issubclass(rule.cache, SlidingWindowSpec) and rule.sliding_window:
         w = rule.sliding_window
 
         def skip_sum(a: int, b: int) -> int:  # sum_{L=a..b} floor(max(0, L - w) / bs)
@@ -207,7 +204,7 @@ def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[i
         m_p, m_n = m_sum(s_p), m_sum(s_n)
         a_max = max(0, s_n - rule.skipped_blocks(lo))
         return a_max, m_p - m_n, total_sum - m_p, l_sum - bs * m_p, steps
-    if rule.kind != "chunked" or not rule.chunk_size:
+    if not issubclass(rule.cache, ChunkedLocalAttentionSpec) or not rule.chunk_size:
         return s_n, (s_p - s_n) * steps, total_sum - steps * s_p, l_sum - steps * s_p * bs, steps
     a_max = b_sum = c_sum = tok_sum = 0
     L = lo
@@ -285,7 +282,7 @@ def sequence_blocks(
             seq_blocks = k * (b_sum / n + c_sum)
             per += w * seq_blocks
             real += w * k * (b_sum / n + tok_sum / rule.block_size)
-            if rule.kind in STATE_KINDS:
+            if rule.cache.bounded_per_sequence:
                 state += w * seq_blocks
         denom += w * (hi - lo + 1)
     if not any_kept:
@@ -304,7 +301,7 @@ def excluded_weight(workload: Workload, max_model_len: int) -> float:
 
 def rules_of(layout) -> tuple[GroupRule, ...]:
     """GroupRules of an allocator.KVCacheLayout (the mixed one-group layout counts as one group
-    of its kind: vLLM 0.26.0 gives it one block table)."""
+    of its kind: vLLM gives it one block table)."""
     return tuple(
         GroupRule(kind=g.kind, block_size=g.block_size, sliding_window=g.sliding_window, chunk_size=g.chunk_size)
         for g in layout.groups
@@ -469,7 +466,7 @@ class WorkloadModel:
     Args:
         workload: the request lengths.
         sharing: prefix caching / shared prefix / n. ``enable_prefix_caching=None`` in
-            ``capacity`` means vLLM 0.26.0's default for the model (on unless hybrid).
+            ``capacity`` means vLLM's default for the model (on unless hybrid).
     """
 
     def __init__(self, workload: Workload, *, shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None):
@@ -484,7 +481,7 @@ class WorkloadModel:
         self._cache: dict = {}
 
     def sharing_for(self, plan) -> Sharing:
-        """Resolved sharing for a plan (vLLM 0.26.0 default: prefix caching on unless hybrid)."""
+        """Resolved sharing for a plan (vLLM's default: prefix caching on unless hybrid)."""
         caching = self.enable_prefix_caching
         if caching is None:
             caching = plan.args.enable_prefix_caching

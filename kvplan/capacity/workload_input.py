@@ -111,7 +111,7 @@ def parse_tokens(raw, *, whole: bool) -> float:
     """A token count from a flag, a CSV cell or a JSON value.
 
     Accepts an int, a float, or text: a decimal number or vLLM's human-readable integer
-    (``2k`` = 2,000, ``2K`` = 2,048, ``1.5k`` = 1,500; vLLM 0.26.0 utils/argparse_utils.py
+    (``2k`` = 2,000, ``2K`` = 2,048, ``1.5k`` = 1,500; vLLM utils/argparse_utils.py
     human_readable_int, as for --max-model-len). Booleans are not token counts.
 
     Args:

@@ -12,6 +12,7 @@ A *page* is one block of ``block_size`` tokens of one layer. Units: tokens and b
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from kvplan.errors import KvplanError
 from kvplan.specs.model_spec import LayerKind, ModelSpec
@@ -30,20 +31,39 @@ DTYPE_BYTES = {
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class LayerCacheSpec:
-    """What one decoder layer asks of the KV cache on one GPU.
+    """What one decoder layer asks of the KV cache on one GPU; one subclass per layer-cache kind
+    (vLLM v1/kv_cache_interface.py FullAttentionSpec, SlidingWindowSpec,
+    ChunkedLocalAttentionSpec, MLAAttentionSpec, MambaSpec), each owning its rules: page size,
+    bytes per token, blocks one request holds. SPEC_FOR_LAYER_KIND maps the model's LayerKind to
+    its class; CACHE_KINDS maps the kind string (as JSON writes it) back to the class.
 
     Attributes:
-        kind: "full" | "sliding" | "chunked" | "mla" | "mamba".
+        kind (class): "full" | "sliding" | "chunked" | "mla" | "mamba".
         block_size: tokens per page (for mamba: the attention block size it is aligned to).
         page_size_bytes: bytes of one page of this layer (padded where vLLM pads).
         sliding_window: tokens, for "sliding".
         chunk_size: tokens, for "chunked".
         per_token_bytes: bytes per token per layer (0 for mamba).
+    Class attributes:
+        stores_per_token_kv: KV grows with every token (attention kinds; not Mamba's state).
+        bounded_per_sequence: the blocks one sequence keeps stop growing with its length
+            (a window, a chunk, a state).
+        one_state_block: one page per sequence whatever its length (Mamba).
+        full_without_hybrid_manager: --disable-hybrid-kv-cache-manager turns it into full attention.
     """
 
-    kind: str
+    kind: ClassVar[str] = ""
+    stores_per_token_kv: ClassVar[bool] = True
+    bounded_per_sequence: ClassVar[bool] = False
+    one_state_block: ClassVar[bool] = False
+    full_without_hybrid_manager: ClassVar[bool] = False
+
     block_size: int
     page_size_bytes: int
     sliding_window: int | None = None
@@ -52,9 +72,133 @@ class LayerCacheSpec:
 
     def with_block_size(self, block_size: int) -> "LayerCacheSpec":
         """Same layer with a larger block (vLLM's unify_kv_cache_spec_page_size scaling)."""
-        if self.kind == "mamba":
-            return replace(self, page_size_bytes=self.page_size_bytes)
         return replace(self, block_size=block_size, page_size_bytes=self.per_token_bytes * block_size)
+
+    @staticmethod
+    def blocks_per_request(
+        max_model_len: int, max_in_flight_tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None
+    ) -> int:
+        """Blocks one request of ``max_model_len`` tokens holds at most in a group of this kind
+        (vLLM kv_cache_interface.py max_memory_usage_bytes / page_size): full/MLA cdiv(len, block)."""
+        return _cdiv(max_model_len, block_size)
+
+    @staticmethod
+    def skipped_blocks(tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None) -> int:
+        """Blocks freed behind the window/chunk when ``tokens`` have KV (``tokens - 1`` computed):
+        vLLM single_type_kv_cache_manager.py get_num_skipped_tokens // block_size. 0 here."""
+        return 0
+
+    @staticmethod
+    def next_change(tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None) -> int:
+        """The smallest token count > ``tokens`` where the held blocks may change (a new block)."""
+        return ((tokens - 1) // block_size + 1) * block_size + 1
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(LayerCacheSpec):
+    """Full attention: every token's K and V, for the whole request."""
+
+    kind: ClassVar[str] = "full"
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(LayerCacheSpec):
+    """Multi-head latent attention: one latent (kv_lora_rank + rope dims) per token, not split by TP."""
+
+    kind: ClassVar[str] = "mla"
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(LayerCacheSpec):
+    """Sliding-window attention: the last ``sliding_window`` tokens."""
+
+    kind: ClassVar[str] = "sliding"
+    bounded_per_sequence: ClassVar[bool] = True
+    full_without_hybrid_manager: ClassVar[bool] = True
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """cdiv(min(window - 1 + in_flight, len), block) + 1 (SlidingWindowSpec.max_memory_usage_bytes)."""
+        tokens = min(sliding_window - 1 + max_in_flight_tokens, max_model_len)
+        return _cdiv(tokens, block_size) + 1
+
+    @staticmethod
+    def skipped_blocks(tokens, block_size, sliding_window, chunk_size):
+        """Blocks wholly before the window (get_num_skipped_tokens: computed - window + 1)."""
+        if not sliding_window:
+            return 0
+        return max(0, tokens - 1 - sliding_window + 1) // block_size
+
+    @staticmethod
+    def next_change(tokens, block_size, sliding_window, chunk_size):
+        """A new block, or the window's start crossing a block boundary."""
+        nxt = ((tokens - 1) // block_size + 1) * block_size + 1
+        if sliding_window:
+            w = sliding_window
+            nxt = min(nxt, w + block_size if tokens < w else w + ((tokens - w) // block_size + 1) * block_size)
+        return nxt
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(LayerCacheSpec):
+    """Chunked local attention: the tokens of the current ``chunk_size`` chunk."""
+
+    kind: ClassVar[str] = "chunked"
+    bounded_per_sequence: ClassVar[bool] = True
+    full_without_hybrid_manager: ClassVar[bool] = True
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """cdiv(min(chunk + in_flight, len), block) (ChunkedLocalAttentionSpec.max_memory_usage_bytes)."""
+        tokens = min(chunk_size + max_in_flight_tokens, max_model_len)
+        return _cdiv(tokens, block_size)
+
+    @staticmethod
+    def skipped_blocks(tokens, block_size, sliding_window, chunk_size):
+        """Blocks of the chunks before the current one."""
+        if not chunk_size:
+            return 0
+        return ((tokens - 1) // chunk_size) * chunk_size // block_size
+
+    @staticmethod
+    def next_change(tokens, block_size, sliding_window, chunk_size):
+        """A new block, or a new chunk."""
+        nxt = ((tokens - 1) // block_size + 1) * block_size + 1
+        if chunk_size:
+            nxt = min(nxt, ((tokens - 1) // chunk_size + 1) * chunk_size + 1)
+        return nxt
+
+
+@dataclass(frozen=True)
+class MambaSpec(LayerCacheSpec):
+    """A recurrent (Mamba / linear-attention) state: one page per sequence, any length."""
+
+    kind: ClassVar[str] = "mamba"
+    stores_per_token_kv: ClassVar[bool] = False
+    bounded_per_sequence: ClassVar[bool] = True
+    one_state_block: ClassVar[bool] = True
+
+    def with_block_size(self, block_size: int) -> "LayerCacheSpec":
+        """A state page does not scale with the block size."""
+        return replace(self, page_size_bytes=self.page_size_bytes)
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """One state page."""
+        return 1
+
+
+# The one table from the model's layer kind to its cache class (LayerKind.NONE keeps no cache).
+SPEC_FOR_LAYER_KIND: dict[LayerKind, type[LayerCacheSpec]] = {
+    LayerKind.FULL: FullAttentionSpec,
+    LayerKind.MLA: MLAAttentionSpec,
+    LayerKind.SLIDING: SlidingWindowSpec,
+    LayerKind.CHUNKED: ChunkedLocalAttentionSpec,
+    LayerKind.MAMBA: MambaSpec,
+    LayerKind.LINEAR: MambaSpec,
+}
+# kind string (JSON, KVCacheGroup.kind) -> class.
+CACHE_KINDS: dict[str, type[LayerCacheSpec]] = {c.kind: c for c in SPEC_FOR_LAYER_KIND.values()}
 
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
@@ -105,10 +249,6 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
         temporal = (m.num_heads // tp) * m.head_dim * m.state_size
         return (conv + temporal) * state_dtype_bytes
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def attention_per_token_bytes(spec: ModelSpec, tp: int, dtype_bytes: int) -> int:
@@ -163,38 +303,23 @@ def layer_cache_specs(
         needed = align * _cdiv(mamba_page, align * attn_tok)
         effective_block = max(block_size, needed)
 
+    attends = spec.is_hybrid and any(
+        SPEC_FOR_LAYER_KIND.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
+    )
     out: list[LayerCacheSpec] = []
     for kind in spec.layer_kinds:
-        if kind == LayerKind.FULL:
-            out.append(LayerCacheSpec("full", effective_block, attn_tok * effective_block, per_token_bytes=attn_tok))
-        elif kind == LayerKind.MLA:
-            out.append(LayerCacheSpec("mla", effective_block, attn_tok * effective_block, per_token_bytes=attn_tok))
-        elif kind == LayerKind.SLIDING:
+        cls = SPEC_FOR_LAYER_KIND.get(kind)
+        if cls is None:
+            continue  # LayerKind.NONE keeps no cache.
+        if cls.one_state_block:
+            # The state page is padded to the attention page when attention layers share the pool.
+            page = attn_tok * effective_block if attends else mamba_page
+            out.append(cls(effective_block, max(page, mamba_page)))
+        elif cls is SlidingWindowSpec:
             # A sliding layer picks the smallest kernel block; unification scales it back up.
             sw_block = kernel_block_alignment
-            out.append(
-                LayerCacheSpec(
-                    "sliding",
-                    sw_block,
-                    attn_tok * sw_block,
-                    sliding_window=spec.sliding_window,
-                    per_token_bytes=attn_tok,
-                )
-            )
-        elif kind == LayerKind.CHUNKED:
-            out.append(
-                LayerCacheSpec(
-                    "chunked",
-                    effective_block,
-                    attn_tok * effective_block,
-                    chunk_size=spec.attention_chunk_size,
-                    per_token_bytes=attn_tok,
-                )
-            )
-        elif kind in (LayerKind.LINEAR, LayerKind.MAMBA):
-            page = attn_tok * effective_block if spec.is_hybrid and any(
-                k in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.MLA, LayerKind.CHUNKED) for k in spec.layer_kinds
-            ) else mamba_page
-            out.append(LayerCacheSpec("mamba", effective_block, max(page, mamba_page)))
-        # LayerKind.NONE keeps no cache.
+            out.append(cls(sw_block, attn_tok * sw_block, sliding_window=spec.sliding_window, per_token_bytes=attn_tok))
+        else:
+            chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
+            out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
     return out, effective_block
