@@ -18,17 +18,6 @@ GiB = 1 << 30
 USAGE_CONTEXTS = ("serve", "llm")
 
 
-def check_version(version: str) -> str:
-    """Return the version if kvplan has its rules, else raise (exit 2) naming --vllm-version.
-
-    Kept for importers of the old kvplan.engines.vllm.defaults; the table and the message are
-    engines/vllm/versions.py's (select)."""
-    from kvplan.engines.vllm import versions
-
-    versions.select(version)
-    return version
-
-
 def batch_defaults(gpu_total_bytes: int, gpu_name: str, usage: str = "serve") -> tuple[int, int]:
     """Default (max_num_batched_tokens, max_num_seqs) before the max_model_len clamp.
 
