@@ -157,6 +157,9 @@ def estimate(
     ),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
     curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
+    ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     try:
@@ -181,6 +184,7 @@ def run_estimate(**kw) -> int:
     kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw.pop("kv_cache_memory"))
     kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
     revision = kw.get("revision")
+    verbose = kw.pop("verbose", False)
     extras = {"plot": kw.pop("plot"), "curves": kw.pop("curves")}
     wl_args = (kw.pop("workload"), kw.pop("shared_prefix_tokens"), kw.pop("n"), kw.get("enable_prefix_caching"))
     if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] is not None or extras["curves"]:
@@ -202,10 +206,13 @@ def run_estimate(**kw) -> int:
         print(json.dumps(doc, indent=2))
     elif fmt in ("yaml", "serve"):
         if not plan.fits:
+            from kvplan.recommend import recommendations
+
+            fixes = [f"{r.flag} {r.value}" for r in recommendations(plan) if r.in_serve_line]
             fix = (
-                f"; the line below uses --max-model-len {plan.largest_max_model_len}"
-                if plan.largest_max_model_len
-                else "; no --max-model-len fixes it (`kvplan estimate` without --format lists the flags that do)"
+                "; the line below adds kvplan's fixes: " + ", ".join(fixes)
+                if fixes
+                else "; kvplan found no flag that fixes it (`kvplan estimate` without --format says why)"
             )
             print(f"warning: this configuration does not start: {plan.failure}{fix}", file=sys.stderr)
         sys.stdout.write(render.config_yaml(plan, revision) if fmt == "yaml" else render.serve_command(plan, revision) + "\n")
@@ -215,7 +222,7 @@ def run_estimate(**kw) -> int:
         from rich.console import Console
 
         console = Console()
-        render.print_table(plan, console, revision)
+        render.print_table(plan, console, revision, verbose=verbose)
         if estimate_extras:
             estimate_extras(plan, fmt=fmt, console=console, **extras)
     return EXIT_OK if plan.fits else EXIT_FAIL

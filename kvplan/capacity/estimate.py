@@ -11,10 +11,11 @@ and passed to every step; outcomes are typed (capacity/outcomes.py) beside their
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.capacity.outcomes import EstimateRefusal, Failure, FailureKind, Note, NoteKind, RefusalKind
+from kvplan.capacity.outcomes import EstimateRefusal, Failure, Note, NoteKind, RefusalKind, StartOutcome  # noqa: F401
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import VllmRules
@@ -34,6 +35,9 @@ VLLM_DTYPES = _DEFAULT.quantization.VLLM_DTYPES
 VLLM_QUANTIZATION_METHODS = _DEFAULT.quantization.VLLM_QUANTIZATION_METHODS
 QUANT_MIN_CAPABILITY = _DEFAULT.quantization.QUANT_MIN_CAPABILITY
 CHECKPOINT_GAP = _DEFAULT.quantization.CHECKPOINT_GAP
+cuda_graph_headroom_bytes = _DEFAULT.memory.cuda_graph_headroom_bytes
+allow_long_max_model_len = _DEFAULT.defaults.allow_long_max_model_len
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -62,13 +66,18 @@ class Plan:
         bytes_per_token: KV bytes one token costs across all layers on one GPU (full-attention
             equivalent: every layer that stores per-token KV).
         gpu_kv_cache_tokens / max_concurrency: as vLLM logs them at max_model_len.
-        fits: vLLM would start.
-        failure: why it would not start (None when it fits): the message of ``failure_info``.
+        fits: vLLM would start (``outcome is StartOutcome.STARTS``).
+        failure: why it would not start (None when it fits), a sentence for people: the message
+            of ``failure_info``.
+        outcome: the typed start-up outcome (StartOutcome); branch on this, never on failure's text.
+        warnings: what the user can act on (shown in the table).
+        notes: kvplan's own uncertainty the user cannot act on (an unverified constant, a partial
+            bundled snapshot): `estimate --verbose` and the JSON ``notes`` show them.
         largest_max_model_len: the largest --max-model-len that fits (vLLM's own estimate).
         binding_limit: what caps concurrency: "kv_cache" or "max_num_seqs".
-        warnings: the notes' messages, in order (what kvplan prints).
-        failure_info: the typed failure (kind, message, flag), None when it fits.
-        notes: the typed notes (kind, message), one per entry of ``warnings``.
+        failure_info: the typed failure (kind = outcome, message = failure, flag), None when it fits.
+        remarks: the typed warnings and notes (kind, message) in order; ``warnings`` are those
+            not ``about_kvplan``, ``notes`` the others.
         rules: the vLLM version's rules the estimate used.
     """
 
@@ -90,9 +99,17 @@ class Plan:
     binding_limit: str
     warnings: list[str] = field(default_factory=list)
     runner: str = "v2"
+    outcome: StartOutcome = StartOutcome.STARTS
+    notes: list[str] = field(default_factory=list)
+    allow_long_max_model_len: bool = False
     failure_info: Failure | None = None
-    notes: tuple[Note, ...] = ()
+    remarks: tuple[Note, ...] = ()
     rules: VllmRules | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The planner environment that gives this plan again (for re-planning with other flags)."""
+        return {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if self.allow_long_max_model_len else {}
 
     @property
     def worst_stage(self) -> StagePlan:
@@ -232,8 +249,11 @@ def _project(layout: KVCacheLayout, layers: range, rules: VllmRules) -> KVCacheL
     return rules.allocator.KVCacheLayout(groups=tuple(groups), group_size=size, bytes_per_block=max(1, page * size))
 
 
-def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
+def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, str] | None = None) -> Plan:
     """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
+
+    ``env``: the environment vLLM would start with (only VLLM_ALLOW_LONG_MAX_MODEL_LEN is read;
+    None = unset). The planner never reads os.environ itself.
 
     Returns:
         a Plan (per-GPU figures; block counts are what every GPU allocates).
@@ -247,11 +267,16 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     _validate_parallel(spec, tp, pp)
     # What parsing, the model source and the GPU profile already know is uncertain comes first.
-    notes: list[Note] = [Note(NoteKind.MODEL_SOURCE, w) for w in spec.notes]
-    notes += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]
+    # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
+    # to fix: a note, not a warning (Note.about_kvplan).
+    remarks: list[Note] = [
+        Note(NoteKind.BUNDLED_SNAPSHOT if n.startswith("bundled spec ") else NoteKind.MODEL_SOURCE, n)
+        for n in spec.notes
+    ]
+    remarks += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]
 
     def note(kind: NoteKind, message: str) -> None:
-        notes.append(Note(kind, message))
+        remarks.append(Note(kind, message))
 
     dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
     if dtype == "bfloat16" and not gpu.bf16_supported:
@@ -264,7 +289,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     dtype_bytes = rules.kv_spec.DTYPE_BYTES[dtype]
     said: list[str] = []
     quant = quantization.effective_quant(spec, args, gpu, said)
-    notes += [Note(NoteKind.GPTQ_UNQUANTIZED, w) for w in said]
+    remarks += [Note(NoteKind.GPTQ_UNQUANTIZED, w) for w in said]
 
     kv_dtype = args.kv_cache_dtype
     if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
@@ -290,7 +315,16 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         max_model_len = derived
     else:
         max_model_len = args.max_model_len
-        if max_model_len > derived:
+        if max_model_len > derived and defaults.allow_long_max_model_len(env):
+            # vLLM config/model.py _get_and_verify_max_len: with the variable set it logs a
+            # warning and keeps the user's length.
+            note(
+                NoteKind.LONG_MAX_MODEL_LEN,
+                f"--max-model-len {max_model_len}: beyond the model's trained length ({derived} tokens); "
+                "vLLM accepts it because VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, but positions past "
+                f"{derived} may give NaNs (RoPE) or out-of-bounds errors (absolute positions)",
+            )
+        elif max_model_len > derived:
             raise EstimateRefusal(
                 RefusalKind.MAX_MODEL_LEN,
                 f"--max-model-len {max_model_len}: larger than the model's limit ({derived} tokens, "
@@ -341,7 +375,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
 
     said = []
     correction = quantization.checkpoint_correction(spec, tp, dtype_bytes, quant, said)
-    notes += [Note(NoteKind.CHECKPOINT_WEIGHTS, w) for w in said]
+    remarks += [Note(NoteKind.CHECKPOINT_WEIGHTS, w) for w in said]
     machete = (gpu.compute_capability or "").startswith("9.")
 
     stages: list[StagePlan] = []
@@ -426,7 +460,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         b = s.budget
         if b.requested_bytes > b.free_at_start_bytes and not b.kv_cache_memory_override:
             failure = Failure(
-                FailureKind.GPU_MEMORY_UTILIZATION,
+                StartOutcome.UTILIZATION_REFUSED,
                 f"--gpu-memory-utilization {args.gpu_memory_utilization}: requests {b.requested_bytes / 2**30:.2f} GiB but "
                 f"only about {b.free_at_start_bytes / 2**30:.2f} GiB is free when vLLM starts (the CUDA context holds "
                 f"{memory.CUDA_CONTEXT_BYTES / 2**20:.0f} MiB); vLLM refuses to start",
@@ -440,7 +474,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             need = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.kv_cache_bytes
             if need > b.free_at_start_bytes:
                 failure = Failure(
-                    FailureKind.KV_CACHE_MEMORY_BYTES,
+                    StartOutcome.KV_CACHE_MEMORY_OOM,
                     f"--kv-cache-memory-bytes {b.kv_cache_bytes:,}: with weights {b.weights_bytes / 2**30:.2f} GiB, "
                     f"activation {b.activation_peak_bytes / 2**30:.2f} GiB and non-torch {b.non_torch_bytes / 2**30:.2f} GiB "
                     f"it needs {need / 2**30:.2f} GiB{where} but about {b.free_at_start_bytes / 2**30:.2f} GiB is free "
@@ -452,7 +486,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 break
         if b.kv_cache_bytes <= 0:
             failure = Failure(
-                FailureKind.NO_KV_CACHE_MEMORY,
+                StartOutcome.NO_KV_CACHE_MEMORY,
                 f"no memory left for the KV cache{where}: weights "
                 f"{b.weights_bytes / 2**30:.2f} GiB + activation {b.activation_peak_bytes / 2**30:.2f} GiB "
                 f"+ non-torch {b.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
@@ -466,19 +500,53 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 lim = s.layout.largest_max_model_len(s.budget.kv_cache_bytes, max_model_len, max_in_flight)
                 largest = lim if largest is None else min(largest, lim)
                 failure = Failure(
-                    FailureKind.MAX_MODEL_LEN_TOO_LONG,
+                    StartOutcome.MAX_MODEL_LEN_TOO_LONG,
                     f"one {max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache but only "
                     f"{s.budget.kv_cache_bytes / 2**30:.2f} GiB is available"
                     + (f"; the largest max-model-len that fits is {lim}" if lim > 0 else ""),
                     flag="--max-model-len",
                 )
     if failure is None and max_model_len <= 0:
-        failure = Failure(FailureKind.NO_TOKEN_FITS, "not even one token of KV cache fits", flag="--max-model-len")
+        failure = Failure(StartOutcome.NO_KV_TOKENS, "not even one token of KV cache fits", flag="--max-model-len")
         largest = 0
     if failure is None:
+        # CUDA graphs are captured after the KV cache is allocated (gpu_worker.py
+        # compile_or_warm_up_model -> capture_model); on the V2 runner nothing reserved room
+        # for them, so a graph pool larger than what is left raises CUDA out of memory there.
+        for s in stages:
+            b = s.budget
+            if not b.cudagraph_bytes:
+                continue
+            left = memory.cuda_graph_headroom_bytes(b, s.num_blocks * s.layout.bytes_per_block)
+            if b.cudagraph_bytes > left:
+                where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
+                failure = Failure(
+                    StartOutcome.CUDA_GRAPH_CAPTURE_OOM,
+                    f"CUDA graphs need about {b.cudagraph_bytes / 2**30:.2f} GiB{where} but only "
+                    f"{max(left, 0) / 2**30:.2f} GiB is left once the KV cache is allocated "
+                    f"(--gpu-memory-utilization {args.gpu_memory_utilization} requests "
+                    f"{b.requested_bytes / 2**30:.2f} GiB of {b.total_bytes / 2**30:.2f} GiB); vLLM allocates the "
+                    "KV cache first and then runs out of memory capturing the graphs, so it does not start",
+                    flag="--gpu-memory-utilization",
+                )
+                largest = 0  # a shorter --max-model-len leaves the KV cache just as large
+                break
+    if failure is None:
+        # With VLLM_ALLOW_LONG_MAX_MODEL_LEN a length past the model's own is allowed.
+        cap = max(derived, max_model_len)
         largest = min(
-            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, derived, max_in_flight) for s in stages
+            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, cap, max_in_flight) for s in stages
         )
+        for s in stages:
+            b = s.budget
+            if b.cudagraph_bytes and not b.cudagraph_applied_bytes and b.requested_bytes + b.cudagraph_bytes > b.free_at_start_bytes:
+                note(
+                    NoteKind.CUDA_GRAPHS_IN_ACTIVATION_MEMORY,
+                    f"CUDA graphs (~{b.cudagraph_bytes / 2**30:.2f} GiB) fit beside the KV cache only in the memory "
+                    "the profiling pass's activations used: a full --max-num-batched-tokens prefill needs that memory "
+                    "again and may run out of CUDA memory while serving",
+                )
+                break
 
     mml_for_conc = max(max_model_len, 1)
     conc = first_layout.max_concurrency(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0.0
@@ -556,9 +624,12 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         failure=failure.message if failure is not None else None,
         largest_max_model_len=largest,
         binding_limit=binding,
-        warnings=[n.message for n in notes],
+        warnings=[n.message for n in remarks if not n.about_kvplan],
         runner="v2" if v2 else "v1",
+        outcome=failure.kind if failure is not None else StartOutcome.STARTS,
+        notes=[n.message for n in remarks if n.about_kvplan],
+        allow_long_max_model_len=defaults.allow_long_max_model_len(env),
         failure_info=failure,
-        notes=tuple(notes),
+        remarks=tuple(remarks),
         rules=rules,
     )

@@ -77,4 +77,8 @@ def plan_from_options(
     if gpu_memory is not None:
         profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
     spec, source = load_spec(model, revision)
-    return plan(spec, profile, args), source
+    import os
+
+    # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user
+    # would start vLLM from (config/model.py _get_and_verify_max_len).
+    return plan(spec, profile, args, env=dict(os.environ)), source

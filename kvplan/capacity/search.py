@@ -31,7 +31,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from kvplan.capacity.outcomes import EstimateRefusal, FailureKind, RefusalKind
+from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
@@ -446,6 +446,7 @@ def search(
     *,
     prices: dict[str, float] | None = None,
     workload=None,
+    env: dict[str, str] | None = None,
 ) -> SearchResult:
     """Find the options that start and meet ``target``.
 
@@ -453,7 +454,8 @@ def search(
         spec: the parsed ModelSpec (parsed once; reused for every planner call).
         base_args: other EngineArgs fields (gpu_memory_utilization, max_num_seqs, ...).
         prices: USD per GPU-hour by profile id, overriding the profiles' price_per_hour_usd.
-        workload: a kvplan.workload.WorkloadModel; engine concurrency then counts real lengths.
+        workload: a kvplan.capacity.workload.WorkloadModel; engine concurrency then counts real lengths.
+        env: the environment vLLM would start with (VLLM_ALLOW_LONG_MAX_MODEL_LEN; None = unset).
     Returns:
         SearchResult; ``refusal`` is set (one line naming the flags) when no combination reached
         the sizing step - every one refused for the flags' own values (parallel sizes vLLM
@@ -478,10 +480,12 @@ def search(
     m = target.max_model_len
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise KvplanError(f"--max-model-len: must be a positive number of tokens, got {m!r}")
-    if target.max_model_len > spec.derived_max_model_len:
+    from kvplan.capacity.estimate import allow_long_max_model_len
+
+    if target.max_model_len > spec.derived_max_model_len and not allow_long_max_model_len(env):
         raise KvplanError(
             f"--max-model-len {target.max_model_len}: larger than the model's limit ({spec.derived_max_model_len} tokens); vLLM refuses it",
-            hint=f"use --max-model-len {spec.derived_max_model_len} or less",
+            hint=f"use --max-model-len {spec.derived_max_model_len} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
         )
     base = dict(base_args or {})
     # The version named in messages (an unknown one is refused by each estimate, as before).
@@ -542,7 +546,7 @@ def search(
                                 }
                             )
                             evaluated += 1
-                            p = plan(spec, gpu, args)
+                            p = plan(spec, gpu, args, env)
                         except (KvplanError, ValidationError) as exc:
                             if isinstance(exc, KvplanError):
                                 msg = exc.message
@@ -558,7 +562,7 @@ def search(
                             continue
                         sized += 1
                         if not p.fits:
-                            if p.failure_info is not None and p.failure_info.kind is FailureKind.GPU_MEMORY_UTILIZATION:
+                            if p.failure_info is not None and p.failure_info.kind is StartOutcome.UTILIZATION_REFUSED:
                                 util_refused.append(p)
                             skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
                             shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"

@@ -8,6 +8,8 @@ block_size), config/vllm.py (max_concurrent_batches, async scheduling), config/m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kvplan.errors import KvplanError
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # config/cache.py, vLLM 0.26.0
@@ -79,3 +81,11 @@ def default_block_size(*, uses_mla: bool, kv_cache_dtype: str, compute_capabilit
     if major == 10:
         return 32
     return DEFAULT_BLOCK_SIZE
+
+
+def allow_long_max_model_len(env: Mapping[str, str] | None) -> bool:
+    """vLLM 0.26.0 envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" (any case,
+    surrounding blanks ignored)."""
+    if not env:
+        return False
+    return env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")

@@ -170,3 +170,13 @@ def budget(
         cudagraph_applied_bytes=cudagraph_applied,
         kv_cache_bytes=avail,
     )
+
+
+def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> int:
+    """Free GPU memory when vLLM 0.26.0 starts capturing CUDA graphs, bytes per GPU.
+
+    Order (v1/worker/gpu_worker.py): the profiling pass's activations are freed, the KV cache is
+    allocated (initialize_from_config: ``kv_allocated_bytes``, whole blocks), and capture_model
+    empties torch's cache before capturing. What is left is the free memory at start minus
+    weights, non-torch memory and the KV tensors. Negative when even that is over-committed."""
+    return budget.free_at_start_bytes - budget.weights_bytes - budget.non_torch_bytes - kv_allocated_bytes
