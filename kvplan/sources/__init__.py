@@ -35,6 +35,24 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         # before any Hub or cache lookup: huggingface_hub would take '' as the default branch
         raise KvplanError("--revision: empty", hint="give a branch, tag or commit hash, or leave --revision out for main")
     path = Path(model).expanduser()
+    from kvplan.safe_io import InputError, probe_path, shown_name
+
+    try:
+        # a name the file system cannot even look up (ENAMETOOLONG, a parent that may not be
+        # searched) is one line, not a traceback; it cannot be a Hub id either (at most 96 chars)
+        probe_path(path)
+        return _resolve_path(model, path, revision)
+    except InputError as exc:
+        raise KvplanError(
+            f"{shown_name(model)}: {exc.message}",
+            hint="give a directory holding config.json, the path of a config.json, or a Hub repo id",
+        ) from None
+    except OSError as exc:  # the target of a link, or a file replaced meanwhile
+        raise KvplanError(f"{shown_name(model)}: cannot read: {exc.strerror or exc}") from None
+
+
+def _resolve_path(model: str, path: Path, revision: str | None) -> ModelSource:
+    """resolve_model past its argument checks (``path``: ``model`` with ~ expanded)."""
     problem = link_problem(path)
     if problem:
         raise KvplanError(f"{model}: {problem}", hint="give a directory holding config.json, or the path of a config.json")

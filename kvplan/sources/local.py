@@ -217,6 +217,13 @@ def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
     """
     if not isinstance(dtype, str) or not dtype:
         raise ValueError(f"tensor {name!r}: dtype must be a string, got {_short(dtype)}")
+    if dtype not in SAFETENSORS_DTYPE_BITS:
+        # safetensors' Dtype enum has no other names: its loader refuses the header, so vLLM
+        # cannot open the file ("Q4_K" is a GGUF quantization type, not a safetensors dtype)
+        raise ValueError(
+            f"tensor {name!r}: dtype {_short(dtype)} is not a safetensors dtype "
+            f"(safetensors knows {', '.join(SAFETENSORS_DTYPE_BITS)})"
+        )
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise ValueError(f"tensor {name!r}: shape must be a list of integers >= 0, got {_short(shape)}")
     if (
@@ -516,6 +523,9 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         else:
             why = coverage_gap(tensors, n_layers, weight_map)
         described = f"safetensors headers ({len(files)} file{'s' if len(files) != 1 else ''})"
+        if not tensors:
+            # a header "{}": the files hold no tensor, so they cannot give the weight bytes
+            why = "they hold no tensors (empty headers)"
         if why:
             notes.append(incomplete_note(str(directory), why))
             provenance["weights_note"] = f"{described} ignored: {why}"
@@ -524,7 +534,21 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
             provenance["weights_from"] = described
         provenance["tensors"] = f"{described} next to config.json"
     else:
-        provenance["tensors"] = "no safetensors files next to config.json: vLLM would load no checkpoint tensors"
+        legacy = _legacy_weight_files(directory)
+        if legacy:
+            size = sum(f.stat().st_size for f in legacy)
+            shown = ", ".join(f.name for f in legacy[:3]) + (f" and {len(legacy) - 3} more" if len(legacy) > 3 else "")
+            provenance["tensors"] = (
+                f"no safetensors files; vLLM loads the PyTorch weight files instead ({shown}: {size:,} bytes on disk)"
+            )
+            provenance["weights_note"] = (
+                "PyTorch .bin/.pt files are pickles kvplan does not open (their dtype may differ from the one vLLM "
+                "casts to), so the weights are sized from config.json, not from the files"
+            )
+            notes.append(f"{directory}: weights sized from config.json: the checkpoint is {shown}, which kvplan does not read")
+            files = legacy  # vLLM reads checkpoint tensors from them
+        else:
+            provenance["tensors"] = "no safetensors, .bin or .pt files next to config.json: vLLM would load no checkpoint tensors"
     return ModelSource(
         name=name or str(directory),
         config=config,
@@ -535,6 +559,25 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         tensors_visible=bool(files),
         notes=tuple(notes),
     )
+
+
+# Files vLLM 0.26.0 never loads as weights (model_loader/weight_utils.py
+# filter_files_not_needed_for_inference: trainer state saved next to a checkpoint).
+_NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
+
+
+def _legacy_weight_files(directory: Path) -> list[Path]:
+    """The PyTorch weight files vLLM 0.26.0 loads from a directory without safetensors: with the
+    default load format ("auto" -> "hf"), model_loader/default_loader.py _prepare_weights tries
+    ``*.safetensors``, then ``*.bin``, then ``*.pt``, taking the first pattern that matches,
+    minus the trainer files of _NOT_WEIGHTS. Regular files only, sorted by name."""
+    for pattern in ("*.bin", "*.pt"):
+        found = sorted(
+            f for f in directory.glob(pattern) if f.name not in _NOT_WEIGHTS and f.is_file() and not f.name.startswith(".")
+        )
+        if found:
+            return found
+    return []
 
 
 def _safetensors_files(directory: Path) -> tuple[list[Path], dict[str, str] | None]:

@@ -206,7 +206,15 @@ class _Cfg:
         return keys[0], None
 
     def check_int(self, key: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
-        """``value`` (read from ``key``) as an int in [minimum, limit]; integral floats pass."""
+        """``value`` (read from ``key``) as an int in [minimum, limit].
+
+        A float is refused even when integral (``32.0``): transformers keeps the JSON number a
+        float, and vLLM builds layer lists and tensor shapes from these keys (``range(32.0)``,
+        ``torch.empty(4096.0, ...)`` raise TypeError), so such a config does not load."""
+        if isinstance(value, float) and math.isfinite(value) and value == int(value):
+            raise self.error(
+                key, f"must be an integer, got {_show(value)} (a JSON float: vLLM builds layers and tensor shapes from it and fails; write {int(value)})"
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and (not math.isfinite(value) or value != int(value))
         ):
@@ -300,6 +308,26 @@ class _Cfg:
         if not isinstance(value, dict):
             raise self.error(key, f"must be a mapping, got {_show(value)}")
         return _Cfg(value, self.where, self.name(key) + ".")
+
+
+def _check_head_size(head_dim: int, where: str, notes: list[str]) -> None:
+    """Note a head_dim that only vLLM's slowest attention backend takes.
+
+    vLLM 0.26.0's CUDA backends (v1/attention/backends): FlashAttention supports_head_size takes
+    a multiple of 8 up to 256 (512 with FA4); FlashInfer get_supported_head_sizes is 64, 128,
+    256, 512; Triton supports_head_size takes >= 32; FlexAttention (no list: any size) is the
+    last fallback. A head_dim none of the first three take (7: not a multiple of 8 and under
+    32) leaves FlexAttention, which is far slower, and points at a config typo.
+    """
+    flash = head_dim % 8 == 0 and head_dim <= 256
+    flashinfer = head_dim in (64, 128, 256, 512)
+    triton = head_dim >= 32
+    if not (flash or flashinfer or triton):
+        notes.append(
+            f"{where}: head_dim {head_dim} is taken by none of vLLM 0.26.0's FlashAttention (a multiple of 8, "
+            "<= 256), FlashInfer (64/128/256/512) or Triton (>= 32) attention backends; only FlexAttention would "
+            "run it (much slower). Check head_dim in config.json"
+        )
 
 
 def _vision_params(vc: _Cfg, text_hidden: int) -> int:
@@ -866,6 +894,12 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
 
     kinds, sliding_window, chunk = _layer_kinds(c, model_type, n_layers, notes)
     moe, moe_layers = _moe(c, model_type, n_layers)
+    if intermediate == 0 and moe is None:
+        # every decoder layer has a dense MLP of this width: 0 is no model (a MoE config may
+        # leave the unused dense width at 0)
+        key = next((k for k in ("intermediate_size", "ffn_dim", "n_inner", "intermediate_size_mlp") if c.has(k)), "intermediate_size")
+        raise c.error(key, "must be >= 1 for a model with dense MLP layers, got 0")
+    _check_head_size(head_dim, where, notes)
 
     mla = None
     if model_type in ("deepseek_v2", "deepseek_v3") and c.raw("kv_lora_rank"):
