@@ -1,7 +1,7 @@
 """Reverse planning: from (model, max_model_len, concurrency) to the GPUs to rent.
 
 Searches every GPU profile x tensor-parallel size x pipeline-parallel size x --kv-cache-dtype x
---quantization, runs kvplan's planner (vLLM 0.26.0 rules) on each engine, replicates an engine
+--quantization, runs kvplan's estimate (the selected vLLM version's rules) on each engine, replicates an engine
 that starts with data parallelism until the target concurrency is met, and ranks what meets it
 by hourly cost, then GPU count.
 
@@ -12,9 +12,9 @@ Rules of the search (kvplan's, not vLLM's):
   max_gpus.
 * An engine's concurrency is vLLM's "Maximum concurrency" figure for ``max_model_len``-token
   requests (v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config), capped by
-  ``max_num_seqs``; with a workload, kvplan.workload's steady-state requests instead.
+  ``max_num_seqs``; with a workload, kvplan.capacity.workload's steady-state requests instead.
 * fp8 KV cache is proposed only on GPUs with fp8 support; fp8 weights need compute capability
-  >= 7.5 (vLLM 0.26.0 model_executor/layers/quantization/fp8.py get_min_capability; Marlin
+  >= 7.5 (vLLM model_executor/layers/quantization/fp8.py get_min_capability; Marlin
   weight-only fp8 below 8.9).
 * Pruning: an option is dropped when another needs no more GPUs, costs no more (same GPU
   profile: fewer GPUs; both priced: cost; both unpriced: GPU count) and lowers precision no more
@@ -31,6 +31,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
+from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 
@@ -167,7 +169,7 @@ class Option:
         return f"{self.num_gpus}x {self.gpu.display_name} ({shape}){extra}"
 
     def serve_command(self, revision: str | None = None) -> str:
-        """The `vllm serve` line (vLLM 0.26.0 flags; --data-parallel-size for replicas)."""
+        """The `vllm serve` line (the version's flags; --data-parallel-size for replicas)."""
         import shlex
 
         from kvplan.engines.vllm import flags
@@ -280,8 +282,8 @@ class SearchResult:
     refusal_hint: str | None = None
 
 
-def _engine_args_error(exc) -> str:
-    """A pydantic ValidationError from EngineArgs as one line naming the flag."""
+def _engine_args_error(exc) -> tuple[str, str]:
+    """A pydantic ValidationError from EngineArgs as (argument name, one line naming the flag)."""
     err = exc.errors()[0]
     field_name = str(err["loc"][0]) if err.get("loc") else "argument"
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
@@ -290,7 +292,7 @@ def _engine_args_error(exc) -> str:
         msg = f"must be <= {ctx.get('le')}"
     elif err.get("type") == "greater_than_equal":
         msg = f"must be >= {ctx.get('ge')}"
-    return f"--{field_name.replace('_', '-')} {err.get('input')}: {msg}"
+    return field_name, f"--{field_name.replace('_', '-')} {err.get('input')}: {msg}"
 
 
 def _stage(s: Skipped) -> int:
@@ -304,7 +306,7 @@ def _stage(s: Skipped) -> int:
 
 def _utilization_refusal(plans: list, util) -> tuple[str, str]:
     """(line, hint) when every sized engine asks vLLM for more memory than is free at start-up
-    (total x --gpu-memory-utilization > total - the CUDA context; vLLM 0.26.0 gpu_worker.py
+    (total x --gpu-memory-utilization > total - the CUDA context; vLLM gpu_worker.py
     request_memory). The hint gives the largest utilization every GPU tried accepts."""
     import math as _m
 
@@ -329,7 +331,7 @@ def _utilization_refusal(plans: list, util) -> tuple[str, str]:
     return line, hint
 
 
-def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -> str:
+def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3, version: str | None = None) -> str:
     """One line saying why no combination reached the sizing step, naming the flags.
 
     Only the skips that got furthest through the checks are said: a check that other
@@ -355,7 +357,8 @@ def refusal_message(skipped: list[Skipped], space: SearchSpace, most: int = 3) -
         msgs.append(f"--kv-cache-dtype {kv}: no fp8 support on {gpus}; kvplan does not propose an fp8 KV cache there")
     elif far == 1:
         gpus = ", ".join(sorted({s.gpu for s in items}))
-        msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpus} below it")
+        vllm = version or versions.DEFAULT_VERSION
+        msgs.append(f"--quantization fp8: needs compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpus} below it")
     else:
         msgs = merge_reasons([s.reason for s in items])
     line = "; ".join(msgs[:most])
@@ -388,7 +391,8 @@ def merge_reasons(reasons: list[str]) -> list[str]:
 
 
 def _fp8_weights_ok(gpu: GPUProfile) -> bool:
-    """vLLM 0.26.0 Fp8Config.get_min_capability() == 75 (Marlin weight-only fp8 below 8.9)."""
+    """vLLM Fp8Config.get_min_capability() == 75 (Marlin weight-only fp8 below 8.9; version rules
+    in engines/vllm/v0_26/quantization.py)."""
     if gpu.fp8_supported:
         return True
     if gpu.compute_capability:
@@ -450,7 +454,7 @@ def search(
         spec: the parsed ModelSpec (parsed once; reused for every planner call).
         base_args: other EngineArgs fields (gpu_memory_utilization, max_num_seqs, ...).
         prices: USD per GPU-hour by profile id, overriding the profiles' price_per_hour_usd.
-        workload: a kvplan.workload.WorkloadModel; engine concurrency then counts real lengths.
+        workload: a kvplan.capacity.workload.WorkloadModel; engine concurrency then counts real lengths.
         env: the environment vLLM would start with (VLLM_ALLOW_LONG_MAX_MODEL_LEN; None = unset).
     Returns:
         SearchResult; ``refusal`` is set (one line naming the flags) when no combination reached
@@ -463,11 +467,11 @@ def search(
     Raises:
         KvplanError: the target itself is invalid (max_model_len not a positive number of tokens
             or above the model's limit, concurrency not a finite number > 0) - exit 2.
-    Rule source: kvplan.planner (vLLM 0.26.0); see the module docstring for the search rules.
+    Rule source: kvplan.capacity.estimate (the version's rules); see the module docstring for the search rules.
     """
     from pydantic import ValidationError
 
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
 
     t0 = time.perf_counter()
     c = target.concurrency
@@ -476,7 +480,7 @@ def search(
     m = target.max_model_len
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise KvplanError(f"--max-model-len: must be a positive number of tokens, got {m!r}")
-    from kvplan.planner import allow_long_max_model_len
+    from kvplan.capacity.estimate import allow_long_max_model_len
 
     if target.max_model_len > spec.derived_max_model_len and not allow_long_max_model_len(env):
         raise KvplanError(
@@ -484,6 +488,8 @@ def search(
             hint=f"use --max-model-len {spec.derived_max_model_len} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
         )
     base = dict(base_args or {})
+    # The version named in messages (an unknown one is refused by each estimate, as before).
+    vllm = base.get("vllm_version") or versions.DEFAULT_VERSION
     prices = dict(prices or {})
     skipped: list[Skipped] = []
     candidates: list[Option] = []
@@ -517,7 +523,7 @@ def search(
                             skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
                             continue
                         if q == "fp8" and not _fp8_weights_ok(gpu):
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM 0.26.0 Fp8Config); {gpu.display_name} has less")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpu.display_name} has less")
                             continue
                         if tp > space.gpus_per_node:
                             skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"--tensor-parallel-size {tp}: exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
@@ -542,8 +548,13 @@ def search(
                             evaluated += 1
                             p = plan(spec, gpu, args, env)
                         except (KvplanError, ValidationError) as exc:
-                            msg = exc.message if isinstance(exc, KvplanError) else _engine_args_error(exc)
-                            if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):
+                            if isinstance(exc, KvplanError):
+                                msg = exc.message
+                                parallel = isinstance(exc, EstimateRefusal) and exc.kind is RefusalKind.INVALID_PARALLEL
+                            else:
+                                arg, msg = _engine_args_error(exc)
+                                parallel = arg in ("tensor_parallel_size", "pipeline_parallel_size")
+                            if parallel:
                                 invalid_parallel[(tp, pp)] = msg
                                 skip(gpu, tp, pp, kv, q, "invalid_parallel", msg)
                             else:
@@ -551,7 +562,7 @@ def search(
                             continue
                         sized += 1
                         if not p.fits:
-                            if (p.failure or "").startswith("--gpu-memory-utilization"):
+                            if p.failure_info is not None and p.failure_info.kind is StartOutcome.UTILIZATION_REFUSED:
                                 util_refused.append(p)
                             skip(gpu, tp, pp, kv, q, "does_not_start", p.failure or "does not start")
                             shape = f"{engine}x {gpu.display_name} (TP={tp}, PP={pp}, kv={kv}, quant={q or 'none'})"
@@ -609,7 +620,7 @@ def search(
 
     closest, note, refusal, refusal_hint = None, None, None, None
     if not kept and not sized and skipped:
-        refusal = note = refusal_message(skipped, space)
+        refusal = note = refusal_message(skipped, space, version=vllm)
     elif not kept and sized and len(util_refused) == sized:
         # Every engine sized was refused for --gpu-memory-utilization itself (a request above the
         # memory free at start-up, on every GPU tried): the flag's value, not the hardware, is the

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.engines.vllm.runner import uses_v2_runner
+from kvplan.engines.vllm.v0_26.family_quirks import GEMMA_STYLE, MLP_KEEPS_GATE_UP, quirks  # noqa: F401
+from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
 from kvplan.specs.model_spec import LayerKind, ModelSpec
 
 GiB = 1 << 30
@@ -88,12 +89,8 @@ COMPILE_I_TENSORS = 3.0
 COMPILE_H_TENSORS = 0.31
 COMPILE_FIXED_BYTES_PER_HIDDEN = 95_500
 
-# vLLM 0.26.0 dense MLPs written `gate_up = ...; x = act(gate_up); x = down(x)` keep gate_up
-# alive through down_proj (qwen2.py Qwen2MLP, also used by qwen3; deepseek_v2.py; qwen2_moe.py);
-# calibration qwen2.5-7b_eager 2.20 GiB, record qwen3-8b_eager_fp8kv exact 53,248 el/token.
-MLP_KEEPS_GATE_UP = frozenset({"qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next", "deepseek_v2", "deepseek_v3"})
-# Gemma-2/3: 5H + 3I (records p-gemma2-4L-t16384-s256, gemma3-1b_eager: exact).
-GEMMA_STYLE = frozenset({"gemma2", "gemma3", "gemma3_text"})
+# Which families keep gate_up alive through down_proj, and Gemma-2/3's 5H + 3I peak: see
+# family_quirks.py (MLP_KEEPS_GATE_UP, GEMMA_STYLE are re-exported from there).
 
 
 # W8A8 fp8 linears (checkpoint fp8, block-wise or per-tensor, and --quantization fp8) quantize
@@ -130,9 +127,9 @@ def _dense_elements(spec: ModelSpec, tp: int) -> float:
     h, inter = spec.hidden_size, spec.intermediate_size / tp
     if not spec.gated_mlp:
         return 3.0 * h + 2.0 * inter
-    if spec.model_type in GEMMA_STYLE:
+    if quirks(spec.model_type).gemma_style_activation:
         return 5.0 * h + 3.0 * inter
-    if spec.model_type in MLP_KEEPS_GATE_UP:
+    if quirks(spec.model_type).mlp_keeps_gate_up:
         return 4.0 * h + 3.0 * inter
     return 3.0 * h + 3.0 * inter
 
@@ -155,7 +152,7 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     else:
         ffn = 3.0 * h
     ffn_bytes = ffn * act_bytes
-    if fp8_act_quant and not is_moe and spec.intermediate_size and spec.model_type in MLP_KEEPS_GATE_UP:
+    if fp8_act_quant and not is_moe and spec.intermediate_size and quirks(spec.model_type).mlp_keeps_gate_up:
         ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)
 
     mixer_bytes = 0.0

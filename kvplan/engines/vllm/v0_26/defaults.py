@@ -1,4 +1,4 @@
-"""vLLM's engine defaults and version table (what `vllm serve` uses when a flag is not given).
+"""vLLM 0.26.0's engine defaults (what `vllm serve` uses when a flag is not given).
 
 Sources: vLLM 0.26.0 engine/arg_utils.py (get_batch_defaults,
 _set_default_max_num_seqs_and_batched_tokens_args), config/cache.py (gpu_memory_utilization,
@@ -8,10 +8,9 @@ block_size), config/vllm.py (max_concurrent_batches, async scheduling), config/m
 
 from __future__ import annotations
 
-from kvplan.errors import KvplanError
+from collections.abc import Mapping
 
-SUPPORTED_VLLM_VERSIONS = ("0.26.0",)
-DEFAULT_VLLM_VERSION = "0.26.0"
+from kvplan.errors import KvplanError
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # config/cache.py, vLLM 0.26.0
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention keeps it
@@ -19,16 +18,6 @@ GiB = 1 << 30
 
 # usage context: "serve" = `vllm serve` (OPENAI_API_SERVER), "llm" = the offline LLM class.
 USAGE_CONTEXTS = ("serve", "llm")
-
-
-def check_version(version: str) -> str:
-    """Return the version if kvplan has its rules, else raise (exit 2) naming --vllm-version."""
-    if version not in SUPPORTED_VLLM_VERSIONS:
-        raise KvplanError(
-            f"--vllm-version: kvplan has no rules for vLLM {version!r}",
-            hint="supported: " + ", ".join(SUPPORTED_VLLM_VERSIONS),
-        )
-    return version
 
 
 def batch_defaults(gpu_total_bytes: int, gpu_name: str, usage: str = "serve") -> tuple[int, int]:
@@ -92,3 +81,11 @@ def default_block_size(*, uses_mla: bool, kv_cache_dtype: str, compute_capabilit
     if major == 10:
         return 32
     return DEFAULT_BLOCK_SIZE
+
+
+def allow_long_max_model_len(env: Mapping[str, str] | None) -> bool:
+    """vLLM 0.26.0 envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" (any case,
+    surrounding blanks ignored)."""
+    if not env:
+        return False
+    return env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")

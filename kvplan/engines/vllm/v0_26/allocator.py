@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.engines.vllm.kv_spec import LayerCacheSpec
+from kvplan.engines.vllm.v0_26.kv_spec import CACHE_KINDS, FullAttentionSpec, LayerCacheSpec
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -44,21 +44,20 @@ class KVCacheGroup:
     chunk_size: int | None = None
     layer_indices: tuple[int, ...] = field(default=())
 
+    @property
+    def cache_kind(self) -> type[LayerCacheSpec]:
+        """The layer-cache class of this group's kind (kv_spec.CACHE_KINDS)."""
+        return CACHE_KINDS[self.kind]
+
     def blocks_per_request(self, max_model_len: int, max_in_flight_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` tokens holds in this group at most.
 
         vLLM 0.26.0 kv_cache_interface.py max_memory_usage_bytes / page_size:
         full/MLA: cdiv(len, block); sliding: cdiv(min(window-1+in_flight, len), block) + 1;
         chunked: cdiv(min(chunk+in_flight, len), block); mamba: one state page."""
-        if self.kind == "sliding":
-            tokens = min(self.sliding_window - 1 + max_in_flight_tokens, max_model_len)
-            return _cdiv(tokens, self.block_size) + 1
-        if self.kind == "chunked":
-            tokens = min(self.chunk_size + max_in_flight_tokens, max_model_len)
-            return _cdiv(tokens, self.block_size)
-        if self.kind == "mamba":
-            return 1
-        return _cdiv(max_model_len, self.block_size)
+        return self.cache_kind.blocks_per_request(
+            max_model_len, max_in_flight_tokens, self.block_size, self.sliding_window, self.chunk_size
+        )
 
 
 @dataclass(frozen=True)
@@ -161,11 +160,10 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
         return KVCacheLayout(groups=(), group_size=0, bytes_per_block=1)
 
     if disable_hybrid_kv_cache_manager:
-        kinds = {s.kind for s in layers}
-        if "full" in kinds and ({"sliding", "chunked"} & kinds):
-            full = next(s for s in layers if s.kind == "full")
+        full = next((s for s in layers if isinstance(s, FullAttentionSpec)), None)
+        if full is not None and any(s.full_without_hybrid_manager for s in layers):
             indexed = [
-                (i, full if s.kind in ("sliding", "chunked") else s) for i, s in indexed
+                (i, full if s.full_without_hybrid_manager else s) for i, s in indexed
             ]
             layers = [s for _, s in indexed]
 
@@ -185,7 +183,7 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
 
     same_type = (
         len({(s.kind, s.sliding_window, s.chunk_size, s.block_size) for s in layers}) == 1
-        and first.kind != "mamba"
+        and not first.one_state_block
     )
     if same_type:
         total_page = sum(s.page_size_bytes for s in layers)
@@ -207,8 +205,8 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
     for i, s in indexed:
         if s.page_size_bytes == max_page:
             unified.append((i, s))
-        elif s.kind == "mamba":
-            unified.append((i, LayerCacheSpec("mamba", s.block_size, max_page)))
+        elif s.one_state_block:
+            unified.append((i, type(s)(s.block_size, max_page)))
         elif max_page % s.page_size_bytes == 0:
             unified.append((i, s.with_block_size(s.block_size * (max_page // s.page_size_bytes))))
         else:

@@ -12,21 +12,12 @@ the rest (most MoE and every hybrid model) on the V1 runner. The runner matters 
 
 from __future__ import annotations
 
+from kvplan.engines.vllm.v0_26.family_quirks import DEFAULT_V2_ARCHITECTURES
 from kvplan.specs.model_spec import ModelSpec
 
 GiB = 1 << 30
 MiB = 1 << 20
 
-DEFAULT_V2_ARCHITECTURES = frozenset(
-    {
-        "DeepseekV2ForCausalLM",
-        "GraniteMoeForCausalLM",
-        "InklingForCausalLM",
-        "InklingForConditionalGeneration",
-        "LongcatFlashNgramForCausalLM",
-        "Qwen2MoeForCausalLM",
-    }
-)
 
 # Captured CUDA-graph pool (reported by vLLM, subtracted only on V1): 788,529,152 B with 4 layers
 # (record llama3-4L_graphs_serve) and 1,050,673,152 B with 32 (llama3.1-8b_serve_defaults);

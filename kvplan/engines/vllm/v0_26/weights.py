@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from kvplan.engines.vllm.v0_26.family_quirks import GEMMA3_EXTRA_BYTES, QWEN2_BYTES_PER_LAYER, quirks  # noqa: F401
 from kvplan.specs.model_spec import LayerKind, ModelSpec, QuantSpec
 
 VOCAB_PADDING = 64
@@ -27,13 +28,7 @@ VOCAB_PADDING = 64
 # llama3-8b_eager; +32 blocks of 1 MiB in num_gpu_blocks). Source in vLLM not identified.
 FP8_KV_BYTES_PER_ATTENTION_LAYER = 1 << 20
 
-# Per-family load-time extras seen in the worker's exact model_memory_usage and not (yet) traced
-# to a vLLM source line; each from tests/data/vllm-0.26.0-h200 records:
-# Qwen2 (qwen2.py): +15,728,640 B over 4 layers (p-qwen25-4L, exact) and +0.092..0.102 GiB over
-# 28 (calibration qwen2.5-7b_eager) -> 3.75 MiB per decoder layer.
-QWEN2_BYTES_PER_LAYER = 3_932_160
-# Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
-GEMMA3_EXTRA_BYTES = 64 << 20
+# Per-family load-time extras (Qwen2 per layer, Gemma-3 once): family_quirks.py.
 # MXFP4 experts (gpt-oss, vLLM's 'TRITON' MXFP4 backend on Hopper: triton_kernels swizzled
 # layouts): 0.818 % over the 4-bit values + e8m0 scales, plus 116,275,639 B once per GPU. A
 # two-point fit on the worker's exact model memory: gpt-oss-20b_eager 13,990,901,760 B (packed
@@ -302,7 +297,7 @@ def weight_bytes_per_rank(
             moe = spec.moe
             inter_rank = moe.moe_intermediate_size // tp
             t.add("experts", _experts(ctx, spec, h, inter_rank, moe.num_experts))
-            t.add("router", h * moe.num_experts * db + (moe.num_experts * (4 if spec.model_type.startswith("deepseek") else db) if moe.router_bias else 0))
+            t.add("router", h * moe.num_experts * db + (moe.num_experts * (4 if quirks(spec.model_type).router_bias_fp32 else db) if moe.router_bias else 0))
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
                 t.add("shared_expert", _linear(ctx, h, 2 * si, n_shards=2) + _linear(ctx, si, h))
@@ -318,10 +313,11 @@ def weight_bytes_per_rank(
                 t.add("mlp", _linear(ctx, h, ir, bias=spec.mlp_bias) + _linear(ctx, ir, h))
                 if spec.mlp_bias:
                     t.add("mlp", h * db)
-    if spec.model_type == "qwen2":
-        t.add("vllm_extra", QWEN2_BYTES_PER_LAYER * len(layers))
-    if spec.model_type in ("gemma3", "gemma3_text") and first:
-        t.add("vllm_extra", GEMMA3_EXTRA_BYTES)
+    fq = quirks(spec.model_type)
+    if fq.extra_bytes_per_layer:
+        t.add("vllm_extra", fq.extra_bytes_per_layer * len(layers))
+    if fq.extra_bytes_first_stage and first:
+        t.add("vllm_extra", fq.extra_bytes_first_stage)
     if len(layers) and spec.moe is not None and ctx.quant is not None and ctx.quant.method == "mxfp4":
         t.add("vllm_extra", MXFP4_FIXED_BYTES)
     if spec.vision_params and first:

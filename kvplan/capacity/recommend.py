@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.planner import Plan
+from kvplan.capacity.estimate import Plan
 
 GiB = 1 << 30
 
@@ -37,7 +37,7 @@ def recommendations(plan: Plan) -> list[Recommendation]:
     binding limit (the KV cache: an fp8 KV cache; max_num_seqs: a larger --max-num-seqs), each
     with the number it gives (re-planned, not guessed). Never a value equal to vLLM's default.
     """
-    from kvplan.planner import StartOutcome
+    from kvplan.capacity.outcomes import StartOutcome
 
     eff = plan.effective
     out: list[Recommendation] = []
@@ -88,7 +88,7 @@ def recommendations(plan: Plan) -> list[Recommendation]:
 def _replan(plan: Plan, **update):
     """The plan with some EngineArgs changed, or None when the planner refuses them."""
     from kvplan.errors import KvplanError
-    from kvplan.planner import plan as replan
+    from kvplan.capacity.estimate import plan as replan
 
     try:
         return replan(plan.spec, plan.gpu, plan.args.model_copy(update=update), plan.env)
@@ -186,7 +186,10 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
     """Flags that would leave room for the KV cache when nothing is left: a higher
     --gpu-memory-utilization if that alone suffices, else the smallest larger TP whose weight
     share (about weights / k) would leave room; never a change that cannot help."""
-    from kvplan.engines.vllm.memory import NON_TORCH_MULTI_GPU_EXTRA, REDUNDANCY_BUFFER
+    from kvplan.engines.vllm import versions
+
+    mem = (plan.rules or versions.default()).memory
+    NON_TORCH_MULTI_GPU_EXTRA, REDUNDANCY_BUFFER = mem.NON_TORCH_MULTI_GPU_EXTRA, mem.REDUNDANCY_BUFFER
 
     eff = plan.effective
     other = b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_applied_bytes
@@ -226,7 +229,7 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
             )
         )
         from kvplan.errors import KvplanError
-        from kvplan.planner import plan as replan
+        from kvplan.capacity.estimate import plan as replan
 
         try:
             lowered = replan(plan.spec, plan.gpu, plan.args.model_copy(update={"gpu_memory_utilization": util}), plan.env)

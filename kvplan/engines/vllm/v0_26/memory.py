@@ -115,13 +115,22 @@ def requested_bytes(total_bytes: int, gpu_memory_utilization: float) -> int:
     return math.ceil(total_bytes * gpu_memory_utilization)
 
 
-def non_torch_bytes(world_size: int, v1_cudagraphs: bool = False) -> int:
+def non_torch_bytes(
+    world_size: int,
+    v1_cudagraphs: bool = False,
+    *,
+    single_gpu: int = NON_TORCH_SINGLE_GPU,
+    v1_cudagraph_extra: int = NON_TORCH_V1_CUDAGRAPH_EXTRA,
+    multi_gpu_extra: int = NON_TORCH_MULTI_GPU_EXTRA,
+) -> int:
     """Non-torch memory per GPU: the measured single-GPU constant, +16 MiB for V1-runner CUDA
-    graphs, plus an unverified NCCL term when more than one GPU takes part."""
+    graphs, plus an unverified NCCL term when more than one GPU takes part (bytes). The three
+    terms default to this module's constants; VllmRules.non_torch_bytes passes its fitted
+    coefficients."""
     return (
-        NON_TORCH_SINGLE_GPU
-        + (NON_TORCH_V1_CUDAGRAPH_EXTRA if v1_cudagraphs else 0)
-        + (NON_TORCH_MULTI_GPU_EXTRA if world_size > 1 else 0)
+        single_gpu
+        + (v1_cudagraph_extra if v1_cudagraphs else 0)
+        + (multi_gpu_extra if world_size > 1 else 0)
     )
 
 
@@ -161,3 +170,13 @@ def budget(
         cudagraph_applied_bytes=cudagraph_applied,
         kv_cache_bytes=avail,
     )
+
+
+def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> int:
+    """Free GPU memory when vLLM 0.26.0 starts capturing CUDA graphs, bytes per GPU.
+
+    Order (v1/worker/gpu_worker.py): the profiling pass's activations are freed, the KV cache is
+    allocated (initialize_from_config: ``kv_allocated_bytes``, whole blocks), and capture_model
+    empties torch's cache before capturing. What is left is the free memory at start minus
+    weights, non-torch memory and the KV tensors. Negative when even that is over-committed."""
+    return budget.free_at_start_bytes - budget.weights_bytes - budget.non_torch_bytes - kv_allocated_bytes

@@ -1,11 +1,11 @@
-"""Workload-aware KV capacity: how many sequences vLLM 0.26.0 keeps running for real lengths.
+"""Workload-aware KV capacity: how many sequences vLLM keeps running for real lengths.
 
 vLLM sizes its log line "Maximum concurrency for N tokens per request" as if every request were
 ``max_model_len`` long. PagedAttention allocates blocks as tokens arrive, so with real lengths the
 same pool holds many more sequences. This module counts the blocks a workload actually holds,
 group by group, with vLLM's rules:
 
-* Blocks held by one sequence with ``L`` tokens in KV (vLLM 0.26.0
+* Blocks held by one sequence with ``L`` tokens in KV (vLLM
   v1/core/single_type_kv_cache_manager.py):
     - full attention / MLA: ``cdiv(L, block_size)`` (the last block may be partly filled);
     - sliding window ``W``: ``cdiv(L, block_size) - max(0, L - W) // block_size`` - blocks wholly
@@ -24,9 +24,9 @@ group by group, with vLLM's rules:
   v1/core/kv_cache_manager.py get_computed_blocks: a hit covers at most ``P - 1`` tokens): a
   prefix shared by requests is shared in whole blocks only, ``floor(min(N, P - 1) / block_size)``
   of them; its partly filled last block is private to every request. With ``n`` parallel
-  sequences (or beam width) per request, vLLM 0.26.0 runs ``n`` child requests that hit the same
+  sequences (or beam width) per request, vLLM runs ``n`` child requests that hit the same
   cache: the prompt's whole blocks are held once, every branch holds its own partial prompt block
-  and its output blocks. vLLM 0.26.0 enables prefix caching by default except for hybrid
+  and its output blocks. vLLM enables prefix caching by default except for hybrid
   (Mamba/linear-attention) models (engine/arg_utils.py
   _set_default_chunked_prefill_and_prefix_caching_args).
 
@@ -44,393 +44,42 @@ Units: tokens, blocks (int counts; means are floats), bytes (int).
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
-import stat
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from statistics import NormalDist
 from typing import Callable
 
+from kvplan.capacity.workload_input import (  # noqa: F401 (re-exported: kvplan.workload importers)
+    _TOKEN_EXAMPLES,
+    DISTRIBUTION_POINTS,
+    MAX_TOKENS,
+    MAX_WORKLOAD_BYTES,
+    MAX_WORKLOAD_ROWS,
+    Workload,
+    _BadTokens,
+    _bounded_lines,
+    _lognormal_points,
+    _number,
+    _pair_from,
+    _too_many_rows,
+    load_pairs_file,
+    parse_distribution,
+    parse_tokens,
+    parse_workload,
+)
+from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 
-# Kinds whose per-sequence blocks stop growing with length (a window, a chunk, a state).
-STATE_KINDS = ("sliding", "chunked", "mamba")
-# Quantile points per length distribution built from MEAN,P95 (deterministic discretization).
-DISTRIBUTION_POINTS = 32
-_Z95 = NormalDist().inv_cdf(0.95)
-# --workload files: checked against the size before a byte is read (and counted while reading,
-# for pipes and devices that have no size), then row by row. 100,000 requests pin a length
-# distribution's percentiles far more finely than the block arithmetic needs, and keep the
-# sweep's per-layout block count (linear in distinct (prompt, output) pairs) to seconds;
-# 16 MiB leaves ~160 bytes per row for the other columns of an exported request log.
-MAX_WORKLOAD_BYTES = 16 * 2**20
-MAX_WORKLOAD_ROWS = 100_000
-# Token counts above this are beyond any model's context (the longest are ~10M tokens); they
-# are refused rather than carried through float arithmetic.
-MAX_TOKENS = 10**9
-_TOKEN_EXAMPLES = "e.g. 2000, 2k = 2000, 2K = 2048"
+# The layer-cache classes (full, sliding, chunked, MLA, Mamba) own the per-kind block rules.
+_KV = versions.default().kv_spec
+CACHE_KINDS, SlidingWindowSpec, ChunkedLocalAttentionSpec = _KV.CACHE_KINDS, _KV.SlidingWindowSpec, _KV.ChunkedLocalAttentionSpec
+# Kinds whose per-sequence blocks stop growing with length (a window, a chunk, a state): the
+# layer-cache classes say so (bounded_per_sequence); the names are kept for importers.
+STATE_KINDS = tuple(k for k, c in CACHE_KINDS.items() if c.bounded_per_sequence)
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-# --------------------------------------------------------------------------------------------
-# Workload: (prompt_tokens, output_tokens) pairs with weights
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A request-length distribution as weighted (prompt_tokens, output_tokens) pairs.
-
-    Attributes:
-        pairs: ((prompt_tokens, output_tokens, weight), ...); tokens >= 1, weight > 0 (a count
-            for files, 1 per quantile point for MEAN,P95 distributions).
-        description: what the user gave (for reports).
-        given_p95: (("prompt" | "output", P95 tokens), ...) for sides given as MEAN,P95: the
-            fitted lognormal's exact 95th percentile, which ``percentile(side, 0.95)`` reports.
-    """
-
-    pairs: tuple[tuple[int, int, float], ...]
-    description: str
-    given_p95: tuple[tuple[str, int], ...] = ()
-
-    @cached_property
-    def total_weight(self) -> float:
-        return sum(w for _, _, w in self.pairs)
-
-    @cached_property
-    def mean_prompt_tokens(self) -> float:
-        return sum(p * w for p, _, w in self.pairs) / self.total_weight
-
-    @cached_property
-    def mean_output_tokens(self) -> float:
-        return sum(o * w for _, o, w in self.pairs) / self.total_weight
-
-    def percentile(self, which: str, q: float) -> int:
-        """The ``q`` quantile (0..1) of prompt ("prompt") or output ("output") tokens.
-
-        For a side given as MEAN,P95 the 0.95 quantile is the P95 given (the fitted lognormal's,
-        exactly); see bin_percentile for why the bins' own quantile is higher."""
-        if q == 0.95:
-            given = dict(self.given_p95)
-            if which in given:
-                return given[which]
-        return self.bin_percentile(which, q)
-
-    def bin_percentile(self, which: str, q: float) -> int:
-        """The ``q`` quantile of the weighted pairs themselves: the smallest value whose
-        cumulative weight reaches q. For a MEAN,P95 side the pairs are 32 equal-probability bins
-        each represented by its conditional mean, so the 0.95 quantile falls in the bin of
-        quantiles 30/32..31/32 and reports that bin's mean, above the P95 (prompt=2000,4000:
-        4081; the conditional mean of the lognormal between its 0.9375 and 0.96875 quantiles)."""
-        idx = 0 if which == "prompt" else 1
-        items = sorted((pair[idx], pair[2]) for pair in self.pairs)
-        target = q * self.total_weight
-        acc = 0.0
-        for v, w in items:
-            acc += w
-            if acc >= target - 1e-9:
-                return v
-        return items[-1][0]
-
-
-class _BadTokens(ValueError):
-    """A token count that is not one (the message says why; callers name the flag/file)."""
-
-
-def parse_tokens(raw, *, whole: bool) -> float:
-    """A token count from a flag, a CSV cell or a JSON value.
-
-    Accepts an int, a float, or text: a decimal number or vLLM's human-readable integer
-    (``2k`` = 2,000, ``2K`` = 2,048, ``1.5k`` = 1,500; vLLM 0.26.0 utils/argparse_utils.py
-    human_readable_int, as for --max-model-len). Booleans are not token counts.
-
-    Args:
-        whole: a request's count (must be a whole number), not a mean or percentile.
-    Returns:
-        the count (int when whole), in 1..MAX_TOKENS.
-    Raises:
-        _BadTokens (a ValueError): not a finite number in range, or not whole; the message
-            says why and shows the value.
-    """
-    from kvplan.engines.vllm.serve_flags import parse_human_int
-
-    if isinstance(raw, bool):
-        raise _BadTokens(f"expected a number of tokens, not a boolean (got {json.dumps(raw)})")
-    shown = repr(raw)
-    if isinstance(raw, int):
-        v: float = raw
-    elif isinstance(raw, float):
-        v = raw
-    elif isinstance(raw, str):
-        text = raw.strip()
-        shown = repr(text if len(text) <= 40 else text[:37] + "...")
-        try:
-            v = parse_human_int(text)
-        except ValueError as exc:
-            try:
-                v = float(text)
-            except ValueError:
-                if "suffix" in str(exc):  # "decimals are not allowed with binary suffix K ..."
-                    raise _BadTokens(f"{exc}, got {shown}") from None
-                raise _BadTokens(f"expected a number of tokens ({_TOKEN_EXAMPLES}), got {shown}") from None
-            if math.isinf(v) and text.lstrip("+").isdigit():
-                raise _BadTokens(f"must be at most {MAX_TOKENS:,} tokens, got {len(text)} digits") from None
-    else:
-        raise _BadTokens(f"expected a number of tokens, got {json.dumps(raw)[:40]}")
-    if isinstance(v, float) and not math.isfinite(v):
-        raise _BadTokens(f"must be finite, got {shown}")
-    if v < 1:
-        raise _BadTokens(f"must be >= 1 token, got {shown}")
-    if v > MAX_TOKENS:
-        raise _BadTokens(f"must be at most {MAX_TOKENS:,} tokens (beyond any model's context), got {shown if len(shown) <= 40 else shown[:37] + '...'}")
-    if whole:
-        if v != int(v):
-            raise _BadTokens(f"must be a whole number of tokens, got {shown}")
-        return int(v)
-    return v
-
-
-def _lognormal_points(mean: float, p95: float | None, what: str, n: int) -> list[int]:
-    """``n`` equally likely token counts: the mean alone gives a fixed length; MEAN,P95 gives the
-    lognormal with that mean and 95th percentile, cut into ``n`` equal-probability bins, each
-    represented by its conditional mean (so the mean is kept exactly, up to rounding to tokens).
-
-    Lognormal: mean = exp(mu + s^2 / 2), p95 = exp(mu + z95 * s)  =>
-    s^2 / 2 - z95 * s + ln(p95 / mean) = 0, the smaller root. The bin between the standard-normal
-    quantiles z_k = Phi^-1(k/n) and z_k+1 has conditional mean
-    mean * n * (Phi(z_k+1 - s) - Phi(z_k - s)).
-
-    Raises:
-        KvplanError: P95 below the mean, or a P95/mean ratio no lognormal reaches (> e^(z95^2/2),
-            about 3.87); names --workload.
-    """
-    if p95 is None or p95 == mean:
-        return [max(1, round(mean))]
-    if p95 < mean:
-        raise KvplanError(f"--workload: {what} P95 ({p95:g}) is below its mean ({mean:g})")
-    c = math.log(p95 / mean)
-    disc = _Z95 * _Z95 - 2 * c
-    if disc < 0:
-        limit = math.exp(_Z95 * _Z95 / 2)
-        raise KvplanError(
-            f"--workload: {what} P95/mean = {p95 / mean:.2f} is beyond what a lognormal length "
-            f"distribution reaches ({limit:.2f})",
-            hint="give a CSV/JSONL of (prompt_tokens, output_tokens) pairs for heavy tails",
-        )
-    s = _Z95 - math.sqrt(disc)
-    nd = NormalDist()
-
-    def phi(z: float) -> float:
-        return 0.0 if z == -math.inf else 1.0 if z == math.inf else nd.cdf(z)
-
-    z = [-math.inf] + [nd.inv_cdf(k / n) for k in range(1, n)] + [math.inf]
-    return [max(1, round(mean * n * (phi(z[k + 1] - s) - phi(z[k] - s)))) for k in range(n)]
-
-
-def _number(text: str, what: str) -> float:
-    """A MEAN or P95 of --workload (see parse_tokens); raises KvplanError naming --workload."""
-    try:
-        return parse_tokens(text, whole=False)
-    except _BadTokens as exc:
-        raise KvplanError(f"--workload: {what}: {exc}") from None
-
-
-def parse_distribution(text: str, points: int = DISTRIBUTION_POINTS, shared_prefix_tokens: int = 0) -> Workload:
-    """Parse ``prompt=MEAN[,P95] output=MEAN[,P95]`` (tokens; spaces or ';' between the parts).
-
-    Numbers are read as vLLM reads --max-model-len (``2k`` = 2,000, ``2K`` = 2,048; see
-    parse_tokens); a MEAN or P95 may have decimals. Prompt and output lengths are taken as
-    independent; each side is a fixed length (MEAN only) or ``points`` lognormal quantiles
-    (MEAN,P95). Prompts include a shared prefix of ``shared_prefix_tokens``: the lognormal is
-    fitted to the rest (MEAN - N, P95 - N) and N added back, so every prompt holds the prefix
-    and MEAN/P95 stay as given. The Workload reports the P95 given (``given_p95``).
-
-    Raises:
-        KvplanError: a missing, repeated or malformed part, or a prompt mean not above the shared
-            prefix (names --workload / --shared-prefix-tokens).
-    """
-    parts: dict[str, tuple[float, float | None]] = {}
-    for chunk in text.replace(";", " ").split():
-        if "=" not in chunk:
-            raise KvplanError(f"--workload: cannot read {chunk!r}", hint="write prompt=MEAN[,P95] output=MEAN[,P95]")
-        key, _, val = chunk.partition("=")
-        key = key.strip().lower()
-        if key not in ("prompt", "output"):
-            raise KvplanError(f"--workload: unknown key {key!r}", hint="use prompt= and output=")
-        if key in parts:
-            raise KvplanError(f"--workload: {key}= given twice in {text.strip()!r}", hint="give prompt= and output= once each")
-        nums = [v for v in val.split(",") if v.strip()]
-        if not 1 <= len(nums) <= 2:
-            raise KvplanError(f"--workload: {key}= takes MEAN or MEAN,P95, got {val!r}")
-        mean = _number(nums[0], f"{key} mean")
-        p95 = _number(nums[1], f"{key} P95") if len(nums) == 2 else None
-        parts[key] = (mean, p95)
-    missing = [k for k in ("prompt", "output") if k not in parts]
-    if missing:
-        raise KvplanError(f"--workload: missing {' and '.join(k + '=' for k in missing)}", hint="write prompt=MEAN[,P95] output=MEAN[,P95]")
-    pm, p95 = parts["prompt"]
-    if shared_prefix_tokens:
-        if pm - shared_prefix_tokens < 1:
-            raise KvplanError(
-                f"--shared-prefix-tokens {shared_prefix_tokens}: not below the prompt mean ({pm:g} tokens, which includes it)"
-            )
-        rest = _lognormal_points(pm - shared_prefix_tokens, None if p95 is None else p95 - shared_prefix_tokens, "prompt (after the shared prefix)", points)
-        prompts = [shared_prefix_tokens + x for x in rest]
-    else:
-        prompts = _lognormal_points(pm, p95, "prompt", points)
-    outputs = _lognormal_points(*parts["output"], "output", points)
-    counts = Counter((p, o) for p in prompts for o in outputs)
-    given = tuple((k, int(math.floor(parts[k][1] + 0.5))) for k in ("prompt", "output") if parts[k][1] is not None)
-    return Workload(pairs=tuple((p, o, float(w)) for (p, o), w in sorted(counts.items())), description=text.strip(), given_p95=given)
-
-
-def _pair_from(values: dict, where: str) -> tuple[int, int]:
-    out = []
-    for key in ("prompt_tokens", "output_tokens"):
-        raw = values.get(key)
-        if raw is None or (isinstance(raw, str) and not raw.strip()):
-            raise KvplanError(f"{where}: missing {key}")
-        try:
-            out.append(parse_tokens(raw, whole=True))
-        except _BadTokens as exc:
-            raise KvplanError(f"{where}: {key} {exc}") from None
-    return out[0], out[1]
-
-
-def _bounded_lines(f, path):
-    """Lines of an open text file, refusing more than MAX_WORKLOAD_BYTES characters in all (for
-    pipes and devices, whose size stat cannot tell) without ever holding more than that."""
-    total = 0
-    while True:
-        line = f.readline(MAX_WORKLOAD_BYTES - total + 1)
-        if not line:
-            return
-        total += len(line)
-        if total > MAX_WORKLOAD_BYTES:
-            raise KvplanError(
-                f"--workload: {path}: more than {MAX_WORKLOAD_BYTES // 2**20} MiB; kvplan reads at most that",
-                hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
-            )
-        yield line
-
-
-def _too_many_rows(path) -> KvplanError:
-    return KvplanError(
-        f"--workload: {path}: more than {MAX_WORKLOAD_ROWS:,} rows; kvplan reads at most {MAX_WORKLOAD_ROWS:,} requests",
-        hint=f"give a random sample of at most {MAX_WORKLOAD_ROWS:,} rows, or prompt=MEAN,P95 output=MEAN,P95",
-    )
-
-
-def load_pairs_file(path: str | Path) -> Workload:
-    """Read (prompt_tokens, output_tokens) pairs from a CSV (header row naming both columns) or
-    a JSONL file (one object per line with both keys; ``.jsonl``, ``.ndjson`` or ``.json``).
-
-    UTF-8, with or without a byte-order mark. Token counts are whole numbers >= 1 (JSON numbers,
-    or text as parse_tokens reads it: ``2k`` = 2,000); booleans are refused. Bounded: a file
-    larger than MAX_WORKLOAD_BYTES is refused from its size before it is read, and reading stops
-    at MAX_WORKLOAD_ROWS + 1 rows.
-
-    Raises:
-        KvplanError: unreadable, too large, too many rows, not UTF-8, not CSV/JSON, a missing
-            column/key, a value that is not a whole number of tokens; one line naming the file
-            (and line).
-    """
-    p = Path(path)
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise KvplanError(f"--workload: file not found: {path}") from None
-    except OSError as exc:
-        raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise KvplanError(f"--workload: {path} is a directory; give a CSV or JSONL file")
-    if st.st_size > MAX_WORKLOAD_BYTES:
-        raise KvplanError(
-            f"--workload: {path} is {st.st_size / 2**20:.1f} MiB; kvplan reads at most {MAX_WORKLOAD_BYTES // 2**20} MiB "
-            f"({MAX_WORKLOAD_ROWS:,} rows)",
-            hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
-        )
-    from kvplan.safe_io import InputError, open_regular
-
-    try:
-        raw = open_regular(p)  # a FIFO or device is refused here instead of hanging or never ending
-    except InputError as exc:
-        raise KvplanError(f"--workload: {path}: {exc.message}") from None
-    counts: Counter = Counter()
-    rows = 0
-    reader = None
-    try:
-        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
-            lines = _bounded_lines(f, path)
-            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-                for line_no, line in enumerate(lines, start=1):
-                    if not line.strip():
-                        continue
-                    where = f"--workload: {path}:{line_no}"
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise KvplanError(f"{where}: not valid JSON ({exc.msg})") from None
-                    except RecursionError:
-                        raise KvplanError(f"{where}: not valid JSON (nested too deeply)") from None
-                    except ValueError:  # an integer literal longer than Python converts
-                        raise KvplanError(f"{where}: not valid JSON (a number with too many digits)") from None
-                    if not isinstance(row, dict):
-                        raise KvplanError(f"{where}: expected an object with prompt_tokens and output_tokens")
-                    rows += 1
-                    if rows > MAX_WORKLOAD_ROWS:
-                        raise _too_many_rows(path)
-                    counts[_pair_from(row, where)] += 1
-            else:
-                reader = csv.reader(lines)
-                header = next(reader, None)
-                fields = [c.strip() for c in (header or [])]
-                if "prompt_tokens" not in fields or "output_tokens" not in fields:
-                    shown = fields if len(repr(fields)) <= 120 else repr(fields)[:117] + "..."
-                    raise KvplanError(f"--workload: {path}:1: the CSV header must name prompt_tokens and output_tokens (got {shown})")
-                ip, iout = fields.index("prompt_tokens"), fields.index("output_tokens")
-                for cells in reader:
-                    line_no = reader.line_num
-                    if not any(c.strip() for c in cells):
-                        continue
-                    rows += 1
-                    if rows > MAX_WORKLOAD_ROWS:
-                        raise _too_many_rows(path)
-                    values = {"prompt_tokens": cells[ip] if ip < len(cells) else None,
-                              "output_tokens": cells[iout] if iout < len(cells) else None}
-                    counts[_pair_from(values, f"--workload: {path}:{line_no}")] += 1
-    except UnicodeDecodeError as exc:
-        raise KvplanError(f"--workload: {path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a chunk)") from None
-    except csv.Error as exc:
-        raise KvplanError(f"--workload: {path}:{reader.line_num if reader is not None else 1}: not valid CSV ({exc})") from None
-    except OSError as exc:
-        raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
-    if not counts:
-        raise KvplanError(f"--workload: {path} holds no (prompt_tokens, output_tokens) rows")
-    return Workload(pairs=tuple((pp, o, float(w)) for (pp, o), w in sorted(counts.items())), description=str(path))
-
-
-def parse_workload(text: str, shared_prefix_tokens: int = 0) -> Workload:
-    """``--workload``: a CSV/JSONL file path, or ``prompt=MEAN[,P95] output=MEAN[,P95]``
-    (prompts include ``shared_prefix_tokens``; see parse_distribution).
-
-    Raises:
-        KvplanError: see parse_distribution / load_pairs_file.
-    """
-    if text is None or not text.strip():
-        raise KvplanError("--workload: empty value", hint="write prompt=MEAN[,P95] output=MEAN[,P95] or a file path")
-    if "=" in text and not Path(text).exists():
-        return parse_distribution(text, shared_prefix_tokens=shared_prefix_tokens)
-    return load_pairs_file(text)
-
 
 # --------------------------------------------------------------------------------------------
 # Per-group block accounting
@@ -453,28 +102,20 @@ class GroupRule:
     sliding_window: int | None = None
     chunk_size: int | None = None
 
+    @property
+    def cache(self):
+        """The layer-cache class of this kind (the version's kv_spec.CACHE_KINDS)."""
+        return CACHE_KINDS[self.kind]
+
     def skipped_blocks(self, tokens: int) -> int:
         """Blocks freed before the window/chunk when ``tokens`` have KV (``tokens - 1`` computed).
 
-        vLLM 0.26.0 single_type_kv_cache_manager.py get_num_skipped_tokens // block_size."""
-        computed = tokens - 1
-        if self.kind == "sliding" and self.sliding_window:
-            return max(0, computed - self.sliding_window + 1) // self.block_size
-        if self.kind == "chunked" and self.chunk_size:
-            return (computed // self.chunk_size) * self.chunk_size // self.block_size
-        return 0
+        vLLM single_type_kv_cache_manager.py get_num_skipped_tokens // block_size (the class's rule)."""
+        return self.cache.skipped_blocks(tokens, self.block_size, self.sliding_window, self.chunk_size)
 
     def next_change(self, tokens: int) -> int:
         """The smallest token count > ``tokens`` where the held blocks may change."""
-        bs = self.block_size
-        nxt = ((tokens - 1) // bs + 1) * bs + 1  # a new block starts
-        if self.kind == "sliding" and self.sliding_window:
-            w = self.sliding_window
-            nxt = min(nxt, w + bs if tokens < w else w + ((tokens - w) // bs + 1) * bs)
-        elif self.kind == "chunked" and self.chunk_size:
-            c = self.chunk_size
-            nxt = min(nxt, ((tokens - 1) // c + 1) * c + 1)
-        return nxt
+        return self.cache.next_change(tokens, self.block_size, self.sliding_window, self.chunk_size)
 
 
 @dataclass(frozen=True)
@@ -498,7 +139,7 @@ class SequenceBlocks:
 
 def _shared_ends(rule: GroupRule, prompt: int, prefix_tokens: int, n: int, caching: bool) -> tuple[int, int]:
     """(end of globally shared prefix blocks, end of the request's shared prompt blocks)."""
-    if not caching or rule.kind == "mamba":
+    if not caching or rule.cache.one_state_block:
         return 0, 0
     bs = rule.block_size
     s_n = min(prefix_tokens, prompt - 1) // bs if prefix_tokens > 0 else 0
@@ -508,7 +149,7 @@ def _shared_ends(rule: GroupRule, prompt: int, prefix_tokens: int, n: int, cachi
 
 def _held(rule: GroupRule, tokens: int, s_n: int, s_p: int) -> tuple[int, int, int, int]:
     """(global-shared, request-shared, private blocks, private tokens) at ``tokens`` tokens."""
-    if rule.kind == "mamba":
+    if rule.cache.one_state_block:
         return 0, 0, 1, rule.block_size
     bs = rule.block_size
     total = _cdiv(tokens, bs)
@@ -544,12 +185,12 @@ def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[i
     With skip(L) the freed blocks and M(s) = sum max(skip(L), s): sum c = sum cdiv(L, bs) - M(s_p),
     sum b = M(s_p) - M(s_n), sum private tokens = sum L - bs * M(s_p), max a = s_n - skip(lo)."""
     steps = hi - lo + 1
-    if rule.kind == "mamba":
+    if rule.cache.one_state_block:
         return 0, 0, steps, steps * rule.block_size, steps
     bs = rule.block_size
     total_sum = _sum_cdiv(hi, bs) - _sum_cdiv(lo - 1, bs)
     l_sum = (lo + hi) * steps // 2
-    if rule.kind == "sliding" and rule.sliding_window:
+    if issubclass(rule.cache, SlidingWindowSpec) and rule.sliding_window:
         w = rule.sliding_window
 
         def skip_sum(a: int, b: int) -> int:  # sum_{L=a..b} floor(max(0, L - w) / bs)
@@ -563,7 +204,7 @@ def _sum_range(rule: GroupRule, lo: int, hi: int, s_n: int, s_p: int) -> tuple[i
         m_p, m_n = m_sum(s_p), m_sum(s_n)
         a_max = max(0, s_n - rule.skipped_blocks(lo))
         return a_max, m_p - m_n, total_sum - m_p, l_sum - bs * m_p, steps
-    if rule.kind != "chunked" or not rule.chunk_size:
+    if not issubclass(rule.cache, ChunkedLocalAttentionSpec) or not rule.chunk_size:
         return s_n, (s_p - s_n) * steps, total_sum - steps * s_p, l_sum - steps * s_p * bs, steps
     a_max = b_sum = c_sum = tok_sum = 0
     L = lo
@@ -641,7 +282,7 @@ def sequence_blocks(
             seq_blocks = k * (b_sum / n + c_sum)
             per += w * seq_blocks
             real += w * k * (b_sum / n + tok_sum / rule.block_size)
-            if rule.kind in STATE_KINDS:
+            if rule.cache.bounded_per_sequence:
                 state += w * seq_blocks
         denom += w * (hi - lo + 1)
     if not any_kept:
@@ -660,7 +301,7 @@ def excluded_weight(workload: Workload, max_model_len: int) -> float:
 
 def rules_of(layout) -> tuple[GroupRule, ...]:
     """GroupRules of an allocator.KVCacheLayout (the mixed one-group layout counts as one group
-    of its kind: vLLM 0.26.0 gives it one block table)."""
+    of its kind: vLLM gives it one block table)."""
     return tuple(
         GroupRule(kind=g.kind, block_size=g.block_size, sliding_window=g.sliding_window, chunk_size=g.chunk_size)
         for g in layout.groups
@@ -825,7 +466,7 @@ class WorkloadModel:
     Args:
         workload: the request lengths.
         sharing: prefix caching / shared prefix / n. ``enable_prefix_caching=None`` in
-            ``capacity`` means vLLM 0.26.0's default for the model (on unless hybrid).
+            ``capacity`` means vLLM's default for the model (on unless hybrid).
     """
 
     def __init__(self, workload: Workload, *, shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None):
@@ -840,7 +481,7 @@ class WorkloadModel:
         self._cache: dict = {}
 
     def sharing_for(self, plan) -> Sharing:
-        """Resolved sharing for a plan (vLLM 0.26.0 default: prefix caching on unless hybrid)."""
+        """Resolved sharing for a plan (vLLM's default: prefix caching on unless hybrid)."""
         caching = self.enable_prefix_caching
         if caching is None:
             caching = plan.args.enable_prefix_caching
@@ -932,7 +573,7 @@ class WorkloadModel:
 
         cap = self.capacity(plan)
         if replan is None:
-            from kvplan.planner import plan as plan_fn
+            from kvplan.capacity.estimate import plan as plan_fn
 
             def replan(update: dict):
                 return plan_fn(plan.spec, plan.gpu, plan.args.model_copy(update=update))
