@@ -1,6 +1,7 @@
 """The child process of ``kvplan verify``: start vLLM once, print what it measured, exit.
 
-Run as ``python -m kvplan.vllm_child '<json>'`` (or ``python kvplan/vllm_child.py '<json>'``:
+Run as ``python -m kvplan.verify.child '<json>'`` (or ``python kvplan/verify/child.py '<json>'``;
+the old ``python -m kvplan.vllm_child`` still works:
 this file imports only the standard library at module level, then torch and vLLM). The JSON:
 
     {"name": "llama3-8b_eager",            # record name (echoed)
@@ -8,7 +9,7 @@ this file imports only the standard library at module level, then torch and vLLM
      "engine_args": {"max_model_len": 8192, "enforce_eager": true},   # LLM(...) keywords
      "usage": "llm" | "serve",             # entry point whose defaults to use (below)
      "dummy_weights": true,                # load_format="dummy", skip_tokenizer_init=True
-     "expect_vllm": "0.26.0"}              # refuse (exit 3) on another vLLM version; null = any
+     "expect_vllm": "X.Y.Z"}               # refuse (exit 3) on another vLLM version; null = any
 
 usage "llm": ``vllm.LLM(model=..., seed=0, **engine_args)``, the offline class; its usage
 context makes vLLM default max_num_batched_tokens to 16384 on GPUs with >= 70 GiB that are not
@@ -16,7 +17,8 @@ A100 (8192 otherwise) and sets disable_log_stats. usage "serve": the engine `vll
 build: ``EngineArgs(...)`` + ``LLMEngine.from_engine_args(usage_context=OPENAI_API_SERVER)``,
 so max_num_batched_tokens defaults to 8192 (2048 on smaller GPUs). Both run the engine core in
 this process (VLLM_ENABLE_V1_MULTIPROCESSING=0) so the worker's exact figures are readable.
-Source: vLLM 0.26.0 engine/arg_utils.py get_batch_defaults, entrypoints/llm.py LLM.__init__.
+Source: vLLM engine/arg_utils.py get_batch_defaults, entrypoints/llm.py LLM.__init__ (the
+version rules in engines/vllm/v0_26).
 
 Protocol (stdout, one line each, besides vLLM's own log lines):
     KVPLAN_STAGE <stage>         progress for the parent's spinner
@@ -30,7 +32,7 @@ Protocol (stdout, one line each, besides vLLM's own log lines):
 Exit status: 0 started, 1 vLLM raised while starting (refused the config), 3 environment
 missing (no torch, no CUDA GPU, no vLLM, another vLLM version), 2 unreadable request.
 
-Where the exact figures come from (vLLM 0.26.0): ``LLM.llm_engine`` (v1/engine/llm_engine.py)
+Where the exact figures come from (vLLM, the version of kvplan.verify.versions): ``LLM.llm_engine`` (v1/engine/llm_engine.py)
 -> ``model_executor`` (UniProcExecutor, set when not multiprocess) -> ``driver_worker``
 (WorkerWrapperBase) -> ``worker`` (v1/worker/gpu_worker.py Worker): ``requested_memory``,
 ``init_snapshot`` (free/total at start), ``non_torch_memory``, ``peak_activation_memory``,
@@ -92,7 +94,7 @@ def _guard(fn):
 
 @_guard
 def _instrument() -> None:
-    """Wrap vLLM 0.26.0 Worker methods to see the worker object and the CUDA-graph bytes."""
+    """Wrap vLLM's Worker methods to see the worker object and the CUDA-graph bytes."""
     from vllm.v1.worker import gpu_worker
 
     worker_cls = gpu_worker.Worker
@@ -145,7 +147,7 @@ def _num(v):
 
 
 def _find_worker(engine):
-    """The in-process Worker: engine.model_executor.driver_worker.worker (vLLM 0.26.0)."""
+    """The in-process Worker: engine.model_executor.driver_worker.worker (as in kvplan.verify.versions' vLLM)."""
     try:
         return engine.model_executor.driver_worker.worker
     except AttributeError:
@@ -334,7 +336,7 @@ def _environment(expect_vllm: str | None) -> dict:
         pynvml.nvmlInit()
         drv = pynvml.nvmlSystemGetDriverVersion()
         env["driver"] = drv.decode() if isinstance(drv, bytes) else str(drv)
-        # vLLM 0.26.0 platforms/cuda.py get_device_total_memory reads NVML's total (it decides
+        # vLLM platforms/cuda.py get_device_total_memory reads NVML's total (it decides
         # the default batch sizes); map CUDA device 0 to its physical index as vLLM does.
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
         index = int(visible) if visible.isdigit() else 0

@@ -4,48 +4,12 @@ Pure text in, facts out: no I/O, no torch, no vLLM. ``parse_log(text)`` accepts 
 (any prefix: ``INFO 08-01 12:00:00 [gpu_worker.py:561]``, ``(EngineCore_DP0 pid=7)``, docker or
 timestamp columns, ANSI colours) or bare messages as the calibration files keep them.
 
-Line families understood (each regex names the vLLM source that prints it):
+Which line says what is a table of patterns per vLLM version, its log grammar
+(kvplan/engines/vllm/v0_26/log_grammar.py: the V1 lines, and the V0 engine's lines where older
+logs still match); ``GRAMMARS`` lists them and ``grammar_for`` picks one from the log's own
+"vLLM version" line. This module applies a grammar and reads kvplan's own protocol lines.
 
-vLLM 0.26.x (V1 engine; earlier V1 releases print the same lines where they exist)
-  * ``non-default args: {...}``             entrypoints/serve/utils/api_utils.py log_non_default_args
-  * ``Initializing a V1 LLM engine (vX) with config: model='...', ...``   v1/engine/core.py
-  * ``Chunked prefill is enabled with max_num_batched_tokens=N.``          config/scheduler.py
-  * ``Model loading took X GiB [memory] and S seconds``  v1/worker/gpu/model_runner.py (V2 runner),
-    v1/worker/gpu_model_runner.py (V1 runner)
-  * ``Available KV cache memory: X GiB``    v1/worker/gpu_worker.py determine_available_memory
-  * ``GPU KV cache size: N tokens`` / ``Maximum concurrency for N tokens per request: Xx``
-    v1/core/kv_cache_utils.py get_kv_cache_configs
-  * ``Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB).
-    Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
-    C GiB for CUDAGraph memory. Replace ... `--kv-cache-memory=B1` ... `--kv-cache-memory=B2` ...``
-    v1/worker/gpu_worker.py compile_or_warm_up_model
-  * ``CUDA graph pool memory: X GiB (actual), Y GiB (estimated)``  v1/worker/gpu_worker.py, and
-    ``Estimated CUDA graph memory: X GiB total`` (V1 runner, v1/worker/gpu_model_runner.py)
-  * ``Add N padding layers``                 v1/core/kv_cache_utils.py
-  * refusals: ``To serve at least one request with the model's max seq len (L), (X GiB KV cache
-    is needed, ...available KV cache memory (Y GiB). ...estimated maximum model length is M.``
-    and ``No available memory for the cache blocks`` (kv_cache_utils._check_enough_kv_cache_memory)
-  * ``Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: N``
-    v1/metrics/loggers.py (INFO before 0.2x, DEBUG in 0.26: `vllm serve` logs it when visible)
-  vLLM 0.26 does NOT log num_gpu_blocks at INFO level; it logs the KV tokens. ``num_gpu_blocks``
-  stays None unless a line above, a ``RESULT`` line or a ``KVPLAN_EXACT`` line gives it.
-
-Older engines (V0), where their lines allow
-  * ``Loading model weights took X GB`` (v0.4-0.6 worker/model_runner.py; the figure is
-    bytes / 2**30, so GiB despite the label) and ``Model loading took X GB and S seconds`` (v0.7-0.8)
-  * ``Memory profiling results: total_gpu_memory=..GiB initial_memory_usage=.. peak_torch_memory=..
-    memory_usage_post_profile=.. non_torch_memory=.. kv_cache_size=.. gpu_memory_utilization=..``
-    (one line, ~v0.6.4; peak_torch_memory includes the weights)
-  * ``Memory profiling takes S seconds`` / ``the current vLLM instance can use total_gpu_memory (T)
-    x gpu_memory_utilization (U) = R`` / ``model weights take W; non_torch_memory takes N; PyTorch
-    activation peak memory takes A; the rest of the memory reserved for KV Cache is K.`` (v0.6.6-0.8)
-  * the tabular ``Memory profiling results:`` block of the v0.6.5 development builds
-  * ``# GPU blocks: N, # CPU blocks: M`` / ``# cuda blocks: N, # CPU blocks: M`` (V0 executors) and
-    ``# GPU blocks: N`` (early V1)
-  * ``The model's max seq len (L) is larger than the maximum number of tokens that can be stored
-    in KV cache (T)`` (V0 refusal)
-
-kvplan's own child (kvplan.vllm_child) adds ``MEMINFO``, ``RESULT``, ``KVPLAN_*`` lines; the
+kvplan's own child (kvplan.verify.child) adds ``MEMINFO``, ``RESULT``, ``KVPLAN_*`` lines; the
 calibration runs add ``CASE {...}`` lines.
 
 Units: bytes (int) for memory, tokens, blocks. A figure printed in GiB with d decimals is stored
@@ -61,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.engines.vllm.v0_26 import log_grammar as _v0_26
+
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -72,79 +38,6 @@ _PREFIX = re.compile(
     r"\[?[\w./\\-]+:\d+\]\s?"
 )
 _LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:")
-
-_NUM = r"(-?\d+(?:\.\d+)?)"
-_INT = r"(\d[\d,]*)"
-
-# --- vLLM 0.26 / V1 -----------------------------------------------------------------------------
-RE_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
-RE_INIT_CONFIG = re.compile(r"Initializing an? (?:V\d )?LLM engine(?: \(v([^)\s]+)\))? with config: (.*)$")
-RE_SERVER_VERSION = re.compile(r"vLLM (?:API )?server version (\d+\.\d+[\w.+-]*)")
-RE_BANNER_VERSION = re.compile(r"[█▀▄]\s+version (\d+\.\d+[\w.+-]*)\s*$")
-RE_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
-RE_ATTN_BACKEND = re.compile(r"Using (\S+) attention backend")
-RE_MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
-RE_ARCH = re.compile(r"Resolved architecture: (\S+)")
-RE_MODEL_LOADING = re.compile(
-    r"(?:Model loading|Loading model weights) took " + _NUM + r" ?(GiB|GB|MiB|MB)(?: memory)?(?: and " + _NUM + r" seconds)?"
-)
-RE_AVAILABLE = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
-RE_KV_TOKENS = re.compile(r"GPU KV cache size: " + _INT + r" tokens")
-RE_CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUM + r"x")
-RE_FREE_ON_START = re.compile(r"Free memory on device \(" + _NUM + r"/" + _NUM + r" GiB\) on startup")
-RE_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + _NUM + r", " + _NUM + r" GiB\)")
-RE_ACTUAL_USAGE = re.compile(
-    r"Actual usage is " + _NUM + r" GiB for weight, " + _NUM + r" GiB for peak activation, "
-    + _NUM + r" GiB for non-torch memory, and " + _NUM + r" GiB for CUDAGraph memory"
-)
-RE_SUGGEST = re.compile(
-    r"--kv-cache-memory=(-?\d+)`[^`]*?to fit into requested memory, or `--kv-cache-memory=(-?\d+)`"
-)
-RE_IN_USE = re.compile(r"Current kv cache memory in use is " + _NUM + r" GiB")
-RE_CG_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
-RE_CG_ESTIMATED = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
-RE_GRAPH_CAPTURE = re.compile(r"Graph capturing finished in \d+ secs?, took " + _NUM + r" GiB")
-RE_KV_OVERRIDE = re.compile(r"reserved " + _NUM + r" GiB memory for KV Cache as specified by kv_cache_memory_bytes")
-RE_PADDING = re.compile(r"Add (\d+) padding layers")
-RE_INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _NUM + r" s")
-RE_STATS_BLOCKS = re.compile(r"after num_gpu_blocks is: (\d+)")
-RE_FREE_TOO_LOW = re.compile(
-    r"Free memory on device \S+ \(" + _NUM + r"/" + _NUM + r" GiB\) on startup is less than desired GPU memory "
-    r"utilization \(" + _NUM + r", " + _NUM + r" GiB\)"
-)
-RE_REFUSE_V1 = re.compile(
-    r"To serve at least one request with the models?'s? max seq len \((\d+)\), \(" + _NUM
-    + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + _NUM + r" GiB\)\."
-    r"(?: Based on the available memory, (?:the )?estimated maximum model length is (\d+)\.)?"
-)
-RE_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
-RE_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
-
-# --- V0 -----------------------------------------------------------------------------------------
-RE_PROFILE_KV = re.compile(r"Memory profiling results: (\w+=.*)$")
-RE_PROFILE_TAKES = re.compile(r"Memory profiling takes " + _NUM + r" seconds")
-RE_INSTANCE_CAN_USE = re.compile(
-    r"the current vLLM instance can use total_gpu_memory \(" + _NUM + r"GiB\) x gpu_memory_utilization \("
-    + _NUM + r"\) = " + _NUM + r"GiB"
-)
-RE_WEIGHTS_TAKE = re.compile(
-    r"model weights take " + _NUM + r"GiB; non_torch_memory takes " + _NUM + r"GiB; PyTorch activation peak "
-    r"memory takes " + _NUM + r"GiB; the rest of the memory reserved for KV Cache is " + _NUM + r"GiB"
-)
-RE_TABLE = {  # the v0.6.5 development-build table (vllm PR #10511)
-    "total": re.compile(r"^total_gpu_memory\s+" + _NUM + r"GiB\s*$"),
-    "util": re.compile(r"^gpu_memory_utilization\s+" + _NUM + r"\s*$"),
-    "requested": re.compile(r"^the current vLLM instance can use\s+" + _NUM + r"GiB\s*$"),
-    "weights": re.compile(r"^model weights take\s+" + _NUM + r"GiB\s*$"),
-    "non_torch": re.compile(r"^non_torch_memory\s+" + _NUM + r"GiB\s*$"),
-    "activation": re.compile(r"^PyTorch activation peak memory\s+" + _NUM + r"GiB\s*$"),
-    "available": re.compile(r"^available_kv_cache_memory\s+" + _NUM + r"GiB\s*$"),
-}
-RE_BLOCKS = re.compile(r"(?:^|#\s*|\b)(?:GPU|gpu|cuda|CUDA) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
-RE_REFUSE_V0 = re.compile(
-    r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV "
-    r"cache \((\d+)\)"
-)
 
 # --- kvplan child / calibration driver ----------------------------------------------------------
 RE_MEMINFO = re.compile(r"^MEMINFO free=(\d+) total=(\d+)(?: name=(.*))?$")
@@ -180,7 +73,7 @@ class Refusal:
 
 
 # Refusals about memory: the kinds parse_log recognises, and any other error whose message talks
-# about the KV cache, memory or the model length (vLLM 0.26.0 v1/core/kv_cache_utils.py
+# about the KV cache, memory or the model length (vLLM v1/core/kv_cache_utils.py
 # _check_enough_kv_cache_memory, v1/worker/gpu_worker.py, torch's OutOfMemoryError). Anything
 # else (a missing preprocessor_config.json or tokenizer, an import error, an unsupported
 # architecture) stopped vLLM before it sized memory and says nothing about kvplan's numbers.
@@ -213,7 +106,7 @@ class VllmLog:
             values vLLM suggested.
         gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
         num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
-            line gives them (0.26 logs only max_num_batched_tokens at INFO).
+            line gives them (the V1 engine logs only max_num_batched_tokens at INFO).
         meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
         exact: the KVPLAN_EXACT dict (exact bytes read from vLLM's worker).
         env / config / child_error: KVPLAN_ENV, KVPLAN_CONFIG, KVPLAN_ERROR payloads.
@@ -462,7 +355,7 @@ class _Builder:
         self.log.excerpt.append(msg)
 
 
-# Counts of the RESULT line and KVPLAN_EXACT (kvplan.vllm_child writes them from vLLM's config):
+# Counts of the RESULT line and KVPLAN_EXACT (kvplan.verify.child writes them from vLLM's config):
 # whole numbers >= 0 by construction, so anything else means the line was edited or corrupted.
 _COUNT_KEYS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "num_cpu_blocks")
 
@@ -487,6 +380,33 @@ def _check_counts(b: _Builder, what: str, values: dict) -> None:
             return
 
 
+# vLLM version -> its log grammar (engines/vllm/v<version>/log_grammar.py). A version whose log
+# changed adds its module and one line here; a log of a version not listed is read with
+# DEFAULT_GRAMMAR (the version kvplan predicts with), older formats where their lines match.
+GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26,)}
+DEFAULT_GRAMMAR = _v0_26
+# The log names its version in its first lines (server banner, engine config line).
+_VERSION_SCAN_LINES = 400
+
+
+def grammar_for(text: str):
+    """The log grammar for a log: the one of the version its own "vLLM version" line names (the
+    grammar of the same major.minor series), else DEFAULT_GRAMMAR."""
+    for n, raw in enumerate(text.splitlines()):
+        if n >= _VERSION_SCAN_LINES:
+            break
+        msg = message_of(raw)
+        for pattern in DEFAULT_GRAMMAR.VERSION_LINES:
+            m = pattern.search(msg)
+            if m and m.group(1):
+                series = ".".join(m.group(1).split(".")[:2])
+                for grammar in GRAMMARS.values():
+                    if grammar.SERIES == series:
+                        return grammar
+                return DEFAULT_GRAMMAR
+    return DEFAULT_GRAMMAR
+
+
 def parse_log(text: str) -> VllmLog:
     """Parse a vLLM start-up log (any vLLM version; see the module docstring for the lines).
 
@@ -497,6 +417,7 @@ def parse_log(text: str) -> VllmLog:
     """
     b = _Builder()
     log = b.log
+    grammar = grammar_for(text)
     recent_errors: list[str] = []
     in_traceback = False
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -513,7 +434,7 @@ def parse_log(text: str) -> VllmLog:
         if in_traceback or is_error_level or _EXCEPTION.match(msg):
             recent_errors.append(msg)
             recent_errors = recent_errors[-40:]
-        relevant = _parse_message(b, msg)
+        relevant = _parse_message(b, msg, grammar)
         if relevant:
             b.excerpt(msg)
 
@@ -532,7 +453,9 @@ def parse_log(text: str) -> VllmLog:
     return log
 
 
-def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat table of line families
+def _parse_message(b: _Builder, msg: str, grammar) -> bool:
+    """Read one message: kvplan's own protocol lines first, then ``grammar``'s lines; True when
+    the message belongs in the excerpt."""
     log = b.log
     # kvplan child / calibration driver lines (start of message)
     m = RE_KVPLAN.match(msg)
@@ -583,7 +506,7 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         _check_counts(b, "RESULT", result)
         blocks = result.get("num_gpu_blocks")
         if len(b.log.invalid_lines) == n_invalid and not isinstance(blocks, bool) and blocks == 0:
-            # kvplan.vllm_child prints RESULT only after LLM(...) returned: vLLM had sized a KV
+            # kvplan.verify.child prints RESULT only after LLM(...) returned: vLLM had sized a KV
             # cache by then, and it refuses to start without room for one request
             b.log.invalid_lines.append((
                 b.lineno,
@@ -602,216 +525,143 @@ def _parse_message(b: _Builder, msg: str) -> bool:  # noqa: C901 - one flat tabl
         log.result, log.result_line = result, b.lineno
         return True
 
-    hit = False
-    m = RE_NON_DEFAULT.search(msg)
-    if m and log.non_default_args is None:
-        try:
-            log.non_default_args = parse_python_dict(m.group(1))
-            log.evidence["non_default_args"] = msg
-            if log.args_line is None:
-                log.args_line = b.lineno
-            hit = True
-        except ValueError:
-            pass
-    m = RE_INIT_CONFIG.search(msg)
-    if m:
-        if m.group(1):
-            b.set("vllm_version", m.group(1), msg)
-        if not log.engine_config:
-            log.engine_config = _engine_config(m.group(2))
-            log.evidence["engine_config"] = msg[:400]
-        if "V1 LLM engine" in msg:
-            log.families.add("v1")
-        elif "V0 LLM engine" in msg or "an LLM engine" in msg:
-            log.families.add("v0")
-        return False  # long line; keep out of the excerpt
-    m = RE_SERVER_VERSION.search(msg) or RE_BANNER_VERSION.search(msg)
-    if m:
-        b.set("vllm_version", m.group(1), msg)
-        if log.usage is None:
-            log.usage, log.usage_evidence = "serve", msg
-        hit = True
-    m = RE_CHUNKED.search(msg)
-    if m:
-        b.set("max_num_batched_tokens", int(m.group(1)), msg)
-        hit = True
-    m = RE_ATTN_BACKEND.search(msg)
-    if m:
-        b.set("attention_backend", m.group(1), msg)
-        hit = True
-    m = RE_MAX_MODEL_LEN.search(msg)
-    if m:
-        b.set("max_model_len", int(m.group(1)), msg)
-    m = RE_ARCH.search(msg)
-    if m:
-        b.set("architecture", m.group(1), msg)
-    m = RE_MODEL_LOADING.search(msg)
-    if m:
-        value, unit = m.group(1), m.group(2)
-        if unit in ("GiB", "GB"):  # V0's "GB" is bytes / 2**30 (worker/model_runner.py)
-            b.set_gib("weights_bytes", value, msg)
-        else:
-            b.set("weights_bytes", int(round(float(value) * MiB)), msg)
-        if m.group(3):
-            b.set("weights_load_s", float(m.group(3)), msg)
-        hit = True
-    m = RE_AVAILABLE.search(msg)
-    if m:
-        b.set_gib("kv_cache_bytes", m.group(1), msg)
-        log.families.add("v1")
-        hit = True
-    m = RE_KV_TOKENS.search(msg)
-    if m:
-        if _int(m.group(1)) == 0 and b.zero_tokens_line is None:
-            b.zero_tokens_line = b.lineno  # judged in parse_log, once the log's refusal is known
-        b.set("gpu_kv_cache_tokens", _int(m.group(1)), msg)
-        log.families.add("v1")
-        hit = True
-    m = RE_CONCURRENCY.search(msg)
-    if m:
-        b.set("concurrency_max_model_len", _int(m.group(1)), msg)
-        b.set("max_concurrency", float(m.group(2)), msg)
-        hit = True
-    m = RE_FREE_ON_START.search(msg)
-    if m:
-        b.set_gib("free_at_start_bytes", m.group(1), msg)
-        b.set_gib("total_bytes", m.group(2), msg)
-        hit = True
-    m = RE_DESIRED.search(msg)
-    if m:
-        b.set("gpu_memory_utilization", float(m.group(1)), msg)
-        b.set_gib("requested_bytes", m.group(2), msg)
-    m = RE_ACTUAL_USAGE.search(msg)
-    if m:
-        b.set_gib("weights_bytes", m.group(1), msg)
-        b.set_gib("activation_peak_bytes", m.group(2), msg)
-        b.set_gib("non_torch_bytes", m.group(3), msg)
-        b.set_gib("cudagraph_bytes", m.group(4), msg)
-        log.families.add("v1")
-        hit = True
-    m = RE_SUGGEST.search(msg)
-    if m:
-        b.set("suggested_fit_requested_bytes", int(m.group(1)), msg)
-        b.set("suggested_fill_gpu_bytes", int(m.group(2)), msg)
-    m = RE_IN_USE.search(msg)
-    if m:
-        b.set_gib("kv_cache_in_use_bytes", m.group(1), msg)
-    m = RE_CG_POOL.search(msg)
-    if m:
-        b.set_gib("cudagraph_estimate_bytes", m.group(2), msg)
-        hit = True
-    m = RE_CG_ESTIMATED.search(msg)
-    if m:
-        b.set_gib("cudagraph_estimate_bytes", m.group(1), msg)
-        hit = True
-    m = RE_GRAPH_CAPTURE.search(msg)
-    if m:
-        hit = True
-    m = RE_KV_OVERRIDE.search(msg)
-    if m:
-        b.set_gib("kv_cache_memory_override_bytes", m.group(1), msg)
-        hit = True
-    m = RE_PADDING.search(msg)
-    if m:
-        b.set("padding_layers", int(m.group(1)), msg)
-        hit = True
-    m = RE_INIT_ENGINE.search(msg)
-    if m:
-        b.set("init_engine_s", float(m.group(1)), msg)
-        hit = True
-    m = RE_STATS_BLOCKS.search(msg)
-    if m:
-        b.set("num_gpu_blocks", int(m.group(1)), msg)
-        b.set("num_gpu_blocks_source", "stats logger line", msg)
-        hit = True
-    m = RE_FREE_TOO_LOW.search(msg)
-    if m and log.refusal is None:
-        log.refusal = Refusal(kind="free_memory", message=msg)
-        hit = True
-    m = RE_REFUSE_V1.search(msg)
-    if m and log.refusal is None:
-        log.refusal = Refusal(
-            kind="max_model_len",
-            message=msg,
-            max_model_len=int(m.group(1)),
-            needed_bytes=_gib_bytes(m.group(2))[0],
-            available_bytes=_gib_bytes(m.group(3))[0],
-            estimated_max_model_len=int(m.group(4)) if m.group(4) else None,
-        )
-        hit = True
-    if RE_NO_MEMORY.search(msg) and log.refusal is None:
-        log.refusal = Refusal(kind="no_memory", message=msg)
-        hit = True
-    if RE_OOM.search(msg) and log.refusal is None:
-        log.refusal = Refusal(kind="oom", message=msg)
-        hit = True
+    return _apply_grammar(b, msg, grammar)
 
-    # V0 families
-    m = RE_PROFILE_KV.search(msg)
-    if m:
-        log.families.add("v0")
-        kv = dict(re.findall(r"(\w+)=(\S+)", m.group(1)))
-        for key, name in (
-            ("total_gpu_memory", "total_bytes"),
-            ("peak_torch_memory", "peak_torch_bytes"),
-            ("non_torch_memory", "non_torch_bytes"),
-            ("kv_cache_size", "kv_cache_bytes"),
-        ):
-            if key in kv and kv[key].endswith("GiB"):
-                b.set_gib(name, kv[key][:-3], msg)
-        if "gpu_memory_utilization" in kv:
-            b.set("gpu_memory_utilization", float(kv["gpu_memory_utilization"]), msg)
-        hit = True
-    if RE_PROFILE_TAKES.search(msg):
-        log.families.add("v0")
-        hit = True
-    m = RE_INSTANCE_CAN_USE.search(msg)
-    if m:
-        log.families.add("v0")
-        b.set_gib("total_bytes", m.group(1), msg)
-        b.set("gpu_memory_utilization", float(m.group(2)), msg)
-        b.set_gib("requested_bytes", m.group(3), msg)
-        hit = True
-    m = RE_WEIGHTS_TAKE.search(msg)
-    if m:
-        log.families.add("v0")
-        b.set_gib("weights_bytes", m.group(1), msg)
-        b.set_gib("non_torch_bytes", m.group(2), msg)
-        b.set_gib("activation_peak_bytes", m.group(3), msg)
-        b.set_gib("kv_cache_bytes", m.group(4), msg)
-        hit = True
-    for key, rx in RE_TABLE.items():
-        m = rx.match(msg)
-        if not m:
+
+_STOP = object()  # a reader's answer: this message is read; it is not an excerpt line
+
+
+def _apply_grammar(b: _Builder, msg: str, grammar) -> bool:
+    """Try every line of ``grammar.LINES`` on ``msg`` in order; True when one worth keeping in
+    the excerpt matched."""
+    log = b.log
+    hit = False
+    for line in grammar.LINES:
+        m = line.pattern.match(msg) if line.anchored else line.pattern.search(msg)
+        if not m or (line.unless is not None and line.unless in msg):
             continue
-        log.families.add("v0")
-        target = {
-            "total": "total_bytes",
-            "requested": "requested_bytes",
-            "weights": "weights_bytes",
-            "non_torch": "non_torch_bytes",
-            "activation": "activation_peak_bytes",
-            "available": "kv_cache_bytes",
-        }.get(key)
-        if key == "util":
-            b.set("gpu_memory_utilization", float(m.group(1)), msg)
-        elif target:
-            b.set_gib(target, m.group(1), msg)
-        hit = True
-    m = RE_BLOCKS.search(msg)
-    if m and "num_gpu_blocks" not in msg:
-        b.set("num_gpu_blocks", int(m.group(1)), msg)
-        b.set("num_gpu_blocks_source", "block-count line", msg)
-        if m.group(2):
-            b.set("num_cpu_blocks", int(m.group(2)), msg)
-        hit = True
-    m = RE_REFUSE_V0.search(msg)
-    if m and log.refusal is None:
-        log.refusal = Refusal(
-            kind="max_model_len", message=msg, max_model_len=int(m.group(1)), kv_capacity_tokens=int(m.group(2))
-        )
-        hit = True
+        if line.reader is not None:
+            got = _READERS[line.reader](b, m, msg)
+            if got is _STOP:
+                return False
+            if line.family:
+                log.families.add(line.family)
+            hit = hit or bool(got)
+            continue
+        if line.refusal is not None:
+            if log.refusal is not None:
+                continue
+            values = {name: _convert(m.group(group), conv)[0] for name, group, conv in line.fields}
+            log.refusal = Refusal(kind=line.refusal, message=msg, **values)
+        else:
+            for name, group, conv in line.fields:
+                if group is None:
+                    b.set(name, conv, msg)
+                    continue
+                value, resolution = _convert(m.group(group), conv)
+                b.set(name, value, msg, resolution=resolution)
+        if line.family:
+            log.families.add(line.family)
+        hit = hit or line.excerpt
     return hit
+
+
+def _convert(text: str | None, conv: str) -> tuple[Any, int | None]:
+    """(value, resolution bytes or None) of one group's text (converters: engines/vllm/log_line.py)."""
+    if text is None:
+        return None, None
+    if conv == "gib":
+        return _gib_bytes(text)
+    if conv == "int":
+        return int(text), None
+    if conv == "tokens":
+        return _int(text), None
+    if conv == "float":
+        return float(text), None
+    return text, None
+
+
+# Readers of lines whose meaning is more than their groups (named by a grammar's LogLine.reader):
+# (builder, match, message) -> True (an excerpt line), False, or _STOP.
+
+
+def _read_non_default_args(b: _Builder, m: re.Match, msg: str):
+    log = b.log
+    if log.non_default_args is not None:
+        return False
+    try:
+        log.non_default_args = parse_python_dict(m.group(1))
+    except ValueError:
+        return False
+    log.evidence["non_default_args"] = msg
+    if log.args_line is None:
+        log.args_line = b.lineno
+    return True
+
+
+def _read_engine_config(b: _Builder, m: re.Match, msg: str):
+    log = b.log
+    if m.group(1):
+        b.set("vllm_version", m.group(1), msg)
+    if not log.engine_config:
+        log.engine_config = _engine_config(m.group(2))
+        log.evidence["engine_config"] = msg[:400]
+    if "V1 LLM engine" in msg:
+        log.families.add("v1")
+    elif "V0 LLM engine" in msg or "an LLM engine" in msg:
+        log.families.add("v0")
+    return _STOP  # long line; keep out of the excerpt
+
+
+def _read_server_version(b: _Builder, m: re.Match, msg: str):
+    log = b.log
+    b.set("vllm_version", m.group(1), msg)
+    if log.usage is None:
+        log.usage, log.usage_evidence = "serve", msg
+    return True
+
+
+def _read_model_loading(b: _Builder, m: re.Match, msg: str):
+    value, unit = m.group(1), m.group(2)
+    if unit in ("GiB", "GB"):  # V0's "GB" is bytes / 2**30 (worker/model_runner.py)
+        b.set_gib("weights_bytes", value, msg)
+    else:
+        b.set("weights_bytes", int(round(float(value) * MiB)), msg)
+    if m.group(3):
+        b.set("weights_load_s", float(m.group(3)), msg)
+    return True
+
+
+def _read_kv_tokens(b: _Builder, m: re.Match, msg: str):
+    if _int(m.group(1)) == 0 and b.zero_tokens_line is None:
+        b.zero_tokens_line = b.lineno  # judged in parse_log, once the log's refusal is known
+    b.set("gpu_kv_cache_tokens", _int(m.group(1)), msg)
+    return True
+
+
+def _read_profile_kv(b: _Builder, m: re.Match, msg: str):
+    kv = dict(re.findall(r"(\w+)=(\S+)", m.group(1)))
+    for key, name in (
+        ("total_gpu_memory", "total_bytes"),
+        ("peak_torch_memory", "peak_torch_bytes"),
+        ("non_torch_memory", "non_torch_bytes"),
+        ("kv_cache_size", "kv_cache_bytes"),
+    ):
+        if key in kv and kv[key].endswith("GiB"):
+            b.set_gib(name, kv[key][:-3], msg)
+    if "gpu_memory_utilization" in kv:
+        b.set("gpu_memory_utilization", float(kv["gpu_memory_utilization"]), msg)
+    return True
+
+
+_READERS = {
+    "non_default_args": _read_non_default_args,
+    "engine_config": _read_engine_config,
+    "server_version": _read_server_version,
+    "model_loading": _read_model_loading,
+    "kv_tokens": _read_kv_tokens,
+    "profile_kv": _read_profile_kv,
+}
 
 
 def _finish(log: VllmLog) -> None:
@@ -880,7 +730,7 @@ def engine_arguments(log: VllmLog) -> dict:
     fields of the V0/V1 "with config:" line (resolved values: dtype, max_seq_len -> max_model_len,
     tensor/pipeline parallel size, quantization, enforce_eager, kv_cache_dtype). The
     gpu_memory_utilization the profiling lines print is added when the arguments do not name it
-    (it is what vLLM used; older releases defaulted to 0.90, 0.26.0 to 0.92).
+    (it is what vLLM used; older releases defaulted to 0.90, the version of engines/vllm/v0_26 to 0.92).
     """
     out: dict[str, Any] = {}
     cfg = log.engine_config
