@@ -325,8 +325,8 @@ def test_run_child_kills_a_child_that_ignores_sigterm(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("KVPLAN_VERIFY_CHILD", str(script))
     t0 = time.time()
-    run = run.run_child({"name": "s", "model": "m"}, log_path=tmp_path / "s.log", timeout_s=1.5, grace_s=1.0)
-    assert run.timed_out and run.returncode is None
+    child = run.run_child({"name": "s", "model": "m"}, log_path=tmp_path / "s.log", timeout_s=1.5, grace_s=1.0)
+    assert child.timed_out and child.returncode is None
     assert time.time() - t0 < 30
     pid = int((tmp_path / "s.log").read_text().split()[1])
     assert not alive(pid)
