@@ -55,6 +55,7 @@ class VerifyFlags:
     record: Optional[str | Path]
     name: Optional[str]
     from_log: Optional[str]
+    start: Optional[int]
     batch: Optional[str]
     deadline: Optional[float]
     skip_existing: bool
@@ -98,6 +99,9 @@ def verify(
     ),
     name: Optional[str] = typer.Option(None, "--name", help="Record name (default: model and arguments)."),
     from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
+    start: Optional[int] = typer.Option(
+        None, "--start", metavar="N", help="With --from-log: which vLLM start of the log to compare (1 = first; default: the last)."
+    ),
     batch: Optional[str] = typer.Option(None, "--batch", help="YAML file of cases to run one after another."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="With --batch: start no case after this many seconds."),
     skip_existing: bool = typer.Option(False, "--skip-existing", help="With --batch --record: do not rerun cases already recorded there."),
@@ -108,7 +112,7 @@ def verify(
 
     try:
         code = _run(
-            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt)
+            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt)
         )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
@@ -174,6 +178,8 @@ def _run(kw: VerifyFlags) -> int:
     if kw.usage is not None and kw.usage not in ("llm", "serve"):
         raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw.usage!r}")
     _check_numbers(kw, compare.MAX_TOLERANCE_PCT)
+    if kw.start is not None and not kw.from_log:
+        raise KvplanError("--start: only with --from-log (it picks one start of the log)")
     if kw.from_log and kw.batch:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
@@ -205,6 +211,7 @@ def _run(kw: VerifyFlags) -> int:
             tolerance_pct=kw.tolerance,
             revision=kw.revision,
             vllm_version=kw.vllm_version,
+            start=kw.start,
         )
         _emit(doc, fmt)
         return code
@@ -430,7 +437,9 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        console.print(Text("note: ", style="yellow") + Text(note))
+        from kvplan.render import hanging
+
+        console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)
 

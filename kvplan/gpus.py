@@ -56,7 +56,7 @@ class GPUProfile(BaseModel):
             ``cuda-exact`` (exact bytes from a public CUDA query), ``torch-mib-floor`` (a torch
             repr's floored MiB), ``vllm-log-gib`` (a vLLM log's 2-decimal GiB), ``estimate``, or
             ``user`` (set by a user file or --gpu-memory).
-        memory_source: where memory_bytes came from (URL, file, or code index id).
+        memory_source: where memory_bytes came from (URL, repository file, or "a public GitHub file" whose repository is unknown).
         nvidia_smi_total_mib: the NVML / nvidia-smi total in MiB (larger than the CUDA total).
         fp8_supported: FP8 tensor cores (compute capability >= 8.9); fp8 KV cache and fp8
             weights run natively only there.
@@ -179,8 +179,16 @@ class GPUProfile(BaseModel):
             raise KvplanError(f"{source}: must be a positive number of bytes, got {memory_bytes!r}")
         if memory_bytes > MAX_MEMORY_BYTES:
             raise KvplanError(f"{source}: {memory_bytes:,} bytes is more than any GPU has (limit 64 TiB)")
+        # The profile's NVML total belongs to the device whose memory was replaced: vLLM picks its
+        # batch defaults from the device's own total (engine/arg_utils.py get_batch_defaults), so a
+        # user-given total stands for that too (None -> nvml_total_bytes = memory_bytes).
         return self.model_copy(
-            update={"memory_bytes": memory_bytes, "memory_quality": "user", "memory_source": source}
+            update={
+                "memory_bytes": memory_bytes,
+                "memory_quality": "user",
+                "memory_source": source,
+                "nvidia_smi_total_mib": None,
+            }
         )
 
 
@@ -291,15 +299,19 @@ def _read_user_file(flag: str, f: str) -> list[dict]:
         KvplanError: missing, a directory, too large, binary, not UTF-8, not YAML, an alias bomb,
             several documents, or not a ``gpus`` list (one line naming the flag and the file).
     """
-    from kvplan.safe_io import InputError, load_yaml, read_text
+    from kvplan.safe_io import InputError, load_yaml, probe_path, read_text, shown_name
 
     if not str(f).strip():
         raise KvplanError(f"{flag}: empty file name", hint="give a YAML file with a 'gpus' list, e.g. my-gpus.yaml")
     path = Path(f).expanduser()
-    origin = f"{flag} {f}"
-    if not path.exists():
+    origin = f"{flag} {shown_name(f)}"
+    try:
+        probe_path(path)  # a name the file system refuses (too long): one line, not a traceback
+    except InputError as exc:
+        raise KvplanError(f"{origin}: {exc.message}") from None
+    if not os.path.exists(path):
         raise KvplanError(f"{flag}: file not found: {f}")
-    if path.is_dir():
+    if os.path.isdir(path):
         raise KvplanError(f"{flag}: {f} is a directory, expected a YAML file")
     try:
         docs = load_yaml(read_text(path))

@@ -37,10 +37,12 @@ _HOMES = {
         "_PROGRESS", "_clean", "child_command", "_child_env", "_stop_group", "_Terminated", "run_child",
         "check_environment", "run_case", "importlib",
     ),
-    "from_log": ("_read_log_file", "_LOG_HINT", "_record_usage", "verify_log"),
+    "from_log": ("_read_log_file", "_LOG_HINT", "_same_model", "_record_usage", "verify_log"),
     "batch": ("MIN_CASE_S", "load_batch", "run_batch", "_run_batch_cases"),
     "versions": ("VERIFIED_VLLM",),
-    "log": ("MEMORY_REFUSAL_KINDS", "VllmLog", "engine_arguments", "is_memory_refusal", "parse_log"),
+    "log": (
+        "MEMORY_REFUSAL_KINDS", "VllmLog", "engine_arguments", "is_memory_refusal", "parse_log", "split_starts", "start_text",
+    ),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -755,3 +755,45 @@ def engine_arguments(log: VllmLog) -> dict:
     if log.gpu_memory_utilization is not None:
         out.setdefault("gpu_memory_utilization", log.gpu_memory_utilization)
     return out
+
+
+# --- several starts in one log -------------------------------------------------------------------
+_DP_RANK = re.compile(r"EngineCore_DP(\d+)")
+
+
+def split_starts(text: str) -> list[tuple[int, int]]:
+    """The vLLM starts one log holds, as (first line, last line) pairs, 1-based, in order.
+
+    A new start begins at a start line (the grammar's START_LINES, KVPLAN_CASE, CASE) after the
+    current start has loaded weights or sized (or refused) its KV cache (SIZED_LINES, RESULT): a
+    server restarted into the same log file, or two runs appended to one file. Lines repeated by
+    tensor-parallel ranks never begin a start. A log without start lines is one start.
+    """
+    grammar = grammar_for(text)
+    sized_lines = (*grammar.SIZED_LINES, RE_RESULT)
+    lines = text.splitlines()
+    starts: list[tuple[int, int]] = []
+    first, sized = 1, False
+    for lineno, raw in enumerate(lines, 1):
+        msg = message_of(raw)
+        if not msg:
+            continue
+        marker = msg.startswith(("KVPLAN_CASE ", "CASE ")) or any(r.search(msg) for r in grammar.START_LINES)
+        if marker and any(r.search(msg) for r in grammar.START_LINES_DP):
+            dp = _DP_RANK.search(raw)
+            marker = dp is None or dp.group(1) == "0"
+        if marker and sized:
+            starts.append((first, lineno - 1))
+            first, sized = lineno, False
+        elif not sized and any(r.search(msg) for r in sized_lines):
+            sized = True
+    starts.append((first, max(len(lines), first)))
+    return starts
+
+
+def start_text(text: str, span: tuple[int, int]) -> str:
+    """The lines of one start (a split_starts span), earlier lines left as empty lines so that
+    line numbers stay those of the whole file."""
+    lines = text.splitlines()
+    first, last = span
+    return "\n" * (first - 1) + "\n".join(lines[first - 1 : last])

@@ -324,7 +324,7 @@ def _materialize_model(model: str, revision: Optional[str], workdir: Path, dummy
     from kvplan.sources import resolve_model
 
     path = Path(model).expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):  # False for a name the file system refuses: resolve_model says why
         return str(path), None
     source = resolve_model(model, revision=revision)
     if not dummy_weights:

@@ -325,7 +325,7 @@ def run_case(
         cfg = config
     else:
         vllm_model, cfg = _materialize_model(model, revision, workdir, dummy_weights)
-        kvplan_model = vllm_model if Path(vllm_model).is_dir() else model
+        kvplan_model = vllm_model if os.path.isdir(vllm_model) else model
         if cfg is None and (Path(vllm_model) / "config.json").is_file():
             from kvplan.sources.local import read_config
 

@@ -223,12 +223,12 @@ def weight_bytes_per_rank(
     if last:
         if not spec.tie_word_embeddings or not first:
             t.add("lm_head", vocab_rows * h * db)
-        t.add("norm", h * db * (2 if spec.model_type == "opt" else 1))
+        t.add("norm", h * db * (2 if spec.norm_has_bias else 1))
     t.add("rotary_cache", _rope_cache_bytes(spec, db))
 
     q_heads = a.num_attention_heads // tp
     kv_heads = max(1, a.num_key_value_heads // tp)
-    norm_bytes = h * db * (2 if spec.model_type == "opt" else 1)
+    norm_bytes = h * db * (2 if spec.norm_has_bias else 1)
 
     for i in layers:
         kind = spec.layer_kinds[i]
@@ -252,7 +252,7 @@ def weight_bytes_per_rank(
             # process_weights_after_loading keeps bf16 W_UK^T and W_UV copies of kv_b_proj.
             t.add("mla_absorbed", m.kv_lora_rank * q_heads * (m.qk_nope_head_dim + m.v_head_dim) * db)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
-            q_out = q_heads * a.head_dim * (2 if spec.model_type == "qwen3_next" else 1)
+            q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
             qkv_out = q_out + 2 * kv_heads * a.head_dim
             t.add("attn", _linear(ctx, h, qkv_out, bias=spec.qkv_bias, n_shards=3))
             t.add("attn", _linear(ctx, q_heads * a.head_dim_v, h))
@@ -284,7 +284,7 @@ def weight_bytes_per_rank(
                 t.add("mamba", _linear(ctx, dt_rank, d_in, bias=True, quantizable=False))
                 t.add("mamba", d_in * mb.state_size * 4 + d_in * 4)  # A, D (fp32)
                 t.add("mamba", _linear(ctx, d_in, h, bias=mb.use_bias))
-                if spec.model_type == "jamba":
+                if mb.use_rms_norm:
                     t.add("mamba", (dt_rank + 2 * mb.state_size) * db)
             else:
                 n_groups = mb.n_groups + (0 if mb.n_groups % tp == 0 else tp - mb.n_groups)

@@ -140,6 +140,18 @@ RE_REFUSE_V0 = re.compile(
 # Lines whose groups name the vLLM version (kvplan.verify.log picks a grammar from the first).
 VERSION_LINES = (RE_SERVER_VERSION, RE_BANNER_VERSION, RE_INIT_CONFIG)
 
+# Several starts in one log (kvplan.verify.log.split_starts). Lines a start prints once, before it
+# sizes memory: the API server's version banner and its non-default args (entrypoints/serve), the
+# engine core's "Initializing a V1 LLM engine" line (v1/engine/core.py; with data parallelism
+# every EngineCore_DPn prints one, so only DP rank 0's counts: START_LINES_DP).
+START_LINES = (RE_SERVER_VERSION, RE_BANNER_VERSION, RE_NON_DEFAULT, RE_INIT_CONFIG)
+START_LINES_DP = (RE_INIT_CONFIG,)
+# Lines that only come once a start has loaded weights or sized its KV cache (or refused to).
+SIZED_LINES = (
+    RE_MODEL_LOADING, RE_AVAILABLE, RE_KV_TOKENS, RE_CONCURRENCY, RE_FREE_ON_START, RE_NO_MEMORY, RE_REFUSE_V1,
+    RE_REFUSE_V0, RE_BLOCKS, RE_PROFILE_KV, RE_STATS_BLOCKS, RE_FREE_TOO_LOW,
+)
+
 _V0_TABLE_FIELDS = {  # the v0.6.5 development-build table: key -> (log field, converter)
     "total": ("total_bytes", "gib"),
     "util": ("gpu_memory_utilization", "float"),
