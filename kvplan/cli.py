@@ -188,6 +188,9 @@ def estimate(
     ),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
     curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
+    ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     try:
@@ -220,7 +223,11 @@ def plan_from_options(
     if gpu_memory is not None:
         profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
     spec, source = load_spec(model, revision)
-    return plan(spec, profile, args), source
+    import os
+
+    # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user
+    # would start vLLM from (config/model.py _get_and_verify_max_len).
+    return plan(spec, profile, args, env=dict(os.environ)), source
 
 
 def run_estimate(**kw) -> int:
@@ -237,6 +244,7 @@ def run_estimate(**kw) -> int:
     kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw.pop("kv_cache_memory"))
     kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
     revision = kw.get("revision")
+    verbose = kw.pop("verbose", False)
     extras = {"plot": kw.pop("plot"), "curves": kw.pop("curves")}
     wl_args = (kw.pop("workload"), kw.pop("shared_prefix_tokens"), kw.pop("n"), kw.get("enable_prefix_caching"))
     if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] is not None or extras["curves"]:
@@ -258,10 +266,13 @@ def run_estimate(**kw) -> int:
         print(json.dumps(doc, indent=2))
     elif fmt in ("yaml", "serve"):
         if not plan.fits:
+            from kvplan.recommend import recommendations
+
+            fixes = [f"{r.flag} {r.value}" for r in recommendations(plan) if r.in_serve_line]
             fix = (
-                f"; the line below uses --max-model-len {plan.largest_max_model_len}"
-                if plan.largest_max_model_len
-                else "; no --max-model-len fixes it (`kvplan estimate` without --format lists the flags that do)"
+                "; the line below adds kvplan's fixes: " + ", ".join(fixes)
+                if fixes
+                else "; kvplan found no flag that fixes it (`kvplan estimate` without --format says why)"
             )
             print(f"warning: this configuration does not start: {plan.failure}{fix}", file=sys.stderr)
         sys.stdout.write(render.config_yaml(plan, revision) if fmt == "yaml" else render.serve_command(plan, revision) + "\n")
@@ -271,7 +282,7 @@ def run_estimate(**kw) -> int:
         from rich.console import Console
 
         console = Console()
-        render.print_table(plan, console, revision)
+        render.print_table(plan, console, revision, verbose=verbose)
         if estimate_extras:
             estimate_extras(plan, fmt=fmt, console=console, **extras)
     return EXIT_OK if plan.fits else EXIT_FAIL

@@ -36,6 +36,10 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("human", "--format", help="human, json or github (workflow annotations)."),
         junit_xml: Optional[str] = typer.Option(None, "--junit-xml", help="Also write a JUnit XML report to this file."),
         strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),
+        stdin_name: Optional[str] = typer.Option(
+            None, "--stdin-name", metavar="NAME",
+            help="File name that - (standard input) stands for; it decides how the text is read (deploy.yaml, serve.sh, Dockerfile).",
+        ),
     ) -> None:
         """Check vLLM deployment files before a GPU is rented (exit 0 pass, 1 fail, 2 unreadable input)."""
         from kvplan.errors import KvplanError
@@ -49,6 +53,7 @@ def register(app: typer.Typer) -> None:
                 fmt=fmt,
                 junit_xml=junit_xml,
                 strict=strict,
+                stdin_name=stdin_name,
             )
         except KvplanError as e:
             from kvplan.cli import fail
@@ -80,7 +85,7 @@ def register(app: typer.Typer) -> None:
             _drop_stdout()
 
 
-def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict) -> int:
+def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict, stdin_name=None) -> int:
     """Run the checks, write ``junit_xml``, print the report in ``fmt``; return the exit code.
 
     Order: every option is validated first (nothing is printed or written when one is bad),
@@ -105,7 +110,7 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict)
     if target is not None:
         check_not_an_input(junit_xml, target, named)
     with record_inputs() as read:
-        report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version)
+        report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version, stdin_name=stdin_name)
     code = report.exit_code(strict)
     if junit_xml is not None:
         # the files the check read (kvplan.yaml, `config:` / --config files, GPU profiles)

@@ -247,7 +247,9 @@ def run_plan(**kw) -> int:
         max_gpus=kw["max_gpus"],
         gpus_per_node=kw["gpus_per_node"],
     )
-    result = search(spec, target, space, base, prices=prices, workload=wl)
+    import os
+
+    result = search(spec, target, space, base, prices=prices, workload=wl, env=dict(os.environ))
     if result.refusal:
         # Every combination was refused before an engine was sized, for the flags' own values
         # (TP not dividing the heads, a quantization the checkpoint lacks, ...): bad input, as

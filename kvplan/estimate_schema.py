@@ -179,6 +179,21 @@ class Recommendation(_Strict):
 
     value: int | float | str | bool
     reason: str = Field(min_length=1)
+    kind: Literal["fix", "pin", "option"] = Field(
+        description="fix: needed for vLLM to start; pin: makes vLLM size what kvplan sized; option: raises the "
+        "binding limit at a cost (listed, not put in serve_command)"
+    )
+
+
+class ServeFlag(_Strict):
+    """``serve_flags[]``: one flag of serve_command and who put it there."""
+
+    flag: str = Field(min_length=3, description="as `vllm serve` spells it (--no-X for a tri-state turned off)")
+    value: int | float | str | bool = Field(description="the value as written on the line; true for a bare flag")
+    origin: Literal["user", "recommended", "pinned"] = Field(
+        description="user: a flag you set that differs from vLLM's default; recommended: kvplan's fix or pin "
+        "(replaces your value of the same flag); pinned: the offline LLM class's batch sizes kvplan sized"
+    )
 
 
 class Stage(_Strict):
@@ -203,11 +218,22 @@ class EstimateDocument(_Strict):
     kv_cache: KVCache
     binding_limit: Literal["kv_cache", "max_num_seqs"]
     fits: bool
+    outcome: Literal[
+        "starts",
+        "utilization_refused",
+        "kv_cache_memory_oom",
+        "no_kv_cache_memory",
+        "max_model_len_too_long",
+        "no_kv_tokens",
+        "cuda_graph_capture_oom",
+    ] = Field(description="what vLLM does at start-up (kvplan.planner.StartOutcome); fits is outcome == starts")
     failure: Optional[str] = Field(description="why vLLM would not start; null when it fits")
     largest_max_model_len: Optional[int] = Field(ge=0)
     recommendations: dict[str, Recommendation] = Field(description="flag (as vllm serve spells it) -> value, reason")
     serve_command: str = Field(min_length=1)
+    serve_flags: list[ServeFlag] = Field(description="serve_command's flags in order, each with its origin")
     warnings: list[str]
+    notes: list[str] = Field(description="kvplan's own uncertainty the user cannot act on (estimate --verbose)")
     stages: list[Stage] = Field(min_length=1)
     workload: Optional[dict[str, Any]] = Field(
         default=None,

@@ -179,8 +179,16 @@ class GPUProfile(BaseModel):
             raise KvplanError(f"{source}: must be a positive number of bytes, got {memory_bytes!r}")
         if memory_bytes > MAX_MEMORY_BYTES:
             raise KvplanError(f"{source}: {memory_bytes:,} bytes is more than any GPU has (limit 64 TiB)")
+        # The profile's NVML total belongs to the device whose memory was replaced: vLLM picks its
+        # batch defaults from the device's own total (engine/arg_utils.py get_batch_defaults), so a
+        # user-given total stands for that too (None -> nvml_total_bytes = memory_bytes).
         return self.model_copy(
-            update={"memory_bytes": memory_bytes, "memory_quality": "user", "memory_source": source}
+            update={
+                "memory_bytes": memory_bytes,
+                "memory_quality": "user",
+                "memory_source": source,
+                "nvidia_smi_total_mib": None,
+            }
         )
 
 

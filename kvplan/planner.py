@@ -8,7 +8,9 @@ budget, the KV-cache layout and the block count, and takes the minimum over stag
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -123,6 +125,52 @@ class EngineArgs(BaseModel):
         return v
 
 
+class StartOutcome(str, Enum):
+    """What vLLM 0.26.0 does at start-up with this model, GPU and flags (the typed outcome other
+    code branches on; ``Plan.failure`` is its sentence for people).
+
+    In vLLM's order (v1/worker/gpu_worker.py init_device, determine_available_memory,
+    v1/core/kv_cache_utils.py check_enough_kv_cache_memory, then initialize_from_config and
+    compile_or_warm_up_model):
+
+    * ``starts``: vLLM starts and serves.
+    * ``utilization_refused``: the requested share is more than is free at start-up.
+    * ``kv_cache_memory_oom``: --kv-cache-memory-bytes does not fit beside the rest (OOM while
+      allocating the KV cache).
+    * ``no_kv_cache_memory``: weights + activation + non-torch leave nothing for the KV cache.
+    * ``max_model_len_too_long``: one max_model_len request does not fit the KV cache.
+    * ``cuda_graph_capture_oom``: the KV cache is allocated, then capturing CUDA graphs needs more
+      memory than is left on the GPU: torch raises CUDA out of memory in capture_model and the
+      engine core fails to start (nothing in 0.26.0 catches it).
+    """
+
+    STARTS = "starts"
+    UTILIZATION_REFUSED = "utilization_refused"
+    KV_CACHE_MEMORY_OOM = "kv_cache_memory_oom"
+    NO_KV_CACHE_MEMORY = "no_kv_cache_memory"
+    MAX_MODEL_LEN_TOO_LONG = "max_model_len_too_long"
+    NO_KV_TOKENS = "no_kv_tokens"
+    CUDA_GRAPH_CAPTURE_OOM = "cuda_graph_capture_oom"
+
+
+def cuda_graph_headroom_bytes(budget: memory.MemoryBudget, kv_allocated_bytes: int) -> int:
+    """Free GPU memory when vLLM 0.26.0 starts capturing CUDA graphs, bytes per GPU.
+
+    Order (v1/worker/gpu_worker.py): the profiling pass's activations are freed, the KV cache is
+    allocated (initialize_from_config: ``kv_allocated_bytes``, whole blocks), and capture_model
+    empties torch's cache before capturing. What is left is the free memory at start minus
+    weights, non-torch memory and the KV tensors. Negative when even that is over-committed."""
+    return budget.free_at_start_bytes - budget.weights_bytes - budget.non_torch_bytes - kv_allocated_bytes
+
+
+def allow_long_max_model_len(env: Mapping[str, str] | None) -> bool:
+    """vLLM 0.26.0 envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" (any case,
+    surrounding blanks ignored)."""
+    if not env:
+        return False
+    return env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
+
+
 @dataclass(frozen=True)
 class StagePlan:
     """One pipeline stage (the figures are per GPU of that stage)."""
@@ -150,8 +198,12 @@ class Plan:
         bytes_per_token: KV bytes one token costs across all layers on one GPU (full-attention
             equivalent: every layer that stores per-token KV).
         gpu_kv_cache_tokens / max_concurrency: as vLLM logs them at max_model_len.
-        fits: vLLM would start.
-        failure: why it would not start (None when it fits).
+        fits: vLLM would start (``outcome is StartOutcome.STARTS``).
+        failure: why it would not start (None when it fits), a sentence for people.
+        outcome: the typed start-up outcome (StartOutcome); branch on this, never on failure's text.
+        warnings: what the user can act on (shown in the table).
+        notes: kvplan's own uncertainty the user cannot act on (an unverified constant, a partial
+            bundled snapshot): `estimate --verbose` and the JSON ``notes`` show them.
         largest_max_model_len: the largest --max-model-len that fits (vLLM's own estimate).
         binding_limit: what caps concurrency: "kv_cache" or "max_num_seqs".
     """
@@ -174,6 +226,14 @@ class Plan:
     binding_limit: str
     warnings: list[str] = field(default_factory=list)
     runner: str = "v2"
+    outcome: StartOutcome = StartOutcome.STARTS
+    notes: list[str] = field(default_factory=list)
+    allow_long_max_model_len: bool = False
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The planner environment that gives this plan again (for re-planning with other flags)."""
+        return {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if self.allow_long_max_model_len else {}
 
     @property
     def worst_stage(self) -> StagePlan:
@@ -414,8 +474,11 @@ def _project(layout: KVCacheLayout, layers: range) -> KVCacheLayout:
     return KVCacheLayout(groups=tuple(groups), group_size=size, bytes_per_block=max(1, page * size))
 
 
-def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
+def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, str] | None = None) -> Plan:
     """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
+
+    ``env``: the environment vLLM would start with (only VLLM_ALLOW_LONG_MAX_MODEL_LEN is read;
+    None = unset). The planner never reads os.environ itself.
 
     Returns:
         a Plan (per-GPU figures; block counts are what every GPU allocates).
@@ -427,7 +490,10 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     _validate_parallel(spec, tp, pp)
     # What parsing, the model source and the GPU profile already know is uncertain comes first.
-    warnings: list[str] = [*spec.notes, *gpu.warnings]
+    # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
+    # to fix: a note, not a warning.
+    warnings: list[str] = [n for n in spec.notes if not n.startswith("bundled spec ")] + list(gpu.warnings)
+    notes: list[str] = [n for n in spec.notes if n.startswith("bundled spec ")]
 
     dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
     if dtype == "bfloat16" and not gpu.bf16_supported:
@@ -457,7 +523,15 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         max_model_len = derived
     else:
         max_model_len = args.max_model_len
-        if max_model_len > derived:
+        if max_model_len > derived and allow_long_max_model_len(env):
+            # vLLM 0.26.0 config/model.py _get_and_verify_max_len: with the variable set it logs a
+            # warning and keeps the user's length.
+            warnings.append(
+                f"--max-model-len {max_model_len}: beyond the model's trained length ({derived} tokens); "
+                "vLLM accepts it because VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, but positions past "
+                f"{derived} may give NaNs (RoPE) or out-of-bounds errors (absolute positions)"
+            )
+        elif max_model_len > derived:
             raise KvplanError(
                 f"--max-model-len {max_model_len}: larger than the model's limit ({derived} tokens, "
                 "from max_position_embeddings and rope scaling); vLLM refuses it",
@@ -578,6 +652,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
 
     # failure modes, in vLLM's order
     failure = None
+    outcome = StartOutcome.STARTS
     largest = None
     for s in stages:
         where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
@@ -588,6 +663,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 f"only about {b.free_at_start_bytes / 2**30:.2f} GiB is free when vLLM starts (the CUDA context holds "
                 f"{memory.CUDA_CONTEXT_BYTES / 2**20:.0f} MiB); vLLM refuses to start"
             )
+            outcome = StartOutcome.UTILIZATION_REFUSED
             largest = 0
             break
         if b.kv_cache_memory_override:
@@ -602,6 +678,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                     f"when vLLM starts; "
                     "vLLM would run out of memory allocating the KV cache"
                 )
+                outcome = StartOutcome.KV_CACHE_MEMORY_OOM
                 largest = 0
                 break
         if b.kv_cache_bytes <= 0:
@@ -611,6 +688,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 f"+ non-torch {b.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
                 f"{b.requested_bytes / 2**30:.2f} GiB (vLLM: 'No available memory for the cache blocks')"
             )
+            outcome = StartOutcome.NO_KV_CACHE_MEMORY
             largest = 0
             break
     if failure is None and max_model_len > 0:
@@ -618,6 +696,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
             if s.bytes_for_max_len > s.budget.kv_cache_bytes:
                 lim = s.layout.largest_max_model_len(s.budget.kv_cache_bytes, max_model_len, max_in_flight)
                 largest = lim if largest is None else min(largest, lim)
+                outcome = StartOutcome.MAX_MODEL_LEN_TOO_LONG
                 failure = (
                     f"one {max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache but only "
                     f"{s.budget.kv_cache_bytes / 2**30:.2f} GiB is available"
@@ -625,11 +704,44 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
                 )
     if failure is None and max_model_len <= 0:
         failure = "not even one token of KV cache fits"
+        outcome = StartOutcome.NO_KV_TOKENS
         largest = 0
     if failure is None:
+        # CUDA graphs are captured after the KV cache is allocated (gpu_worker.py
+        # compile_or_warm_up_model -> capture_model); on the V2 runner nothing reserved room
+        # for them, so a graph pool larger than what is left raises CUDA out of memory there.
+        for s in stages:
+            b = s.budget
+            if not b.cudagraph_bytes:
+                continue
+            left = cuda_graph_headroom_bytes(b, s.num_blocks * s.layout.bytes_per_block)
+            if b.cudagraph_bytes > left:
+                where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
+                failure = (
+                    f"CUDA graphs need about {b.cudagraph_bytes / 2**30:.2f} GiB{where} but only "
+                    f"{max(left, 0) / 2**30:.2f} GiB is left once the KV cache is allocated "
+                    f"(--gpu-memory-utilization {args.gpu_memory_utilization} requests "
+                    f"{b.requested_bytes / 2**30:.2f} GiB of {b.total_bytes / 2**30:.2f} GiB); vLLM allocates the "
+                    "KV cache first and then runs out of memory capturing the graphs, so it does not start"
+                )
+                outcome = StartOutcome.CUDA_GRAPH_CAPTURE_OOM
+                largest = 0  # a shorter --max-model-len leaves the KV cache just as large
+                break
+    if failure is None:
+        # With VLLM_ALLOW_LONG_MAX_MODEL_LEN a length past the model's own is allowed.
+        cap = max(derived, max_model_len)
         largest = min(
-            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, derived, max_in_flight) for s in stages
+            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, cap, max_in_flight) for s in stages
         )
+        for s in stages:
+            b = s.budget
+            if b.cudagraph_bytes and not b.cudagraph_applied_bytes and b.requested_bytes + b.cudagraph_bytes > b.free_at_start_bytes:
+                warnings.append(
+                    f"CUDA graphs (~{b.cudagraph_bytes / 2**30:.2f} GiB) fit beside the KV cache only in the memory "
+                    "the profiling pass's activations used: a full --max-num-batched-tokens prefill needs that memory "
+                    "again and may run out of CUDA memory while serving"
+                )
+                break
 
     mml_for_conc = max(max_model_len, 1)
     conc = first_layout.max_concurrency(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0.0
@@ -644,12 +756,12 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         if i in kv_layer_idx and layer_specs[kv_layer_idx.index(i)].kind in ("full", "sliding", "chunked", "mla")
     )
     if tp * pp > 1:
-        warnings.append(
+        notes.append(
             f"tensor/pipeline parallel ({tp}x{pp}): the NCCL/all-reduce part of non-torch memory "
             f"({memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
         )
     if not args.enforce_eager and not v2:
-        warnings.append(
+        notes.append(
             "CUDA graphs on the V1 model runner (MoE/hybrid): vLLM subtracts its graph-memory estimate; "
             "kvplan's estimate for it is unverified"
         )
@@ -705,4 +817,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs) -> Plan:
         binding_limit=binding,
         warnings=warnings,
         runner="v2" if v2 else "v1",
+        outcome=outcome,
+        notes=notes,
+        allow_long_max_model_len=allow_long_max_model_len(env),
     )

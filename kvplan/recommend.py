@@ -10,63 +10,176 @@ from kvplan.planner import Plan
 GiB = 1 << 30
 
 
+# What a recommendation is for (Recommendation.kind):
+#   "fix": needed for vLLM to start (or to start without running out of memory);
+#   "pin": makes vLLM size what kvplan sized (a value --max-model-len auto resolved to);
+#   "option": raises the binding limit at a cost you choose to pay (not put in the serve line).
+KINDS = ("fix", "pin", "option")
+
+
 @dataclass(frozen=True)
 class Recommendation:
     flag: str
     value: object
     reason: str
+    kind: str = "fix"
+
+    @property
+    def in_serve_line(self) -> bool:
+        """True when the serve line carries it (fixes and pins; options are listed only)."""
+        return self.kind in ("fix", "pin")
 
 
 def recommendations(plan: Plan) -> list[Recommendation]:
-    """What to pass to `vllm serve` and why, from the plan's own numbers (pure)."""
+    """What to pass to `vllm serve` and why, from the plan's own numbers.
+
+    Only flags that change something: a fix when vLLM would not start, else what raises the
+    binding limit (the KV cache: an fp8 KV cache; max_num_seqs: a larger --max-num-seqs), each
+    with the number it gives (re-planned, not guessed). Never a value equal to vLLM's default.
+    """
+    from kvplan.planner import StartOutcome
+
     eff = plan.effective
     out: list[Recommendation] = []
     mml = eff["max_model_len"]
     if not plan.fits:
+        if plan.outcome is StartOutcome.CUDA_GRAPH_CAPTURE_OOM:
+            out.extend(_graph_room(plan, "fix"))
+            return out
         if plan.largest_max_model_len and plan.largest_max_model_len > 0:
+            asked = (
+                f"asked {mml}"
+                if plan.args.max_model_len not in (None, -1)
+                else f"the model's default {plan.spec.derived_max_model_len}"
+            )
             out.append(
                 Recommendation(
                     "--max-model-len",
                     plan.largest_max_model_len,
-                    f"the largest context whose one request fits the KV cache (asked {mml})",
+                    f"the largest context whose one request fits the KV cache ({asked})",
                 )
             )
         worst = plan.worst_stage.budget
         if worst.kv_cache_bytes <= 0 or not plan.largest_max_model_len:
             out.extend(_unblock(plan, worst))
         return out
-    out.append(
-        Recommendation(
-            "--max-model-len",
-            mml,
-            "pin the context length kvplan sized; vLLM's default is the model's "
-            f"{plan.spec.derived_max_model_len} tokens",
-        )
-    )
-    if eff["kv_cache_dtype"] == "auto" and plan.gpu.fp8_supported and not plan.spec.is_hybrid:
+    if plan.args.max_model_len == -1 and mml != plan.spec.derived_max_model_len:
         out.append(
             Recommendation(
-                "--kv-cache-dtype",
-                "fp8",
-                f"halves KV bytes per token: about {plan.gpu_kv_cache_tokens * 2:,} tokens instead of "
-                f"{plan.gpu_kv_cache_tokens:,} (small accuracy cost; check your evals)",
+                "--max-model-len",
+                mml,
+                f"pin what --max-model-len auto resolved to here (vLLM's default is the model's "
+                f"{plan.spec.derived_max_model_len} tokens)",
+                kind="pin",
             )
         )
-    stage = plan.stages[0].budget
-    if stage.cudagraph_bytes and not stage.cudagraph_applied_bytes:
-        used = stage.requested_bytes + stage.cudagraph_bytes
-        if used > stage.total_bytes * 0.985:
-            util = round(eff["gpu_memory_utilization"] - stage.cudagraph_bytes / stage.total_bytes, 3)
-            if 0 < util <= 1:  # never a value vLLM (and kvplan) would refuse
-                out.append(
-                    Recommendation(
-                        "--gpu-memory-utilization",
-                        util,
-                        f"CUDA graphs (~{stage.cudagraph_bytes / GiB:.2f} GiB) are captured outside the requested memory; "
-                        "leave room for them",
-                    )
-                )
+    out.extend(_graph_room(plan, "fix"))
+    if plan.binding_limit == "kv_cache":
+        rec = _fp8_kv(plan)
+        if rec is not None:
+            out.append(rec)
+    else:
+        rec = _more_seqs(plan)
+        if rec is not None:
+            out.append(rec)
     return out
+
+
+def _replan(plan: Plan, **update):
+    """The plan with some EngineArgs changed, or None when the planner refuses them."""
+    from kvplan.errors import KvplanError
+    from kvplan.planner import plan as replan
+
+    try:
+        return replan(plan.spec, plan.gpu, plan.args.model_copy(update=update), plan.env)
+    except (KvplanError, ValueError):
+        return None
+
+
+def _requests(p: Plan) -> int:
+    """Max-length requests that run at once: the KV cache's count capped by max_num_seqs."""
+    return min(math.floor(p.max_concurrency + 1e-9), p.effective["max_num_seqs"])
+
+
+def _fp8_kv(plan: Plan) -> Recommendation | None:
+    """--kv-cache-dtype fp8 when the KV cache binds, with the tokens and requests it gives."""
+    eff = plan.effective
+    if eff["kv_cache_dtype"] != "auto" or not plan.gpu.fp8_supported or plan.spec.is_hybrid:
+        return None
+    p = _replan(plan, kv_cache_dtype="fp8")
+    if p is None or not p.fits or p.gpu_kv_cache_tokens <= plan.gpu_kv_cache_tokens:
+        return None
+    return Recommendation(
+        "--kv-cache-dtype",
+        "fp8",
+        f"the KV cache binds: fp8 gives {p.gpu_kv_cache_tokens:,} tokens instead of {plan.gpu_kv_cache_tokens:,}, "
+        f"{_requests(p):,} requests of {eff['max_model_len']:,} tokens at once instead of {_requests(plan):,} "
+        "(small accuracy cost; check your evals)",
+        kind="option",
+    )
+
+
+def _more_seqs(plan: Plan) -> Recommendation | None:
+    """--max-num-seqs N when max_num_seqs binds: the most max-length requests the KV cache holds,
+    re-planned with N (a larger max_num_seqs also raises the sampler's activation, so N may come
+    down a little); None when no larger N keeps vLLM starting."""
+    eff = plan.effective
+    seqs = eff["max_num_seqs"]
+    n = math.floor(plan.max_concurrency + 1e-9)
+    for _ in range(4):
+        if n <= seqs:
+            return None
+        update = {"max_num_seqs": n}
+        if plan.args.max_num_batched_tokens is not None and plan.args.max_num_batched_tokens < n:
+            return None  # the user's --max-num-batched-tokens is below it: vLLM refuses
+        p = _replan(plan, **update)
+        if p is None or not p.fits:
+            return None
+        if p.effective["max_num_batched_tokens"] < n:
+            return None
+        got = math.floor(p.max_concurrency + 1e-9)
+        if got >= n:
+            return Recommendation(
+                "--max-num-seqs",
+                n,
+                f"max_num_seqs {seqs} binds: the KV cache holds {got:,} requests of {eff['max_model_len']:,} tokens, "
+                f"so {n:,} run at once instead of {seqs:,}",
+                kind="option",
+            )
+        n = got
+    return None
+
+
+def _graph_room(plan: Plan, kind: str) -> list[Recommendation]:
+    """A --gpu-memory-utilization that leaves room for CUDA graphs beside the requested memory
+    (graphs are captured after the KV cache is allocated, outside it, on the V2 runner; a full
+    prefill then needs the activation memory again): the largest u with
+    ceil(total * u) + graphs <= free at start, over all stages, rounded down to 0.001. Empty
+    when graphs already fit or no such u is in (0, 1]."""
+    worst = None
+    for st in plan.stages:
+        b = st.budget
+        if not b.cudagraph_bytes or b.cudagraph_applied_bytes:
+            continue
+        if b.requested_bytes + b.cudagraph_bytes <= b.free_at_start_bytes:
+            continue
+        u = math.floor(1000 * (b.free_at_start_bytes - b.cudagraph_bytes) / b.total_bytes) / 1000
+        if worst is None or u < worst[0]:
+            worst = (u, b)
+    if worst is None:
+        return []
+    u, b = worst
+    if not 0 < u < plan.effective["gpu_memory_utilization"]:
+        return []
+    return [
+        Recommendation(
+            "--gpu-memory-utilization",
+            u,
+            f"CUDA graphs (~{b.cudagraph_bytes / GiB:.2f} GiB) are captured after the KV cache, outside the requested "
+            f"memory; {u} leaves them room (or pass --enforce-eager to capture none)",
+            kind=kind,
+        )
+    ]
 
 
 def _unblock(plan: Plan, b) -> list[Recommendation]:
@@ -116,7 +229,7 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
         from kvplan.planner import plan as replan
 
         try:
-            lowered = replan(plan.spec, plan.gpu, plan.args.model_copy(update={"gpu_memory_utilization": util}))
+            lowered = replan(plan.spec, plan.gpu, plan.args.model_copy(update={"gpu_memory_utilization": util}), plan.env)
         except KvplanError:
             return out
         if not lowered.fits and lowered.largest_max_model_len:

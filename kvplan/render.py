@@ -60,12 +60,45 @@ def _served_model(name: str) -> str:
     return name
 
 
-def serve_command(plan: Plan, revision: str | None = None) -> str:
-    args = explicit_args(plan)
+def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
+    """What the serve line carries, in order: ``{"flag", "value", "origin", "tokens"}`` per flag.
+
+    ``origin`` is "user" (a flag the user set to something other than vLLM's default),
+    "recommended" (a fix or pin from kvplan.recommend, which replaces the user's value of the same
+    flag) or "pinned" (the offline LLM class's batch sizes kvplan sized). ``--max-model-len`` is
+    written only when it is not the model's own default (vLLM's default when the flag is absent).
+    """
+    values = explicit_args(plan)
+    origin = {k: "user" for k in values}
+    if plan.args.usage == "llm":
+        for k in ("max_num_batched_tokens", "max_num_seqs"):
+            if getattr(plan.args, k) is None:
+                origin[k] = "pinned"
+    a_mml = plan.args.max_model_len
+    if a_mml is not None and a_mml != plan.spec.derived_max_model_len:
+        values["max_model_len"] = "auto" if a_mml == -1 else a_mml
+        origin["max_model_len"] = "user"
     if revision:
-        args["revision"] = revision
-    mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
-    return flags.serve_command(_served_model(plan.spec.name), args, mml)
+        values["revision"] = revision
+        origin["revision"] = "user"
+    field_of = {flag: f for f, (flag, _) in flags.SERVE_FLAGS_0_26.items()}
+    for r in recommendations(plan):
+        f = field_of.get(r.flag)
+        if f is not None and r.in_serve_line:
+            values[f] = r.value
+            origin[f] = "recommended"
+    return [
+        {"flag": toks[0], "value": toks[1] if len(toks) > 1 else True, "origin": origin[f], "tokens": toks, "field": f}
+        for f, toks in flags.serve_tokens(values)
+    ]
+
+
+def serve_command(plan: Plan, revision: str | None = None) -> str:
+    """The copy-pasteable ``vllm serve`` line: the user's flags plus kvplan's fixes (serve_settings)."""
+    import shlex
+
+    toks = [t for s in serve_settings(plan, revision) for t in s["tokens"]]
+    return shlex.join(["vllm", "serve", _served_model(plan.spec.name), *toks])
 
 
 def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
@@ -90,7 +123,7 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             }
         )
     recs = {
-        r.flag: {"value": r.value, "reason": r.reason} for r in recommendations(plan)
+        r.flag: {"value": r.value, "reason": r.reason, "kind": r.kind} for r in recommendations(plan)
     }
     return {
         "kvplan_version": __version__,
@@ -147,11 +180,16 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
         },
         "binding_limit": plan.binding_limit,
         "fits": plan.fits,
+        "outcome": plan.outcome.value,
         "failure": plan.failure,
         "largest_max_model_len": plan.largest_max_model_len,
         "recommendations": recs,
         "serve_command": serve_command(plan, revision),
+        "serve_flags": [
+            {"flag": st["flag"], "value": st["value"], "origin": st["origin"]} for st in serve_settings(plan, revision)
+        ],
         "warnings": list(plan.warnings),
+        "notes": list(plan.notes),
         "stages": [
             {
                 "pipeline_rank": s.pipeline_rank,
@@ -170,15 +208,28 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
     """A vLLM ``--config`` file for this plan."""
     import yaml
 
-    args = explicit_args(plan)
-    if revision:
-        args["revision"] = revision
-    mml = plan.effective["max_model_len"] if plan.fits else (plan.largest_max_model_len or None)
-    return yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, mml), sort_keys=False)
+    args = {}
+    for st in serve_settings(plan, revision):
+        if st["flag"].startswith("--no-"):
+            args[st["field"]] = False
+        else:
+            args[st["field"]] = True if st["value"] is True else _typed(st["value"])
+    return yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, None), sort_keys=False)
 
 
-def print_table(plan: Plan, console, revision: str | None = None) -> None:
-    """The human view: memory bar, KV figures, binding limit, recommendations, serve line."""
+def _typed(raw: str):
+    """A serve-line value back as int / float / text (for the --config YAML)."""
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def print_table(plan: Plan, console, revision: str | None = None, verbose: bool = False) -> None:
+    """The human view: memory bar, KV figures, binding limit, recommendations, serve line.
+    ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -269,9 +320,17 @@ def print_table(plan: Plan, console, revision: str | None = None) -> None:
     if doc["recommendations"]:
         console.print(Text("recommended flags", style="bold"))
         for flag, r in doc["recommendations"].items():
-            console.print(f"  {flag} {r['value']}  - {r['reason']}")
+            tag = "" if r["kind"] != "option" else " (optional, not in the serve line)"
+            console.print(Text(f"  {flag} {r['value']}  - {r['reason']}{tag}"))
     for w in plan.warnings:
         console.print(Text("warning: ", style="yellow") + Text(w))
+    if verbose:
+        for w in plan.notes:
+            console.print(Text("note: ", style="dim") + Text(w))
     console.print(Text("vllm serve line:", style="bold"))
     # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
     console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)
+    for origin, label in (("user", "your flags"), ("recommended", "kvplan's fixes"), ("pinned", "pinned by kvplan")):
+        shown = [f["flag"] + ("" if f["value"] is True else f" {f['value']}") for f in doc["serve_flags"] if f["origin"] == origin]
+        if shown:
+            console.print(Text(f"  {label}: " + ", ".join(shown)), highlight=False)

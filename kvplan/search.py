@@ -442,6 +442,7 @@ def search(
     *,
     prices: dict[str, float] | None = None,
     workload=None,
+    env: dict[str, str] | None = None,
 ) -> SearchResult:
     """Find the options that start and meet ``target``.
 
@@ -450,6 +451,7 @@ def search(
         base_args: other EngineArgs fields (gpu_memory_utilization, max_num_seqs, ...).
         prices: USD per GPU-hour by profile id, overriding the profiles' price_per_hour_usd.
         workload: a kvplan.workload.WorkloadModel; engine concurrency then counts real lengths.
+        env: the environment vLLM would start with (VLLM_ALLOW_LONG_MAX_MODEL_LEN; None = unset).
     Returns:
         SearchResult; ``refusal`` is set (one line naming the flags) when no combination reached
         the sizing step - every one refused for the flags' own values (parallel sizes vLLM
@@ -474,10 +476,12 @@ def search(
     m = target.max_model_len
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise KvplanError(f"--max-model-len: must be a positive number of tokens, got {m!r}")
-    if target.max_model_len > spec.derived_max_model_len:
+    from kvplan.planner import allow_long_max_model_len
+
+    if target.max_model_len > spec.derived_max_model_len and not allow_long_max_model_len(env):
         raise KvplanError(
             f"--max-model-len {target.max_model_len}: larger than the model's limit ({spec.derived_max_model_len} tokens); vLLM refuses it",
-            hint=f"use --max-model-len {spec.derived_max_model_len} or less",
+            hint=f"use --max-model-len {spec.derived_max_model_len} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
         )
     base = dict(base_args or {})
     prices = dict(prices or {})
@@ -536,7 +540,7 @@ def search(
                                 }
                             )
                             evaluated += 1
-                            p = plan(spec, gpu, args)
+                            p = plan(spec, gpu, args, env)
                         except (KvplanError, ValidationError) as exc:
                             msg = exc.message if isinstance(exc, KvplanError) else _engine_args_error(exc)
                             if msg.startswith(("--tensor-parallel-size", "--pipeline-parallel-size")):

@@ -516,6 +516,18 @@ ROWS: list[Row] = [
         2,
         ("is a broken symbolic link (-> /nonexistent-kvplan-target.xml)",),
     ),
+    Row(
+        "check-stdin-twice",
+        lambda t: ["check", "-", "/dev/stdin", "--gpu", "H100"],
+        2,
+        ("error: FILES: standard input is given 2 times (-, /dev/stdin); it can be read once",),
+    ),
+    Row(
+        "check-stdin-name-without-stdin",
+        lambda t: ["check", _file(t, "deploy.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--stdin-name", "deploy.yaml"],
+        2,
+        ("error: --stdin-name: no - among the files, so there is no standard input to name",),
+    ),
 ]
 
 

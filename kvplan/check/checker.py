@@ -42,6 +42,7 @@ import math
 import os
 import re
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,7 @@ MAX_MODEL_LEN_LIMIT = "max-model-len-over-limit"
 FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
 GPU_COUNT = "gpu-count"
 WEIGHTS_FIT = "weights-fit"
+CUDA_GRAPHS_FIT = "cuda-graphs-fit"  # the planner's StartOutcome.CUDA_GRAPH_CAPTURE_OOM
 MAX_MODEL_LEN_FITS = "max-model-len-fits"
 MAX_NUM_SEQS = "max-num-seqs"
 MIN_CONCURRENCY = "min-concurrency"
@@ -380,6 +382,8 @@ class Deployment:
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
+    # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
+    gpu_group: tuple | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:
@@ -700,7 +704,8 @@ Syntax = Literal["shell", "exec", "k8s", "compose"]
 
 LITERAL_REASONS = {
     "exec": "Docker runs the exec form (a JSON array) of CMD/ENTRYPOINT/RUN without a shell, so no variable is expanded",
-    "k8s": "Kubernetes expands only $(NAME) in command and args; no shell runs them",
+    "k8s": "Kubernetes expands only $(NAME) in command and args, and leaves it as it is when NAME is not in "
+    "the container's env; no shell runs them",
     "compose": "`$$` in a compose file is a literal `$`, and no shell runs the command",
 }
 
@@ -710,7 +715,9 @@ def _refs(text: str) -> tuple[str, ...]:
     return tuple(m.group(1) or m.group(2) for m in _SHELL_REF.finditer(text))
 
 
-def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def expand_word(
+    text: str, syntax: str, env: dict[str, str], runtime: frozenset[str] | None = None
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """One argv word after the platform's own variable handling.
 
     Args:
@@ -718,6 +725,11 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
             "exec" (Docker exec form: nothing is expanded), "k8s" (only ``$(NAME)`` from the
             container's ``env``; ``$$`` is a literal ``$``), "compose" (``${NAME}``, ``$NAME``,
             ``${NAME:-default}`` from ``env`` = the .env file; ``$$`` is a literal ``$``).
+        runtime: k8s only: the names the container's env defines with values kvplan cannot
+            know (``valueFrom``); "*" in it: any name may be defined (``envFrom``). A ``$(NAME)``
+            of such a name is unresolved; one of another name not in ``env`` is left as it is by
+            Kubernetes, so it reaches the process as text (literal). None: every ``$(NAME)``
+            not in ``env`` is unresolved.
     Returns:
         (text, unresolved names: unknown where kvplan runs, literal names: reach vLLM as text).
     Rule sources: Dockerfile reference (shell and exec form), Kubernetes "Define dependent
@@ -749,9 +761,13 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
             name = m.group(1)
             if name in env:
                 out.append(env[name])
-            else:  # Kubernetes leaves an unknown reference as it is
-                missing.append(name)
+            elif runtime is None or name in runtime or "*" in runtime:
+                missing.append(name)  # set in the pod, to a value kvplan cannot read
                 out.append(m.group(0))
+            else:  # Kubernetes leaves a reference to an undefined name as it is
+                start = sum(len(x) for x in out)
+                out.append(m.group(0))
+                escaped.append((start, start + len(m.group(0))))
             continue
         name = m.group(1) or m.group(4)
         op, word = m.group(2), m.group(3) or ""
@@ -771,6 +787,7 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
     literal: list[str] = []
     if syntax == "k8s":
         literal = [n for n in _refs(new) if n not in missing]
+        literal += [_K8S_VAR.match(new, a).group(1) for a, b in escaped if b - a > 1]
     else:
         for m in _SHELL_REF.finditer(new):
             if any(a <= m.start() < b for a, b in escaped):
@@ -778,12 +795,14 @@ def expand_word(text: str, syntax: str, env: dict[str, str]) -> tuple[str, tuple
     return new, tuple(missing), tuple(literal)
 
 
-def expand_tokens(words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell") -> list[Tok]:
+def expand_tokens(
+    words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell", runtime: frozenset[str] | None = None
+) -> list[Tok]:
     """Tokens with variables expanded as ``syntax`` says (see expand_word); in a shell, a word
     that is only ``$VAR`` is split like an unquoted expansion."""
     out: list[Tok] = []
     for text, line in words:
-        new, missing, literal = expand_word(text, syntax, env)
+        new, missing, literal = expand_word(text, syntax, env, runtime)
         if syntax == "shell" and new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
             for part in new.split():
                 out.append(Tok(part, line))
@@ -1019,6 +1038,7 @@ class Invocation:
     notes: dict[str, str] = field(default_factory=dict)
     issues: list = field(default_factory=list)
     process_env: dict[str, str] = field(default_factory=dict)  # NAME=value words before the command
+    runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
 
 
 def serve_calls_in_argv(
@@ -1033,6 +1053,7 @@ def serve_calls_in_argv(
     syntax: str = "shell",
     argv_env: dict[str, str] | None = None,
     notes: dict[str, str] | None = None,
+    runtime: frozenset[str] | None = None,
 ) -> list[Invocation]:
     """`vllm serve` calls in one argv (a k8s/compose command, a Dockerfile exec form, a shell
     line).
@@ -1047,6 +1068,12 @@ def serve_calls_in_argv(
             ("shell", "exec", "k8s", "compose"; see expand_word).
         argv_env: the values that expansion uses when they are not ``env`` (compose: .env).
         notes: $NAME -> why it is unset at runtime, for messages.
+        runtime: k8s: names the pod sets to values kvplan cannot read (see expand_word).
+
+    Kubernetes expands ``$(NAME)`` in a ``sh -c`` script before the shell runs it (so the
+    shell never sees ``$(NAME)`` of a defined name); a ``$(NAME)`` left in the script (an
+    undefined name, or ``$$(NAME)``) is a command substitution for the shell: its output is
+    unknown to kvplan.
     """
     env = dict(env or {})
     direct_env = dict(argv_env) if argv_env is not None else env
@@ -1055,7 +1082,7 @@ def serve_calls_in_argv(
     if found is not None:
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
-        inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes)
+        inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes, runtime=runtime)
         if syntax == "shell":
             inv.process_env = _command_env(words, start)
         return [inv]
@@ -1068,6 +1095,8 @@ def serve_calls_in_argv(
                 shell_env = {k: v for k, v in env.items() if k not in missing}
                 for name in missing:
                     notes.setdefault(name, _COMPOSE_NOTE.format(name=name))
+            elif syntax == "k8s":
+                script, shell_env = _k8s_script(script, direct_env, runtime, notes)
             item_line = lines[i + 1] if lines[i + 1] is not None else line
             out = []
             for inv in serve_calls_in_text(script.split("\n"), shell_env)[0]:
@@ -1082,8 +1111,66 @@ def serve_calls_in_argv(
                 )
             return out
     if implicit and words:
-        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes)]
+        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes, runtime=runtime)]
     return []
+
+
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_PAREN_NAME = re.compile(r"\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _k8s_script(
+    script: str, env: dict[str, str], runtime: frozenset[str] | None, notes: dict[str, str]
+) -> tuple[str, dict[str, str]]:
+    """A ``sh -c`` script of a Kubernetes container as the shell gets it, and the variables the
+    shell sees (the container's env).
+
+    Kubernetes first replaces ``$(NAME)`` of a name in the container's env by its value and
+    ``$$`` by ``$``; the rest is left as it is. What the shell then reads as ``$(NAME)`` (an
+    undefined name, or an escaped ``$$(NAME)``) is a command substitution; a name the pod sets
+    from ``valueFrom``/``envFrom`` has a value kvplan cannot read. Both are written ``${NAME}``
+    for the shell parser, with NAME out of the shell's variables and a note saying why, so
+    they come out unresolved (not split at the parenthesis).
+
+    Rule source: Kubernetes "Define a command and arguments for a container" / "Define
+    dependent environment variables" (``$(VAR)``, ``$$`` escape, undefined references kept).
+    """
+    out: list[str] = []
+    hidden: set[str] = set()
+    pos = 0
+    for m in _K8S_REF.finditer(script):
+        if m.start() < pos:  # the $(NAME) of a $$(NAME), already written
+            continue
+        out.append(script[pos : m.start()])
+        pos = m.end()
+        if m.group(0) == "$$":
+            nxt = _PAREN_NAME.match(script, m.end())
+            out.append("$")
+            if nxt is not None:  # $$(NAME): the shell runs NAME as a command
+                name = nxt.group(1)
+                out.append("{" + name + "}")
+                pos = nxt.end()
+                hidden.add(name)
+                notes.setdefault(name, f"$$({name}) reaches the shell as $({name}), which runs `{name}` as a command")
+            continue
+        name = m.group(1)
+        if name in env:
+            out.append(env[name])
+            continue
+        out.append("${" + name + "}")
+        hidden.add(name)
+        if runtime is not None and name in runtime:
+            notes.setdefault(name, f"$({name}) comes from the container's env valueFrom, which kvplan cannot read")
+        elif runtime is not None and "*" in runtime:
+            notes.setdefault(name, f"$({name}) is not in the container's env; it may come from envFrom, which kvplan does not read")
+        else:
+            notes.setdefault(
+                name,
+                f"$({name}) is not in the container's env: Kubernetes leaves it as it is and the shell runs "
+                f"`{name}` as a command",
+            )
+    out.append(script[pos:])
+    return "".join(out), {k: v for k, v in env.items() if k not in hidden}
 
 
 _COMPOSE_NOTE = (
@@ -1342,7 +1429,7 @@ def deployment_from_invocation(
     dep.process_env = dict(inv.process_env)
     for check_id, line, key, message, hint in inv.issues:
         dep.diag(check_id, "error", message, line=line, key=key, hint=hint)
-    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax)
+    toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax, inv.runtime)
     if base_dir is not None:
         toks = _inline_config_file(dep, toks, base_dir, cat)
     parse_serve_args(dep, toks, cat, positional_model=inv.entry == "serve")
@@ -1629,9 +1716,130 @@ def _k8s_non_strings(dep: Deployment, container: dict, cpath: tuple, doc: YamlDo
             )
 
 
+def _k8s_env(container: dict, injected: dict[str, str | None] | None = None) -> tuple[dict[str, str], frozenset[str], dict[str, str]]:
+    """The container's environment as Kubernetes builds it: (known values, names set to values
+    kvplan cannot read, $NAME -> why).
+
+    ``env`` entries in order, each ``value`` with ``$(NAME)`` of the entries above it expanded
+    (``$$`` escapes); a ``valueFrom`` entry (secret, config map, field, resource) has a value
+    known only in the cluster; ``envFrom`` may define any name ("*" in the second item).
+    ``injected``: variables the controller adds (LeaderWorkerSet: LWS_GROUP_SIZE ...; None as a
+    value: unknown). Rule source: Kubernetes core/v1 EnvVar ("Variable references $(VAR_NAME)
+    are expanded using the previously defined environment variables in the container").
+    """
+    env: dict[str, str] = {}
+    runtime: set[str] = set()
+    notes: dict[str, str] = {}
+    if container.get("envFrom"):  # read before env; env entries override them
+        runtime.add("*")
+    for name, value in (injected or {}).items():
+        if value is None:
+            runtime.add(name)
+            notes[name] = f"${name} is set by the LeaderWorkerSet controller to a value kvplan cannot know"
+        else:
+            env[name] = value
+    for e in container.get("env") or []:
+        if not isinstance(e, dict) or "name" not in e:
+            continue
+        name = str(e["name"])
+        if "value" in e:
+            value = "" if e["value"] is None else str(e["value"])
+            new, missing, _ = expand_word(value, "k8s", env, frozenset(runtime) if runtime else frozenset())
+            if missing:  # refers to a value kvplan cannot read: so is this one
+                env.pop(name, None)
+                runtime.add(name)
+                notes[name] = f"${name} is built from {', '.join('$(' + m + ')' for m in missing)}, which kvplan cannot read"
+            else:
+                env[name] = new
+                runtime.discard(name)
+        elif isinstance(e.get("valueFrom"), dict):
+            env.pop(name, None)
+            runtime.add(name)
+            source = next(iter(e["valueFrom"]), "valueFrom")
+            notes[name] = f"${name} comes from the container's env valueFrom ({source}), which kvplan cannot read"
+        else:  # a name with no value: Kubernetes sets it to ""
+            env[name] = ""
+    return env, frozenset(runtime), notes
+
+
+def _pod_gpus(pod: Any) -> int | None:
+    """The ``nvidia.com/gpu`` count of a pod spec: its containers' limits (else requests), summed;
+    None when no container asks for GPUs or a count is not an integer."""
+    if not isinstance(pod, dict) or not isinstance(pod.get("containers"), list):
+        return None
+    total, seen = 0, False
+    for c in pod["containers"]:
+        res = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
+        for part in ("limits", "requests"):
+            vals = res.get(part) if isinstance(res.get(part), dict) else {}
+            if "nvidia.com/gpu" in vals:
+                n = _int_or_none(vals["nvidia.com/gpu"])
+                if n is None:
+                    return None
+                total, seen = total + n, True
+                break
+    return total if seen else None
+
+
+@dataclass
+class _LwsGroup:
+    """A LeaderWorkerSet's group: ``size`` pods, the leader from ``leaderTemplate`` (or
+    ``workerTemplate`` when there is none) and size - 1 workers from ``workerTemplate``.
+
+    Rule source: LeaderWorkerSet API v1 (leaderworkerset.x-k8s.io/v1) LeaderWorkerTemplate
+    (size, leaderTemplate, workerTemplate) and the env it adds to every container
+    (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); vLLM docs
+    deployment/frameworks/lws.md (the leader runs `vllm serve` over a Ray cluster of the group).
+    """
+
+    size: int
+    size_line: int | None
+    leader_path: tuple  # path of the pod spec that the leader runs
+    leader_gpus: int | None
+    worker_gpus: int | None
+
+    @property
+    def gpus(self) -> int | None:
+        if self.leader_gpus is None or (self.size > 1 and self.worker_gpus is None):
+            return None
+        return self.leader_gpus + (self.size - 1) * (self.worker_gpus or 0)
+
+    def env(self, leader: bool) -> dict[str, str | None]:
+        return {"LWS_LEADER_ADDRESS": None, "LWS_GROUP_SIZE": str(self.size), "LWS_WORKER_INDEX": "0" if leader else None}
+
+
+def _lws_group(doc: YamlDoc) -> _LwsGroup | None:
+    """The group of a LeaderWorkerSet document, or None for any other object."""
+    data = doc.data
+    if data.get("kind") != "LeaderWorkerSet" or not str(data.get("apiVersion", "")).startswith("leaderworkerset.x-k8s.io/"):
+        return None
+    lwt = (data.get("spec") or {}).get("leaderWorkerTemplate") if isinstance(data.get("spec"), dict) else None
+    if not isinstance(lwt, dict):
+        return None
+    size = _int_or_none(lwt.get("size", 1))
+    if size is None or size < 1:
+        size = 1
+    base = ("spec", "leaderWorkerTemplate")
+    worker = (lwt.get("workerTemplate") or {}).get("spec") if isinstance(lwt.get("workerTemplate"), dict) else None
+    leader = (lwt.get("leaderTemplate") or {}).get("spec") if isinstance(lwt.get("leaderTemplate"), dict) else None
+    leader_path = base + (("leaderTemplate", "spec") if isinstance(leader, dict) else ("workerTemplate", "spec"))
+    return _LwsGroup(
+        size=size,
+        size_line=doc.lines.get(base + ("size",)),
+        leader_path=leader_path,
+        leader_gpus=_pod_gpus(leader if isinstance(leader, dict) else worker),
+        worker_gpus=_pod_gpus(worker),
+    )
+
+
 def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
     """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
-    (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector."""
+    (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector.
+
+    In a LeaderWorkerSet the leader's `vllm serve` runs over the whole group (vLLM's multi-node
+    pattern: Ray across the pods), so its GPU count is the group's: the leader pod's GPUs plus
+    size - 1 times a worker pod's (see _LwsGroup); ``dep.gpu_group`` keeps the per-pod count for
+    a `vllm serve --nnodes N` that counts GPUs per node."""
     out: list[Deployment] = []
     for doc in docs:
         if not isinstance(doc.data, dict):
@@ -1639,7 +1847,10 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
         obj_kind = doc.data.get("kind", "object")
         meta = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), dict) else {}
         obj_name = meta.get("name", "?")
+        group = _lws_group(doc)
         for path, pod in _find_pod_specs(doc.data, ()):
+            is_leader = group is not None and path == group.leader_path
+            lws = group
             for ci, c in enumerate(pod["containers"]):
                 if not isinstance(c, dict):
                     continue
@@ -1652,16 +1863,16 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                 keys = [cpath + ("command", j) for j in range(len(cmd))] + [cpath + ("args", j) for j in range(len(args))]
                 lines = [doc.lines.get(k, cline) for k in keys]
                 spans = [doc.spans.get(k) for k in keys]
-                env = {}
-                for e in c.get("env") or []:
-                    if isinstance(e, dict) and "name" in e and "value" in e:
-                        env[str(e["name"])] = str(e["value"])
+                env, runtime, notes = _k8s_env(c, injected=lws.env(is_leader) if lws else None)
                 implicit = not cmd and bool(_VLLM_IMAGE.search(str(c.get("image", ""))))
                 invs = serve_calls_in_argv(
-                    words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s"
+                    words, lines, cline or doc.line, implicit=implicit, env=env, raw=raw, spans=spans, syntax="k8s",
+                    notes=notes, runtime=runtime,
                 )
                 for n_inv, inv in enumerate(invs):
                     name = f"{obj_kind}/{obj_name} container {c.get('name', ci)}"
+                    if lws is not None:
+                        name = f"{obj_kind}/{obj_name} {'leader' if is_leader else 'worker'} container {c.get('name', ci)}"
                     dep = deployment_from_invocation(inv, file, name, "k8s", cat)
                     if n_inv == 0:
                         _k8s_non_strings(dep, c, cpath, doc)
@@ -1673,6 +1884,9 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                             dep.gpu_count_line = doc.line_of(cpath + ("resources", part, "nvidia.com/gpu"))
                             dep.gpu_count_key = f"resources.{part}.nvidia.com/gpu"
                             break
+                    if is_leader and group.gpus is not None and group.size > 1:
+                        dep.gpu_group = (dep.gpu_count, group.size, group.leader_gpus, group.worker_gpus)
+                        dep.gpu_count = group.gpus
                     _gpu_from_selectors(dep, pod, path, doc, node_map)
                     out.append(dep)
     return out
@@ -2022,6 +2236,8 @@ class _EngineInputs:
     blockers: list = field(default_factory=list)
     other: dict = field(default_factory=dict)
     revision: str | None = None
+    hf_overrides: dict | None = None
+    hf_overrides_setting: Any = None
 
 
 def _real(path_text: str) -> str:
@@ -2056,11 +2272,19 @@ class Checker:
         gpu: GPU profile for deployments that declare none (the `--gpu` flag).
         gpu_profiles: extra GPU profile YAML files.
         vllm_version: whose flags and rules to use.
+        stdin_name: the file name standard input (``-``, ``/dev/stdin``) stands for: it decides
+            how the text is read (``deploy.yaml``, ``Dockerfile``, ``serve.sh``, ``kvplan.yaml``)
+            and is the name findings carry; a ``--config FILE`` in it is looked for next to that
+            name. None: the kind is told from the text (see _stdin_path).
+        stdin: the bytes to read as standard input (None: the process's standard input).
     Raises:
         KvplanError: unknown vLLM version or unreadable GPU profile files (exit 2).
     """
 
-    def __init__(self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"):
+    def __init__(
+        self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0",
+        stdin_name: str | None = None, stdin: bytes | None = None,
+    ):
         from kvplan.engines.vllm.defaults import check_version
         from kvplan.gpus import load_profiles
 
@@ -2073,12 +2297,15 @@ class Checker:
         self._plans: dict = {}
         self._manifests: dict = {}
         self._gpus: dict = {}
+        self.stdin_name = stdin_name
+        self._stdin = stdin
         self.stats = {"spec_loads": 0, "spec_cache_hits": 0, "plans": 0, "plan_cache_hits": 0}
 
     # -- cached pieces of kvplan.cli.plan_from_options -------------------------------------
-    def spec(self, model: str, revision: str | None):
-        """(ModelSpec, ModelSource) for a model, cached; raises KvplanError when not found."""
-        key = (model, revision)
+    def spec(self, model: str, revision: str | None, hf_overrides: dict | None = None):
+        """(ModelSpec, ModelSource) for a model (with ``--hf-overrides`` applied), cached;
+        raises KvplanError when not found."""
+        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None)
         if key in self._specs:
             self.stats["spec_cache_hits"] += 1
             hit = self._specs[key]
@@ -2089,7 +2316,7 @@ class Checker:
 
         self.stats["spec_loads"] += 1
         try:
-            spec, source = load_spec(model, revision)
+            spec, source = load_spec(model, revision, hf_overrides=hf_overrides)
         except KvplanError as exc:
             self._specs[key] = exc
             raise
@@ -2100,7 +2327,7 @@ class Checker:
         """The planner's Plan, cached per (model, revision, GPU, args); raises KvplanError."""
         from kvplan.planner import plan
 
-        key = (model, revision, gpu.id, gpu.memory_bytes, args)
+        key = (model, revision, spec, gpu.id, gpu.memory_bytes, args)
         if key in self._plans:
             self.stats["plan_cache_hits"] += 1
             hit = self._plans[key]
@@ -2137,9 +2364,77 @@ class Checker:
         covered = self._covered_by_manifests(paths)
         # a file that a kvplan.yaml of this run names (`config: FILE`) is checked there, with the
         # manifest's gpu and targets, and not a second time as a bare file
-        files = [self.check_file(p) for p in paths if _real(p) not in covered]
+        files = [self.check_file(p) for p in paths if is_stdin(p) or _real(p) not in covered]
+        self._nothing_checked(files, any(is_stdin(p) for p in paths))
         stats = dict(self.stats, seconds=round(time.perf_counter() - t0, 4))
         return Report(files=files, stats=stats, vllm_version=self.vllm_version)
+
+    def _nothing_checked(self, files: list[FileResult], stdin: bool) -> None:
+        """A `no-deployment` warning (a failure under --strict) on the last file when the run
+        found no deployment at all and nothing else failed: a check that checked nothing is
+        not a pass to rely on (a wrong glob, a file kvplan read as another kind)."""
+        if not files or any(f.deployments for f in files):
+            return
+        if any(d.severity == "error" for f in files for d in f.diagnostics):
+            return  # the run fails already, and says why
+        last = files[-1]
+        last.diagnostics.append(
+            Diagnostic(
+                check_id=NO_DEPLOYMENT,
+                severity="warning",
+                file=last.file,
+                line=None,
+                message=f"0 deployments found in the {len(files)} file(s) given: nothing was checked",
+                hint="name standard input's kind with --stdin-name (deploy.yaml, serve.sh, Dockerfile)"
+                if stdin
+                else "check the file list; kvplan reads vLLM --config YAML, Kubernetes, compose, Dockerfiles, "
+                "scripts with `vllm serve` and kvplan.yaml",
+            )
+        )
+
+    def _read_stdin(self) -> str:
+        """Standard input as text (read once per run), with read_text's limits and rules.
+
+        Raises:
+            InputError: closed, too large, binary or not UTF-8."""
+        if self._stdin is None:
+            stream = getattr(sys.stdin, "buffer", None)
+            if stream is None:
+                raise InputError("standard input is closed")
+            try:
+                self._stdin = stream.read(MAX_FILE_BYTES + 1)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read standard input: {exc}") from None
+        data = self._stdin
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(f"standard input is over {MAX_FILE_BYTES:,} bytes; kvplan reads at most {MAX_FILE_BYTES:,} bytes per file")
+        if b"\x00" in data:
+            raise InputError("binary input (contains NUL bytes)")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line) from None
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+    def _stdin_path(self, text: str) -> Path:
+        """The file standard input stands for: ``--stdin-name``, else a name told from the text:
+        YAML whose documents are a deployment format (Kubernetes, compose, vLLM config,
+        kvplan.yaml) is read as ``stdin.yaml``; text with a Dockerfile ``FROM`` and a
+        CMD/ENTRYPOINT/RUN line as a ``Dockerfile``; anything else as a script."""
+        if self.stdin_name:
+            return Path(self.stdin_name)
+        try:
+            docs = load_yaml(text)
+        except InputError:
+            docs = None
+        if docs is not None and detect_kind(Path("stdin.yaml"), docs, self.cat) not in ("command",):
+            if detect_kind(Path("stdin.yaml"), docs, self.cat) == "manifest":
+                return Path("kvplan.yaml")
+            return Path("stdin.yaml")
+        if re.search(r"^\s*FROM\s+\S", text, re.M | re.I) and re.search(r"^\s*(CMD|ENTRYPOINT|RUN)\b", text, re.M | re.I):
+            return Path("Dockerfile")
+        return Path("stdin")
 
     def _covered_by_manifests(self, paths: list[str]) -> set[str]:
         """Real paths of the --config files that the kvplan.yaml manifests among ``paths`` name
@@ -2148,7 +2443,7 @@ class Checker:
         covered: set[str] = set()
         for p in paths:
             path = Path(p)
-            if path.suffix.lower() not in (".yaml", ".yml"):
+            if is_stdin(p) or path.suffix.lower() not in (".yaml", ".yml"):
                 continue
             try:
                 docs = load_yaml(read_text(path))
@@ -2174,19 +2469,29 @@ class Checker:
         return fr
 
     def check_file(self, path_text: str) -> FileResult:
-        """All deployments in one file, evaluated."""
-        shown = _display_path(path_text)
-        fr = FileResult(file=shown, kind=None)
-        if not path_text.strip():  # Path("") is ".", the working directory: say what was given
-            return self._parse_error(fr, "empty file name")
-        path = Path(path_text)
-        escape = link_out_of_repository(path)
-        if escape is not None:
-            return self._parse_error(fr, escape)
-        try:
-            text = read_text(path)
-        except InputError as exc:
-            return self._parse_error(fr, exc.message, exc.line)
+        """All deployments in one file, evaluated. ``-`` and ``/dev/stdin`` are standard input
+        (see _stdin_path for how its kind is told)."""
+        if is_stdin(path_text):
+            shown = _display_path(self.stdin_name) if self.stdin_name else "<stdin>"
+            fr = FileResult(file=shown, kind=None)
+            try:
+                text = self._read_stdin()
+            except InputError as exc:
+                return self._parse_error(fr, exc.message, exc.line)
+            path = self._stdin_path(text)
+        else:
+            shown = _display_path(path_text)
+            fr = FileResult(file=shown, kind=None)
+            if not path_text.strip():  # Path("") is ".", the working directory: say what was given
+                return self._parse_error(fr, "empty file name")
+            path = Path(path_text)
+            escape = link_out_of_repository(path)
+            if escape is not None:
+                return self._parse_error(fr, escape)
+            try:
+                text = read_text(path)
+            except InputError as exc:
+                return self._parse_error(fr, exc.message, exc.line)
         raw = text.split("\n")
         docs = None
         if path.suffix.lower() in (".yaml", ".yml"):
@@ -2542,7 +2847,7 @@ class Checker:
         gpu, gpu_name = self._resolve_gpu(dep, targets, checks)
         self._gpu_count_check(dep, targets, eng, checks)
         self._utilization_target(dep, targets, eng, checks)
-        spec = self._load_spec(dep, targets, model, eng.revision)
+        spec = self._load_spec(dep, targets, model, eng.revision, eng)
         figures = None
         if spec is not None and self._model_checks(dep, spec, eng.args, eng.keys, checks):
             if gpu is not None and not eng.blockers:
@@ -2660,6 +2965,9 @@ class Checker:
                 continue
             if name == "revision":
                 eng.revision = str(s.value)
+                continue
+            if base == "hf-overrides":
+                self._hf_overrides_setting(dep, eng, name, s)
                 continue
             if name in _OTHER_INT_FLAGS:
                 try:
@@ -2794,16 +3102,26 @@ class Checker:
         dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
         nnodes = max(eng.other.get("nnodes") or 1, 1)
         need = -(-tp * pp * dp // nnodes)
+        where = ""
         if targets.gpu_count is not None:
             cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
         else:
             cline, ckey = dep.gpu_count_line, dep.gpu_count_key
+            if dep.gpu_group is not None:
+                own, size, leader, worker = dep.gpu_group
+                if nnodes > 1:  # `--nnodes N`: vLLM counts the GPUs of each node (pod)
+                    count = own
+                else:
+                    where = (
+                        f" in the LeaderWorkerSet group of {size} pods (leader {leader}"
+                        + f" + {size - 1} worker(s) x {worker})"
+                    )
         tp_key = eng.keys["tensor_parallel_size"].key if "tensor_parallel_size" in eng.keys else "--tensor-parallel-size"
         if need > count:
             dep.diag(
                 GPU_COUNT,
                 "error",
-                f"{count} GPU(s) but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
+                f"{count} GPU(s){where} but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
                 + (f" / {nnodes} nodes" if nnodes > 1 else "")
                 + f" needs {need}: vLLM cannot start its workers",
                 line=cline,
@@ -2811,7 +3129,7 @@ class Checker:
                 hint=f"give {need} GPUs or lower {tp_key}",
             )
         elif need < count:
-            dep.diag(GPU_COUNT, "info", f"{count} GPU(s) but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+            dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
 
     def _utilization_target(self, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
         """--gpu-memory-utilization (vLLM 0.26.0 default 0.92, config/cache.py) against the
@@ -2831,12 +3149,13 @@ class Checker:
                 key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
             )
 
-    def _load_spec(self, dep: Deployment, targets: Targets, model: str | None, revision: str | None):
-        """The model's ModelSpec (cached), or None with a model-unresolved diagnostic."""
+    def _load_spec(self, dep: Deployment, targets: Targets, model: str | None, revision: str | None, eng=None):
+        """The model's ModelSpec (cached) with the deployment's ``--hf-overrides`` applied, or
+        None with a model-unresolved diagnostic."""
         if model is None:
             return None
         try:
-            return self.spec(model, revision)[0]
+            spec = self.spec(model, revision)[0]
         except KvplanError as exc:
             dep.diag(
                 MODEL_UNRESOLVED,
@@ -2847,6 +3166,98 @@ class Checker:
                 hint=exc.hint or "add `# kvplan: model=<hub id>` naming a bundled or cached model",
             )
             return None
+        if eng is None or not eng.hf_overrides:
+            return spec
+        return self._overridden_spec(dep, model, revision, spec, eng)
+
+    def _hf_overrides_setting(self, dep: Deployment, eng: "_EngineInputs", name: str, s: Setting) -> None:
+        """Read ``--hf-overrides JSON`` or a dotted ``--hf-overrides.KEY VALUE`` into
+        ``eng.hf_overrides``, as vLLM 0.26.0's parser does (engine/arg_utils.py: a JSON object;
+        utils/argparse_utils.py: dotted keys build a nested mapping from JSON or plain text,
+        and that mapping is passed after the other arguments, so it replaces a whole
+        ``--hf-overrides JSON`` given as well). A value kvplan cannot read is a warning: the
+        overrides are not applied."""
+        if s.unresolved:
+            dep.diag(
+                UNRESOLVED_VALUE, "warning",
+                f"{s.value!r} uses {', '.join('$' + v for v in s.unresolved)}, which is not set in this file; "
+                "kvplan did not apply --hf-overrides to the model's config",
+                line=s.line, key=s.key,
+            )
+            eng.hf_overrides_setting = None
+            eng.hf_overrides = None
+            return
+        if name == "hf-overrides":
+            text = str(s.value)
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                # engine/arg_utils.py union_dict_and_str: `{...}` must be JSON (else argparse
+                # exits), other text stays a string, which ModelConfig.hf_overrides refuses
+                dep.diag(
+                    INVALID_VALUE, "error",
+                    f"{_yaml_shown(s.value)} is not a JSON object; `vllm serve` exits",
+                    line=s.line, key=s.key, hint='write a JSON object such as \'{"max_position_embeddings": 262144}\'',
+                )
+                return
+            if eng.hf_overrides_setting is not None and "." in eng.hf_overrides_setting.flag:
+                return  # the dotted keys are passed last and win (see above)
+            eng.hf_overrides, eng.hf_overrides_setting = value, s
+            return
+        path = name.split(".")[1:]
+        text = str(s.value)
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            try:
+                value = parse_human_int(text)
+            except (TypeError, ValueError):
+                value = text
+        if eng.hf_overrides_setting is None or "." not in eng.hf_overrides_setting.flag:
+            eng.hf_overrides = {}
+        target = eng.hf_overrides
+        for part in path[:-1]:
+            if not isinstance(target.get(part), dict):
+                target[part] = {}
+            target = target[part]
+        target[path[-1]] = value
+        eng.hf_overrides_setting = s
+
+    def _overridden_spec(self, dep: Deployment, model: str, revision: str | None, spec, eng: "_EngineInputs"):
+        """``spec`` rebuilt from the config with ``--hf-overrides`` applied (vLLM 0.26.0
+        config/model.py; see kvplan.specs.overrides), with an info naming the keys that changed;
+        a warning, and the checkpoint's own spec, when the overridden config cannot be parsed."""
+        from kvplan.specs.overrides import apply_hf_overrides, shadowed_flat_keys
+
+        s = eng.hf_overrides_setting
+        line, key = (s.line, s.key) if s is not None else (None, "--hf-overrides")
+        source = self.spec(model, revision)[1]
+        _, changed = apply_hf_overrides(source.config, eng.hf_overrides)
+        try:
+            new = self.spec(model, revision, eng.hf_overrides)[0]
+        except KvplanError as exc:
+            dep.diag(
+                NOT_MODELLED, "warning",
+                f"kvplan cannot apply --hf-overrides to the model's config ({exc.message}); its figures use "
+                "the checkpoint's config, vLLM's may differ",
+                line=line, key=key,
+            )
+            return spec
+        for name in shadowed_flat_keys(source.config, eng.hf_overrides):
+            dep.diag(
+                NOT_MODELLED, "warning",
+                f"{name} is set on the outer config, but this model's language model reads text_config.{name}: "
+                f"vLLM applies it where it changes nothing",
+                line=line, key=key, hint=f'write {{"text_config": {{"{name}": ...}}}}',
+            )
+        dep.diag(
+            PLANNER_NOTE, "info",
+            f"applied to the model's config as vLLM does (sets {', '.join(changed)})",
+            line=line, key=key,
+        )
+        return new
 
     def _targets(self, dep: Deployment) -> Targets:
         """Validate the deployment's kvplan targets; a bad key becomes an invalid-kvplan-key error."""
@@ -2981,6 +3392,8 @@ class Checker:
         mml = p.effective["max_model_len"]
         ms = keys.get("max_model_len")
         mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
+        from kvplan.planner import StartOutcome
+
         checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
         starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
         over_free = [
@@ -3033,6 +3446,22 @@ class Checker:
                 hint=f"use at most {max(b.total_bytes - used, 0) // 2**20} MiB (e.g. --kv-cache-memory-bytes "
                 f"{max(b.total_bytes - used, 0) // 2**30}G)",
             )
+        elif p.outcome is StartOutcome.CUDA_GRAPH_CAPTURE_OOM:
+            # the same typed outcome estimate reports; its fix comes from kvplan.recommend
+            from kvplan.recommend import recommendations
+
+            checks.append(CUDA_GRAPHS_FIT)
+            us = keys.get("gpu_memory_utilization")
+            fix = next((r for r in recommendations(p) if r.flag == "--gpu-memory-utilization"), None)
+            dep.diag(
+                CUDA_GRAPHS_FIT,
+                "error",
+                p.failure or "CUDA graph capture runs out of memory",
+                line=us.line if us else dep.line,
+                key=us.key if us else "gpu-memory-utilization",
+                hint=(f"use --gpu-memory-utilization {fix.value} or less" if fix else "lower gpu-memory-utilization")
+                + ", or --enforce-eager",
+            )
         elif not p.fits:
             largest = p.largest_max_model_len or 0
             worst = p.worst_stage
@@ -3079,7 +3508,7 @@ class Checker:
                     hint="use --kv-cache-dtype auto on this GPU",
                 )
         notes = []
-        for w in p.warnings:
+        for w in [*p.warnings, *p.notes]:
             if w.startswith(("--kv-cache-dtype", "tensor-parallel-size")):
                 continue  # reported above as fp8-kv-unsupported-gpu / kv-head-replication
             if "unverified" in w:
@@ -3302,12 +3731,36 @@ def _literal_hint(dep: Deployment) -> str:
     return "write the value out, or `$VAR` (one $) for compose to substitute it"
 
 
+STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+
+
+def is_stdin(path_text: str) -> bool:
+    """Whether a file argument means standard input (``-``, ``/dev/stdin``, ``/dev/fd/0``)."""
+    return path_text in STDIN_NAMES
+
+
 def check_files(
-    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0"
+    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = "0.26.0",
+    stdin_name: str | None = None, stdin: bytes | None = None,
 ) -> Report:
     """Check deployment files; see Checker.
 
     Raises:
-        KvplanError: unknown vLLM version or unreadable --gpu-profiles files (not file problems).
+        KvplanError: unknown vLLM version or unreadable --gpu-profiles files (not file problems);
+            standard input named twice, or ``stdin_name`` without standard input among ``paths``.
     """
-    return Checker(gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version).check_paths(paths)
+    given = [p for p in paths if is_stdin(p)]
+    if len(given) > 1:
+        raise KvplanError(
+            f"FILES: standard input is given {len(given)} times ({', '.join(given)}); it can be read once",
+            hint="give - once",
+        )
+    if stdin_name is not None:
+        if not stdin_name.strip():
+            raise KvplanError("--stdin-name: empty", hint="give the file name standard input stands for, e.g. deploy.yaml")
+        if not given:
+            raise KvplanError("--stdin-name: no - among the files, so there is no standard input to name",
+                              hint="add - to the files, or leave --stdin-name out")
+    return Checker(
+        gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version, stdin_name=stdin_name, stdin=stdin
+    ).check_paths(paths)

@@ -79,8 +79,11 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
 CHECKPOINT_COVERAGE_FLOOR = 0.4
 
 
-def load_spec(model: str, revision: str | None = None):
+def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None = None):
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
+
+    ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
+    vLLM 0.26.0 does (kvplan.specs.overrides.apply_hf_overrides).
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
@@ -97,6 +100,12 @@ def load_spec(model: str, revision: str | None = None):
     from kvplan.specs.parse import parse_config
 
     source = resolve_model(model, revision=revision)
+    if hf_overrides:
+        from dataclasses import replace
+
+        from kvplan.specs.overrides import apply_hf_overrides
+
+        source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
     spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled")
     update: dict = {

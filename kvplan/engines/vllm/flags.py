@@ -39,14 +39,11 @@ SERVE_FLAGS_0_26 = {
 KNOWN_ENGINE_KEYS = {k for k in SERVE_FLAGS_0_26} | {"model"}
 
 
-def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
-    """The flag list for ``explicit`` (field -> value the user set), vLLM 0.26.0 spelling.
-
-    Booleans become bare flags; values equal to vLLM's fixed default are dropped."""
-    out: list[str] = []
-    values = dict(explicit)
-    if pinned_max_model_len is not None:
-        values["max_model_len"] = pinned_max_model_len
+def serve_tokens(values: dict) -> list[tuple[str, list[str]]]:
+    """(field, its `vllm serve` tokens) for each field of ``values`` whose value vLLM would not
+    already use by default, in the catalogue's order. Booleans become bare flags; a tri-state
+    flag turned off becomes ``--no-<flag>``; values equal to vLLM's fixed default are dropped."""
+    out: list[tuple[str, list[str]]] = []
     for field, (flag, default) in SERVE_FLAGS_0_26.items():
         if field not in values or values[field] is None:
             continue
@@ -55,12 +52,21 @@ def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
             continue
         if isinstance(v, bool):
             if v:
-                out.append(flag)
+                out.append((field, [flag]))
             elif default is None:  # a tri-state flag the user turned off explicitly
-                out.append("--no-" + flag[2:])
+                out.append((field, ["--no-" + flag[2:]]))
             continue
-        out += [flag, str(v)]
+        out.append((field, [flag, str(v)]))
     return out
+
+
+def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
+    """The flag list for ``explicit`` (field -> value the user set), vLLM 0.26.0 spelling, with
+    ``--max-model-len`` pinned when ``pinned_max_model_len`` is given (see serve_tokens)."""
+    values = dict(explicit)
+    if pinned_max_model_len is not None:
+        values["max_model_len"] = pinned_max_model_len
+    return [t for _, toks in serve_tokens(values) for t in toks]
 
 
 def serve_command(model: str, explicit: dict, pinned_max_model_len: int | None) -> str:

@@ -1,0 +1,141 @@
+"""Kubernetes containers: ``$(VAR)`` expansion before a ``sh -c`` script is parsed, and
+LeaderWorkerSet groups.
+
+Expected behaviour comes from Kubernetes, not from kvplan: the kubelet replaces ``$(NAME)`` in
+command and args with the value of NAME from the container's env (earlier env entries may be
+used in a later entry's value), ``$$`` is a literal ``$``, and a reference to a name the
+container's env does not define is left as it is ("Define a command and arguments for a
+container", "Define dependent environment variables"). Only then does ``sh -c`` run the script.
+A LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) runs ``size`` pods per group: one leader and
+size - 1 workers; vLLM's multi-node pattern (docs deployment/frameworks/lws.md) runs
+`vllm serve` in the leader over a Ray cluster of the whole group.
+"""
+
+from __future__ import annotations
+
+from tests.test_check import DATA, check, diag, found, write
+
+K8S = DATA / "kubernetes"
+
+
+def _dep(doc: dict, i: int = 0) -> dict:
+    return [d for f in doc["files"] for d in f["deployments"]][i]
+
+
+def test_sh_c_script_gets_the_model_from_the_container_env():
+    # command: ["sh", "-c", "vllm serve $(MODEL) --tensor-parallel-size 2"], MODEL=Qwen/Qwen3-8B
+    code, doc, _ = check(str(K8S / "sh-c-env.yaml"), "--gpu", "H100")
+    assert code == 0, [d["text"] for d in doc["diagnostics"]]
+    assert _dep(doc)["model"] == "Qwen/Qwen3-8B"
+    # 2 GPUs in the pod and -tp 2: vLLM uses both, so no gpu-count note ("uses 1" meant TP was lost)
+    assert "gpu-count" not in {d["check_id"] for d in doc["diagnostics"]}
+
+
+def test_statefulset_script_with_backslash_continuations_keeps_its_flags():
+    code, doc, _ = check(str(K8S / "statefulset-continuation.yaml"), "--gpu", "H100")
+    assert code == 0, [d["text"] for d in doc["diagnostics"]]
+    dep = _dep(doc)
+    assert dep["model"] == "Qwen/Qwen3-8B"
+    assert dep["figures"]["max_model_len"] == 8192  # from the third continued line
+    assert "gpu-count" not in {d["check_id"] for d in doc["diagnostics"]}  # -tp 2 on 2 GPUs
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: chat}}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.26.0
+{body}
+"""
+
+
+def _pod(tmp_path, body: str) -> str:
+    return write(tmp_path, "pod.yaml", POD.format(body=body))
+
+
+def test_value_from_is_unknown_and_says_so(tmp_path):
+    f = _pod(tmp_path, """
+      command: ["sh", "-c", "vllm serve $(MODEL) --tensor-parallel-size 2"]
+      env:
+        - name: MODEL
+          valueFrom: {secretKeyRef: {name: s, key: model}}
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 2
+    d = diag(doc, "model-unresolved")
+    assert "valueFrom" in d["message"] and "secretKeyRef" in d["message"]
+
+
+def test_undefined_reference_in_args_reaches_vllm_as_text(tmp_path):
+    # Kubernetes leaves $(LEN) as it is: vLLM gets the text "$(LEN)" and exits
+    f = _pod(tmp_path, """
+      args: ["--model", "$(MODEL)", "--max-model-len", "$(LEN)"]
+      env:
+        - {name: MODEL, value: Qwen/Qwen3-8B}
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 1
+    d = diag(doc, "literal-variable")
+    assert d["key"] == "--max-model-len" and d["severity"] == "error" and "$(LEN)" in d["message"]
+    assert _dep(doc)["model"] == "Qwen/Qwen3-8B"
+
+
+def test_env_from_makes_an_unknown_name_unresolved_not_literal(tmp_path):
+    f = _pod(tmp_path, """
+      args: ["--model", "Qwen/Qwen3-8B", "--max-model-len", "$(LEN)"]
+      envFrom: [{configMapRef: {name: vllm}}]
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 0
+    assert diag(doc, "unresolved-value")["key"] == "--max-model-len"
+    assert "literal-variable" not in {d["check_id"] for d in doc["diagnostics"]}
+
+
+def test_escaped_reference_is_a_command_substitution_for_the_shell(tmp_path):
+    # $$(MODEL) -> $(MODEL) for the shell, which runs a command named MODEL: not the env value
+    f = _pod(tmp_path, """
+      command: ["sh", "-c", "vllm serve $$(MODEL) -tp 2"]
+      env:
+        - {name: MODEL, value: Qwen/Qwen3-8B}
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 2
+    assert "as a command" in diag(doc, "model-unresolved")["message"]
+
+
+def test_env_value_uses_an_earlier_entry(tmp_path):
+    f = _pod(tmp_path, """
+      args: ["--model", "$(M2)"]
+      env:
+        - {name: M1, value: Qwen/Qwen3-8B}
+        - {name: M2, value: "$(M1)"}
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert code == 0, [d["text"] for d in doc["diagnostics"]]
+    assert _dep(doc)["model"] == "Qwen/Qwen3-8B"
+
+
+def test_leaderworkerset_counts_the_gpus_of_the_group():
+    # vLLM's documented manifest: size 2, 8 GPUs per pod, --tensor-parallel-size 8
+    # --pipeline_parallel_size 2 -> 8 x 2 = 16 = 8 (leader) + 1 x 8 (worker)
+    code, doc, _ = check(str(K8S / "lws-tp8-pp2.yaml"), "--gpu", "H100")
+    assert code == 0, [d["text"] for d in doc["diagnostics"]]
+    assert "gpu-count" not in {d["check_id"] for d in doc["diagnostics"]}
+    deps = [d for f in doc["files"] for d in f["deployments"]]
+    assert len(deps) == 1 and "leader" in deps[0]["name"]  # the workers run Ray, not vllm serve
+
+
+def test_leaderworkerset_group_too_small_names_the_group(tmp_path):
+    text = (K8S / "lws-tp8-pp2.yaml").read_text()
+    head, worker = text.split("workerTemplate:")
+    f = tmp_path / "lws.yaml"
+    f.write_text(head + "workerTemplate:" + worker.replace('nvidia.com/gpu: "8"', 'nvidia.com/gpu: "4"'))
+    code, doc, _ = check(str(f), "--gpu", "H100")
+    assert code == 1
+    d = diag(doc, "gpu-count")
+    # 8 (leader) + 1 x 4 (worker) = 12 GPUs < 8 x 2 = 16
+    assert d["severity"] == "error" and d["message"].startswith("12 GPU(s) in the LeaderWorkerSet group of 2 pods")
+    assert "needs 16" in d["message"]
