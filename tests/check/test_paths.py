@@ -1,15 +1,22 @@
-"""Fresh-eyes review 6, N1: a symbolic link committed inside a repository must not make
+"""The repository boundary: a symbolic link committed inside a repository must not make
 `kvplan check` read (and echo into CI annotations) a file outside the repository, whether the
 link is named on the command line (a glob over deploy/*.yaml) or is the kvplan.yaml the
-node_selectors search finds. A file outside any repository is the user's own choice and is read."""
+node_selectors search finds; a --config / config: file outside the repository (or working
+directory) is not read either. A file outside any repository is the user's own choice and is read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from helpers import run_cli
+import json
+import os
+import pytest
+from tests.check.common import MODEL, _diags, _json, _write
 
 SECRET = "sk-SECRET456"
+# a --config file whose values must never reach CI annotations
+CONFIG_SECRET = "max-model-len: sk-SECRET456\naws_secret_access_key: sk-SECRET123\n"
 
 
 def _outside(tmp_path: Path) -> Path:
@@ -64,3 +71,103 @@ def test_a_file_outside_any_repository_is_still_read(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("check", str(link), "--gpu", "H100")
     assert code == 0, (out, err)
+
+
+def _assert_outside_refused(code: int, out: str, reads: list[str], outside: Path, needle: str, exit_code: int = 1) -> None:
+    assert code == exit_code, out
+    assert "sk-SECRET" not in out
+    assert os.path.realpath(outside) not in reads
+    assert "outside the repository" in out and needle in out, out
+
+
+def _outside_setup(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    outside = _write(tmp_path / "outside" / "creds.yaml", CONFIG_SECRET)
+    repo = tmp_path / "repo2"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    return repo, outside
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Every path the kvplan.check modules read through safe_io.read_text."""
+    import importlib
+    import pkgutil
+
+    import kvplan.check
+    import kvplan.safe_io
+
+    seen: list[str] = []
+    real = kvplan.safe_io.read_text
+
+    def spy(path, *a, **k):
+        seen.append(os.path.realpath(path))
+        return real(path, *a, **k)
+
+    for info in pkgutil.walk_packages(kvplan.check.__path__, "kvplan.check."):
+        mod = importlib.import_module(info.name)
+        if getattr(mod, "read_text", None) is real:
+            monkeypatch.setattr(mod, "read_text", spy)
+    return seen
+
+
+def test_empty_file_name():
+    code, doc = _json("")
+    (e,) = _diags(doc, "parse-error")
+    assert e["message"] == "empty file name"
+    assert "directory" not in json.dumps(doc)
+    assert code == 2
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot"])
+def test_script_config_outside_the_repository_is_not_read(tmp_path, monkeypatch, reads, how):
+    repo, outside = _outside_setup(tmp_path, monkeypatch)
+    ref = str(outside) if how == "absolute" else "../../outside/creds.yaml"
+    _write(repo / "sub" / "e.sh", f"vllm serve {MODEL} --config {ref}\n")
+    code, out, err = run_cli("check", "sub/e.sh", "--gpu", "H100", "--format", "github")
+    _assert_outside_refused(code, out, reads, outside, ref)
+    # exactly one error, at the script's --config line
+    assert out.count("::error") == 1, out
+    assert "file=sub/e.sh,line=1" in out
+
+
+def test_script_config_symlink_out_of_the_repository_is_not_read(tmp_path, monkeypatch, reads):
+    repo, outside = _outside_setup(tmp_path, monkeypatch)
+    _write(repo / "sub" / "e.sh", f"vllm serve {MODEL} --config link.yaml\n")
+    (repo / "sub" / "link.yaml").symlink_to(outside)
+    code, out, _ = run_cli("check", "sub/e.sh", "--gpu", "H100", "--format", "github")
+    _assert_outside_refused(code, out, reads, outside, "link.yaml")
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot"])
+def test_manifest_config_outside_the_repository_is_not_read(tmp_path, monkeypatch, reads, how):
+    repo, outside = _outside_setup(tmp_path, monkeypatch)
+    ref = str(outside) if how == "absolute" else "../outside/creds.yaml"
+    _write(repo / "kvplan.yaml", f"deployments:\n  - name: leak\n    config: {ref}\n    gpu: H100\n")
+    code, out, _ = run_cli("check", "kvplan.yaml", "--format", "github")
+    # a bad `config:` entry is an input error of kvplan.yaml (invalid-kvplan-key): exit 2
+    _assert_outside_refused(code, out, reads, outside, ref, exit_code=2)
+    assert out.count("::error") == 1, out
+    assert "file=kvplan.yaml,line=3" in out  # the `config:` line
+
+
+def test_without_git_the_working_directory_is_the_boundary(tmp_path, monkeypatch, reads):
+    outside = _write(tmp_path / "outside" / "creds.yaml", CONFIG_SECRET)
+    work = tmp_path / "work"
+    _write(work / "e.sh", f"vllm serve {MODEL} --config ../outside/creds.yaml\n")
+    monkeypatch.chdir(work)
+    code, out, _ = run_cli("check", "e.sh", "--gpu", "H100", "--format", "github")
+    assert code == 1
+    assert "sk-SECRET" not in out and os.path.realpath(outside) not in reads
+    assert "outside the working directory" in out and "../outside/creds.yaml" in out, out
+
+
+def test_config_inside_the_repository_is_still_read(tmp_path, monkeypatch):
+    repo = tmp_path / "repo3"
+    (repo / ".git").mkdir(parents=True)
+    _write(repo / "conf" / "c.yaml", "max-model-len: 8192\n")
+    _write(repo / "sub" / "e.sh", f"vllm serve {MODEL} --config ../conf/c.yaml\n")
+    monkeypatch.chdir(repo)
+    code, doc = _json("sub/e.sh", "--gpu", "H100")
+    assert code == 0, doc["diagnostics"]
+    assert doc["files"][0]["deployments"][0]["figures"]["max_model_len"] == 8192
