@@ -117,39 +117,8 @@ def positive(name: str, value: Optional[int]) -> Optional[int]:
     return value
 
 
-def build_engine_args(**kw):
-    """EngineArgs from CLI values; pydantic errors become one line naming the flag."""
-    from pydantic import ValidationError
-
-    from kvplan.planner import EngineArgs
-
-    try:
-        return EngineArgs(**{k: v for k, v in kw.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else "argument"
-        flag = "--" + field.replace("_", "-")
-
-        raise KvplanError(f"{flag}: {_plain_message(err)} (got {err.get('input')!r})") from None
-
-
-def _plain_message(err: dict) -> str:
-    """A pydantic error as a short sentence (no pydantic phrasing)."""
-    ctx = err.get("ctx") or {}
-    kind = err.get("type", "")
-    if kind == "greater_than_equal":
-        return f"must be >= {ctx.get('ge')}"
-    if kind == "greater_than":
-        return f"must be > {ctx.get('gt')}"
-    if kind == "less_than_equal":
-        return f"must be <= {ctx.get('le')}"
-    if kind == "less_than":
-        return f"must be < {ctx.get('lt')}"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return "must be a whole number"
-    if kind in ("float_parsing", "float_type", "finite_number"):
-        return "must be a finite number"
-    return err["msg"].removeprefix("Value error, ")
+# Moved to kvplan.capacity.options (issue 11); cli_plan and verify import them from here for now.
+from kvplan.capacity.options import _plain_message, build_engine_args, plan_from_options  # noqa: E402,F401
 
 
 @app.command()
@@ -199,35 +168,6 @@ def estimate(
         fail(e.message, e.hint, e.exit_code)
         return
     raise typer.Exit(code)
-
-
-def plan_from_options(
-    *,
-    model: str,
-    gpu: str,
-    gpu_memory: Optional[str],
-    gpu_profiles: Optional[list[str]],
-    revision: Optional[str],
-    **engine_kw,
-):
-    """Resolve model + GPU + flags into (Plan, ModelSource). Shared by estimate/verify/check."""
-    from kvplan.engines.vllm.defaults import check_version
-    from kvplan.gpus import check_gpu_memory_flag, find_gpu, load_profiles
-    from kvplan.planner import plan
-    from kvplan.sources import load_spec
-    from kvplan.units import parse_bytes
-
-    check_version(engine_kw.get("vllm_version") or "0.26.0")
-    args = build_engine_args(**engine_kw)
-    profile = find_gpu(gpu, load_profiles(gpu_profiles))
-    if gpu_memory is not None:
-        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
-    spec, source = load_spec(model, revision)
-    import os
-
-    # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user
-    # would start vLLM from (config/model.py _get_and_verify_max_len).
-    return plan(spec, profile, args, env=dict(os.environ)), source
 
 
 def run_estimate(**kw) -> int:
@@ -326,7 +266,7 @@ def gpus(
         from rich.table import Table
 
         rows = list(profiles.values())
-        priced = any(p.price_per_hour_usd is not None for p in rows)
+        unpriced = [p.id for p in rows if p.price_per_hour_usd is None]
         # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
         t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
@@ -334,8 +274,7 @@ def gpus(
         t.add_column("GiB", justify="right", no_wrap=True)
         t.add_column("fp8", no_wrap=True)
         t.add_column("bf16", no_wrap=True)
-        if priced:
-            t.add_column("$/h", justify="right", no_wrap=True)
+        t.add_column("$/h", justify="right", no_wrap=True)
         t.add_column("aliases", overflow="fold", min_width=10)
         t.add_column("CUDA bytes", justify="right", no_wrap=True)
         for p in rows:
@@ -346,11 +285,22 @@ def gpus(
                 "yes" if p.fp8_supported else "no",
                 "yes" if p.bf16_supported else "no",
             ]
-            if priced:
-                cells.append("" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
+            cells.append("?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
             cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
             t.add_row(*cells)
-        Console().print(t)
+        console = Console()
+        console.print(t)
+        from kvplan.render import hanging
+
+        console.print(hanging(
+            "$/h: ",
+            "on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
+            + (
+                "; ? = no price bundled: `kvplan plan` ranks it after priced GPUs (give one with --price GPU=USD)"
+                if unpriced
+                else ""
+            ),
+        ))
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
 
@@ -362,6 +312,7 @@ def register_commands(argv: list[str] | None = None) -> None:
     if argv is not None:
         first = next((a for a in argv if not a.startswith("-")), None)
         if first in ("estimate", "gpus"):
+            _fill_metavars(app)
             return
         if first in _COMMAND_MODULES:
             wanted = {_COMMAND_MODULES[first]}
@@ -370,6 +321,74 @@ def register_commands(argv: list[str] | None = None) -> None:
             continue
         importlib.import_module(name).register(app)
         _registered.add(name)
+    _fill_metavars(app)
+
+
+# Help-text placeholders for options declared without a metavar (typer would print its own
+# "<int>", "<str>", "<list[str]>"): a name saying what to write, else the kind of value.
+_METAVARS = {
+    "--format": "FORMAT", "--gpu": "GPU", "--gpus": "GPU[,GPU...]", "--gpu-memory": "SIZE", "--gpu-profiles": "FILE",
+    "--price": "GPU=USD", "--plot": "FILE", "--workload": "SPEC|FILE", "--from-log": "FILE", "--batch": "FILE",
+    "--junit-xml": "FILE", "--config": "FILE", "--max-model-len": "TOKENS", "--revision": "REVISION",
+    "--vllm-version": "VERSION", "--usage": "llm|serve", "--kv-cache-dtype": "DTYPE", "--dtype": "DTYPE",
+    "--quantization": "METHOD", "--tensor-parallel-size": "N", "--pipeline-parallel-size": "N",
+    "--kv-cache-memory": "BYTES", "--gpu-memory-utilization": "FRACTION", "--block-size": "TOKENS",
+    "--max-num-batched-tokens": "TOKENS", "--max-num-seqs": "N", "--name": "NAME", "--stdin-name": "NAME",
+}
+_TYPE_METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
+
+
+def _plain_argument_help() -> None:
+    """typer 0.29 prints an argument as "MODEL <str>" even when it has a metavar; show the
+    metavar alone (help text only; parsing is untouched). Skipped if typer changes shape."""
+    try:
+        from typer.core import TyperArgument
+
+        original = TyperArgument.display_type_rich
+        if getattr(original, "_kvplan", False):
+            return
+
+        def display_type_rich(self, ctx):
+            return None if self.metavar is not None else original(self, ctx)
+
+        display_type_rich._kvplan = True
+        TyperArgument.display_type_rich = display_type_rich
+    except (ImportError, AttributeError):
+        pass
+
+
+def _fill_metavars(typer_app: typer.Typer) -> None:
+    """Give every registered option and argument without a metavar a plain one (see _METAVARS;
+    arguments: their name in capitals), so help never shows typer's "<int>" / "<list[str]>"."""
+    import inspect
+    import typing
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    _plain_argument_help()
+    for cmd in typer_app.registered_commands:
+        if cmd.callback is None:
+            continue
+        try:
+            hints = typing.get_type_hints(cmd.callback)
+        except Exception:  # noqa: BLE001 - a help nicety must never break the CLI
+            hints = {}
+        for name, param in inspect.signature(cmd.callback).parameters.items():
+            info = param.default
+            if not isinstance(info, (OptionInfo, ArgumentInfo)) or info.metavar is not None:
+                continue
+            if isinstance(info, ArgumentInfo):
+                info.metavar = name.upper()
+                continue
+            kind = hints.get(name)
+            args = [a for a in typing.get_args(kind) if a is not type(None)]
+            base = args[0] if args else kind
+            if typing.get_origin(base) is list:
+                base = (typing.get_args(base) or (str,))[0]
+            if base is bool:
+                continue
+            flags = [d for d in (info.param_decls or ()) if d.startswith("--")]
+            info.metavar = next((_METAVARS[f] for f in flags if f in _METAVARS), _TYPE_METAVARS.get(base, "VALUE"))
 
 
 _TYPE_ERRORS = (
@@ -408,6 +427,8 @@ def main() -> None:
     if hasattr(signal, "SIGPIPE"):
         # `kvplan ... | head`: die quietly like other Unix tools instead of exiting 1.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if sys.stderr is None:
+        _stderr_to_devnull()
     if sys.stdout is None:
         # `kvplan ... >&-`: Python starts with sys.stdout None when file descriptor 1 is closed;
         # every command writes its answer there, so say so once instead of failing mid-way.
@@ -451,6 +472,13 @@ def main() -> None:
             _quiet_stdout()
             print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
+        import errno
+
+        if e.errno == errno.ENAMETOOLONG:  # a user path no reader has checked first
+            from kvplan.safe_io import shown_name
+
+            print(f"error: {shown_name(e.filename)}: cannot read: {e.strerror}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         raise
     try:
         sys.stdout.flush()
@@ -459,6 +487,23 @@ def main() -> None:
         print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _stderr_to_devnull() -> None:
+    """`kvplan ... 2>&-`: Python starts with sys.stderr None, and print(..., file=None) writes
+    to standard output, so error lines and warnings would land in the answer (`--format json`
+    would no longer be JSON). Messages are dropped instead, exit codes kept: descriptor 2 is
+    pointed at os.devnull (so no file kvplan opens later can take it) and sys.stderr with it."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    except OSError:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
 
 
 def _quiet_stdout() -> None:

@@ -130,11 +130,13 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
     """``--price GPU=USD`` (repeatable, or comma-separated) -> {profile id: USD per GPU-hour}.
 
     Raises:
-        KvplanError: malformed entry, unknown GPU, negative price (names --price).
+        KvplanError: malformed entry, unknown GPU, negative price, one GPU priced twice
+            (under two aliases or the same name; names both) (names --price).
     """
     from kvplan.gpus import find_gpu
 
     out: dict[str, float] = {}
+    given: dict[str, str] = {}  # profile id -> the name it was priced under
     for value in values or []:
         for item in _csv(value, "--price"):
             name, sep, usd = item.partition("=")
@@ -150,6 +152,12 @@ def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float
                 raise KvplanError(f"--price: {name.strip()}: {usd!r} is not a number of USD per GPU-hour") from None
             if not (math.isfinite(price) and price >= 0):
                 raise KvplanError(f"--price: {name.strip()}: must be a finite number >= 0 (USD per GPU-hour), got {usd!r}")
+            if p.id in given:
+                # two spellings of one GPU (H100 and h100-sxm): which price is meant is unclear
+                raise KvplanError(
+                    f"--price: {given[p.id]!r} and {name.strip()!r} are the same GPU ({p.id}); give it one price",
+                )
+            given[p.id] = name.strip()
             out[p.id] = price
     return out
 
@@ -399,15 +407,21 @@ def print_result(result, console, kw, capacity=None, wl=None) -> None:
         if result.closest is not None:
             console.print("   " + result.closest.serve_command(kw.get("revision")), soft_wrap=True)
     if result.unpriced:
-        console.print(
-            "price unknown for " + ", ".join(result.unpriced) + ": ranked by GPU count; pass --price GPU=USD or a --gpu-profiles YAML with price_per_hour_usd"
-        )
+        from kvplan.render import hanging
+
+        console.print(hanging(
+            "price unknown: ",
+            ", ".join(result.unpriced) + ": ranked after the priced options (?), by GPU count; pass --price GPU=USD "
+            "or a --gpu-profiles YAML with price_per_hour_usd",
+        ))
     if capacity is not None:
         print_capacity(capacity, wl, console)
-    console.print(
-        f"searched {result.combinations} combinations ({result.evaluated} planner calls) in {result.elapsed_s * 1000:.0f} ms"
+    from kvplan.render import hanging
+
+    console.print(hanging(
+        "searched ", f"{result.combinations} combinations ({result.evaluated} planner calls) in {result.elapsed_s * 1000:.0f} ms"
         + ("" if kw.get("explain") else "; --explain lists what was skipped and why")
-    )
+    ))
     if kw.get("explain"):
         ex = Table("GPU", "TP", "PP", "kv", "quant", "skipped", "why", box=None, header_style="bold")
         for s in result.skipped:
@@ -452,7 +466,9 @@ def print_capacity(cap, wl, console) -> None:
     for c in cap.changes:
         console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
     if cap.excluded_fraction:
-        console.print(f"warning: {cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)")
+        from kvplan.render import hanging
+
+        console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))
 
 
 def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,

@@ -58,6 +58,9 @@ def verify(
     ),
     name: Optional[str] = typer.Option(None, "--name", help="Record name (default: model and arguments)."),
     from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
+    start: Optional[int] = typer.Option(
+        None, "--start", metavar="N", help="With --from-log: which vLLM start of the log to compare (1 = first; default: the last)."
+    ),
     batch: Optional[str] = typer.Option(None, "--batch", help="YAML file of cases to run one after another."),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="With --batch: start no case after this many seconds."),
     skip_existing: bool = typer.Option(False, "--skip-existing", help="With --batch --record: do not rerun cases already recorded there."),
@@ -189,6 +192,8 @@ def _run(kw: dict) -> int:
     if kw["usage"] is not None and kw["usage"] not in ("llm", "serve"):
         raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw['usage']!r}")
     _check_numbers(kw, v.MAX_TOLERANCE_PCT)
+    if kw["start"] is not None and not kw["from_log"]:
+        raise KvplanError("--start: only with --from-log (it picks one start of the log)")
     if kw["from_log"] and kw["batch"]:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
@@ -220,6 +225,7 @@ def _run(kw: dict) -> int:
             tolerance_pct=kw["tolerance"],
             revision=kw["revision"],
             vllm_version=kw["vllm_version"],
+            start=kw["start"],
         )
         _emit(doc, fmt)
         return code
@@ -445,7 +451,9 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        console.print(Text("note: ", style="yellow") + Text(note))
+        from kvplan.render import hanging
+
+        console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)
 

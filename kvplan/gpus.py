@@ -8,7 +8,7 @@ and how good it is). Users add or override profiles with a YAML file of the same
 it gives replace, keys it omits are kept), so ``- {id: h200, price_per_hour_usd: 3.5}`` only sets
 a price; an entry with a new ``id`` must give ``memory_bytes``.
 
-Why CUDA bytes: vLLM 0.26.0 sizes the KV cache from ``torch.cuda.mem_get_info()`` total
+Why CUDA bytes: vLLM sizes the KV cache from ``torch.cuda.mem_get_info()`` total
 (v1/worker/utils.py request_memory), which is a few hundred MiB below the nvidia-smi total.
 """
 
@@ -48,7 +48,7 @@ class GPUProfile(BaseModel):
         id: kvplan's key, e.g. ``h200`` (matched case- and punctuation-insensitively).
         name: human name.
         reported_name: the device name the driver reports (nvidia-smi / NVML /
-            torch.cuda.get_device_name), e.g. ``NVIDIA A100-SXM4-80GB``; vLLM 0.26.0 looks for
+            torch.cuda.get_device_name), e.g. ``NVIDIA A100-SXM4-80GB``; vLLM looks for
             "a100" in it when choosing batch defaults (engine/arg_utils.py).
         memory_bytes: CUDA-visible total memory in bytes (``torch.cuda.mem_get_info()[1]``),
             > 0 and at most 64 TiB. A YAML file may also write a size string such as ``80GiB``.
@@ -56,13 +56,13 @@ class GPUProfile(BaseModel):
             ``cuda-exact`` (exact bytes from a public CUDA query), ``torch-mib-floor`` (a torch
             repr's floored MiB), ``vllm-log-gib`` (a vLLM log's 2-decimal GiB), ``estimate``, or
             ``user`` (set by a user file or --gpu-memory).
-        memory_source: where memory_bytes came from (URL, file, or code index id).
+        memory_source: where memory_bytes came from (URL, repository file, or "a public GitHub file" whose repository is unknown).
         nvidia_smi_total_mib: the NVML / nvidia-smi total in MiB (larger than the CUDA total).
         fp8_supported: FP8 tensor cores (compute capability >= 8.9); fp8 KV cache and fp8
             weights run natively only there.
         bf16_supported: bfloat16 support (False on Volta/Turing).
         compute_capability: ``MAJOR.MINOR``, two non-negative integers ("9.0", "12.1"); vLLM
-            picks attention backends from it (kvplan.engines.vllm.defaults). A YAML float such as
+            picks attention backends from it (the version's defaults.default_block_size). A YAML float such as
             ``8.9`` is read as its text.
         sm_count: streaming multiprocessors (vLLM's V1 sampler keeps one scratch row of the
             vocabulary per SM; None = the H200's 132, a few MB off elsewhere).
@@ -158,7 +158,7 @@ class GPUProfile(BaseModel):
     def nvml_total_bytes(self) -> int:
         """NVML total memory in bytes (nvidia-smi MiB x 2^20); memory_bytes when unknown.
 
-        vLLM 0.26.0 compares this, not the CUDA total, with 70 GiB when it picks default batch
+        vLLM compares this, not the CUDA total, with 70 GiB when it picks default batch
         sizes (platforms/cuda.py get_device_total_memory uses nvmlDeviceGetMemoryInfo)."""
         if self.nvidia_smi_total_mib is None:
             return self.memory_bytes
@@ -198,14 +198,16 @@ GPUS_PER_NODE = 8  # GPU profiles do not record a node size; kvplan assumes the 
 def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memory") -> int:
     """A user-given CUDA total (``--gpu-memory``), checked for plausibility: below 1 GiB is bad
     input - a bare number is read as bytes, so ``80`` is probably ``80GiB``; and a GPU below the
-    CUDA context vLLM creates (kvplan.engines.vllm.memory.CUDA_CONTEXT_BYTES) cannot start anything.
+    CUDA context vLLM creates (the version's memory.CUDA_CONTEXT_BYTES) cannot start anything.
 
     Returns:
         memory_bytes unchanged.
     Raises:
         KvplanError: naming ``flag`` (exit 2), with a hint about units.
     """
-    from kvplan.engines.vllm.memory import CUDA_CONTEXT_BYTES
+    from kvplan.engines.vllm import versions
+
+    CUDA_CONTEXT_BYTES = versions.default().memory.CUDA_CONTEXT_BYTES
 
     if memory_bytes >= GiB:
         return memory_bytes
@@ -299,15 +301,19 @@ def _read_user_file(flag: str, f: str) -> list[dict]:
         KvplanError: missing, a directory, too large, binary, not UTF-8, not YAML, an alias bomb,
             several documents, or not a ``gpus`` list (one line naming the flag and the file).
     """
-    from kvplan.safe_io import InputError, load_yaml, read_text
+    from kvplan.safe_io import InputError, load_yaml, probe_path, read_text, shown_name
 
     if not str(f).strip():
         raise KvplanError(f"{flag}: empty file name", hint="give a YAML file with a 'gpus' list, e.g. my-gpus.yaml")
     path = Path(f).expanduser()
-    origin = f"{flag} {f}"
-    if not path.exists():
+    origin = f"{flag} {shown_name(f)}"
+    try:
+        probe_path(path)  # a name the file system refuses (too long): one line, not a traceback
+    except InputError as exc:
+        raise KvplanError(f"{origin}: {exc.message}") from None
+    if not os.path.exists(path):
         raise KvplanError(f"{flag}: file not found: {f}")
-    if path.is_dir():
+    if os.path.isdir(path):
         raise KvplanError(f"{flag}: {f} is a directory, expected a YAML file")
     try:
         docs = load_yaml(read_text(path))

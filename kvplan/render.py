@@ -19,6 +19,36 @@ from kvplan.recommend import recommendations
 GiB = 1 << 30
 
 
+def hanging(head, body):
+    """``head`` then ``body``, the body wrapped to the console width with continuation lines
+    starting under its first character (hanging indent), never at column 0: on a terminal of any
+    width and in a pipe (rich's 80 columns). No trailing padding. Strings are plain text.
+
+    Returns:
+        a rich renderable for Console.print.
+    """
+    from rich.text import Text
+
+    head = head if isinstance(head, Text) else Text(head)
+    body = body if isinstance(body, Text) else Text(body)
+    return _Hanging(head, body)
+
+
+class _Hanging:
+    def __init__(self, head, body) -> None:
+        self.head, self.body = head, body
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        indent = self.head.cell_len
+        width = max(options.max_width - indent, 20)
+        lines = self.body.wrap(console, width, overflow="fold") or [Text("")]
+        for i, line in enumerate(lines):
+            line.rstrip()
+            yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
+
+
 def _gib(n: int | float) -> str:
     return f"{n / GiB:.2f} GiB"
 
@@ -313,20 +343,20 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
             else f"max_num_seqs={eff['max_num_seqs']}: the KV cache would hold {math.floor(plan.max_concurrency + 1e-9)} "
             "max-length requests"
         )
-        console.print(Text("binding limit: ", style="bold") + Text(limit))
+        console.print(hanging(Text("binding limit: ", style="bold"), limit))
     else:
-        console.print(Text("will not start: ", style="bold red") + Text(plan.failure or ""))
+        console.print(hanging(Text("will not start: ", style="bold red"), plan.failure or ""))
 
     if doc["recommendations"]:
         console.print(Text("recommended flags", style="bold"))
         for flag, r in doc["recommendations"].items():
             tag = "" if r["kind"] != "option" else " (optional, not in the serve line)"
-            console.print(Text(f"  {flag} {r['value']}  - {r['reason']}{tag}"))
+            console.print(hanging(f"  {flag} {r['value']}  - ", f"{r['reason']}{tag}"))
     for w in plan.warnings:
-        console.print(Text("warning: ", style="yellow") + Text(w))
+        console.print(hanging(Text("warning: ", style="yellow"), w))
     if verbose:
         for w in plan.notes:
-            console.print(Text("note: ", style="dim") + Text(w))
+            console.print(hanging(Text("note: ", style="dim"), w))
     console.print(Text("vllm serve line:", style="bold"))
     # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
     console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)

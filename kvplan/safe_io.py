@@ -60,6 +60,39 @@ def file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def shown_name(text: str, limit: int = 80) -> str:
+    """``text`` for a one-line message: as is up to ``limit`` characters, else its start and
+    its length (a 5,000-character model name must not fill the terminal)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
+def probe_path(path: Path | str) -> os.stat_result | None:
+    """``lstat`` of ``path``, or None when nothing is there (missing, or a parent is not a
+    directory). Every other failure the kernel reports on the name itself (a name or a part
+    over the file system's limit: ENAMETOOLONG; a parent that may not be searched: EACCES)
+    becomes an InputError, so a path check never ends in a traceback.
+
+    Raises:
+        InputError: kind "unreadable", message "cannot read: <reason>" (no file name: callers
+            add it, shortened with shown_name).
+    """
+    import errno
+
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a loop among the parents: callers name the link
+            return None
+        raise InputError(f"cannot read: {exc.strerror or exc}", kind="unreadable") from None
+    except ValueError:  # an embedded NUL byte
+        raise InputError("cannot read: the name contains a NUL byte", kind="unreadable") from None
+
+
 def _not_regular(kind: str) -> InputError:
     if kind == "a directory":
         return InputError("is a directory, not a file", kind="not-regular")

@@ -47,7 +47,15 @@ from typing import Any, Callable, Optional
 
 from kvplan import __version__
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, EnvironmentMissing, KvplanError
-from kvplan.vllm_log import MEMORY_REFUSAL_KINDS, VllmLog, engine_arguments, is_memory_refusal, parse_log
+from kvplan.vllm_log import (
+    MEMORY_REFUSAL_KINDS,
+    VllmLog,
+    engine_arguments,
+    is_memory_refusal,
+    parse_log,
+    split_starts,
+    start_text,
+)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -864,7 +872,7 @@ def _materialize_model(model: str, revision: Optional[str], workdir: Path, dummy
     from kvplan.sources import resolve_model
 
     path = Path(model).expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):  # False for a name the file system refuses: resolve_model says why
         return str(path), None
     source = resolve_model(model, revision=revision)
     if not dummy_weights:
@@ -1092,6 +1100,13 @@ def _read_log_file(path: str) -> tuple[str, dict | None]:
 _LOG_HINT = "give the start-up part of the log (vLLM prints its memory lines in the first minutes), e.g. head -c 10M"
 
 
+def _same_model(logged: str, given: str) -> bool:
+    """Whether the model a log names and MODEL are the same: equal, or the same last path
+    part (a Hub id and its local copy, or one directory written to two temporary paths)."""
+    a, b = logged.rstrip("/"), given.rstrip("/")
+    return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
+
+
 def _record_usage(record: dict) -> str:
     if record.get("usage") in ("llm", "serve"):
         return record["usage"]
@@ -1114,8 +1129,13 @@ def verify_log(
     revision: Optional[str] = None,
     vllm_version: str = VERIFIED_VLLM,
     workdir: Optional[Path] = None,
+    start: Optional[int] = None,
 ) -> tuple[dict, int]:
     """Re-plan a saved vLLM start and diff: ``kvplan verify --from-log FILE``.
+
+    A log holding several starts (kvplan.vllm_log.split_starts: a server restarted into the same
+    file) is compared on one: ``start`` (1-based, ``--start N``), by default the last, with a
+    note naming how many there are and which was used.
 
     Args:
         path: a vLLM log, or a calibration-shaped JSON record (``log_excerpt`` + config...).
@@ -1128,6 +1148,15 @@ def verify_log(
         KvplanError: unreadable file, no vLLM lines, model not resolvable, bad options (exit 2).
     """
     text, record = _read_log_file(path)
+    spans = split_starts(text)
+    if start is not None and not 1 <= start <= len(spans):
+        raise KvplanError(
+            f"--start: {start} is not a start of {path}: it holds {len(spans)} vLLM start{'s' if len(spans) > 1 else ''}",
+            hint=f"give --start 1 to {len(spans)}" if len(spans) > 1 else "leave --start out",
+        )
+    chosen = start or len(spans)
+    if len(spans) > 1:
+        text = start_text(text, spans[chosen - 1])
     log = parse_log(text)
     def at(lineno: int) -> str:
         return f"{path}: log_excerpt line {lineno}" if record is not None else f"{path}:{lineno}"
@@ -1168,12 +1197,20 @@ def verify_log(
     if not (log.families or log.excerpt or log.refusal or log.case):
         raise KvplanError(f"--from-log: {path}: no vLLM start-up lines found", hint="pass the log vLLM printed while starting")
     notes: list[str] = []
+    if len(spans) > 1:
+        where = ", ".join(f"{i} at lines {a}-{b}" for i, (a, b) in enumerate(spans, 1))
+        which = f"start {chosen} (--start {chosen})" if start else f"the last, start {chosen}"
+        notes.append(
+            f"the log holds {len(spans)} vLLM starts ({where}); compared with {which}"
+            + ("" if start else "; pass --start N for another")
+        )
     if workdir is None:
         tmp = Path(tempfile.mkdtemp(prefix="kvplan-verify-"))
         try:
             return verify_log(
                 path, model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, overrides=overrides,
                 usage=usage, tolerance_pct=tolerance_pct, revision=revision, vllm_version=vllm_version, workdir=tmp,
+                start=start,
             )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -1197,7 +1234,16 @@ def verify_log(
                 hint="pass the model (repo id or a directory with config.json) as MODEL",
             ) from None
         model_for_kvplan = log.model
-    model_name = (record or {}).get("name") or log.model or model_for_kvplan
+    if model is not None:
+        # the header names the model predicted; say so when the log ran another one
+        model_name = model
+        logged = log.model or ((record or {}).get("model") if isinstance((record or {}).get("model"), str) else None)
+        if logged and not _same_model(logged, model):
+            notes.append(
+                f"the log's start ran {logged!r}; kvplan predicted {model!r} as MODEL asks, so differences may come from the model"
+            )
+    else:
+        model_name = (record or {}).get("name") or log.model or model_for_kvplan
 
     engine_args = engine_arguments(log)
     if log.args_line is not None:
@@ -1405,7 +1451,7 @@ def run_case(
         cfg = config
     else:
         vllm_model, cfg = _materialize_model(model, revision, workdir, dummy_weights)
-        kvplan_model = vllm_model if Path(vllm_model).is_dir() else model
+        kvplan_model = vllm_model if os.path.isdir(vllm_model) else model
         if cfg is None and (Path(vllm_model) / "config.json").is_file():
             from kvplan.sources.local import read_config
 

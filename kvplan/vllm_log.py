@@ -905,3 +905,53 @@ def engine_arguments(log: VllmLog) -> dict:
     if log.gpu_memory_utilization is not None:
         out.setdefault("gpu_memory_utilization", log.gpu_memory_utilization)
     return out
+
+
+# --- several starts in one log -------------------------------------------------------------------
+# Lines a start prints once, before it sizes memory: the API server's version banner and its
+# non-default args (entrypoints/serve), the engine core's "Initializing a V1 LLM engine" line
+# (v1/engine/core.py; with data parallelism every EngineCore_DPn prints one, so only DP rank 0's
+# counts), and the case lines of kvplan's child and the calibration driver.
+_START_MARKERS = (RE_SERVER_VERSION, RE_BANNER_VERSION, RE_NON_DEFAULT, RE_INIT_CONFIG)
+_DP_RANK = re.compile(r"EngineCore_DP(\d+)")
+# Lines that only come once a start has loaded weights or sized its KV cache (or refused to).
+_SIZED = (
+    RE_MODEL_LOADING, RE_AVAILABLE, RE_KV_TOKENS, RE_CONCURRENCY, RE_FREE_ON_START, RE_NO_MEMORY, RE_REFUSE_V1,
+    RE_REFUSE_V0, RE_BLOCKS, RE_PROFILE_KV, RE_RESULT, RE_STATS_BLOCKS, RE_FREE_TOO_LOW,
+)
+
+
+def split_starts(text: str) -> list[tuple[int, int]]:
+    """The vLLM starts one log holds, as (first line, last line) pairs, 1-based, in order.
+
+    A new start begins at a start line (see _START_MARKERS, KVPLAN_CASE and CASE) that comes
+    after the current start has already loaded weights or sized (or refused) its KV cache: a
+    server restarted into the same log file, or two runs appended to one file. Lines repeated
+    by tensor-parallel ranks never begin a start. A log without start lines is one start.
+    """
+    lines = text.splitlines()
+    starts: list[tuple[int, int]] = []
+    first, sized = 1, False
+    for lineno, raw in enumerate(lines, 1):
+        msg = message_of(raw)
+        if not msg:
+            continue
+        marker = msg.startswith(("KVPLAN_CASE ", "CASE ")) or any(r.search(msg) for r in _START_MARKERS)
+        if marker and RE_INIT_CONFIG.search(msg):
+            dp = _DP_RANK.search(raw)
+            marker = dp is None or dp.group(1) == "0"
+        if marker and sized:
+            starts.append((first, lineno - 1))
+            first, sized = lineno, False
+        elif not sized and any(r.search(msg) for r in _SIZED):
+            sized = True
+    starts.append((first, max(len(lines), first)))
+    return starts
+
+
+def start_text(text: str, span: tuple[int, int]) -> str:
+    """The lines of one start (a split_starts span), earlier lines left as empty lines so that
+    line numbers stay those of the whole file."""
+    lines = text.splitlines()
+    first, last = span
+    return "\n" * (first - 1) + "\n".join(lines[first - 1 : last])

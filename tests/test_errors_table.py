@@ -180,6 +180,12 @@ ROWS: list[Row] = [
         (": no config.json in this directory", "hint: give the model directory that holds config.json"),
     ),
     Row("no-such-directory", E("./no/such/dir"), 2, ("./no/such/dir: no such directory",)),
+    Row(
+        "model-name-too-long",
+        E("a/" + "b" * 5000),
+        2,
+        ("... (5,002 characters): cannot read: File name too long",),
+    ),
     # -- config.json: keys, types, values ------------------------------------------------------
     Row(
         "missing-key",
@@ -242,6 +248,18 @@ ROWS: list[Row] = [
         ("config key 'intermediate_size' must be an integer, got inf",),
     ),
     Row(
+        "integral-float",
+        lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=32.0))],
+        2,
+        ("config key 'num_hidden_layers' must be an integer, got 32.0 (a JSON float: vLLM builds layers and tensor shapes from it and fails; write 32)",),
+    ),
+    Row(
+        "intermediate-size-zero",
+        lambda t: ["estimate", _config_dir(t, _llama(intermediate_size=0))],
+        2,
+        ("config key 'intermediate_size' must be >= 1 for a model with dense MLP layers, got 0",),
+    ),
+    Row(
         "huge-layer-count",
         lambda t: ["estimate", _config_dir(t, _llama(num_hidden_layers=10**12))],
         2,
@@ -260,6 +278,12 @@ ROWS: list[Row] = [
         ("quantization_config.quant_method 'magic'",),
     ),
     # -- safetensors next to config.json -------------------------------------------------------
+    Row(
+        "safetensors-unknown-dtype",
+        lambda t: ["estimate", _safetensors_dir(t, {"w": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}})],
+        2,
+        ("unreadable safetensors header (tensor 'w': dtype 'Q4_K' is not a safetensors dtype (safetensors knows BOOL, U8",),
+    ),
     Row(
         "safetensors-bad-shape",
         lambda t: [
@@ -289,6 +313,12 @@ ROWS: list[Row] = [
         E(LLAMA3_8B, "--gpu-memory", "99999999999999999999999999GiB"),
         2,
         ("--gpu-memory: '99999999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
+    ),
+    Row(
+        "gpu-profiles-name-too-long",
+        E(LLAMA3_8B, "--gpu-profiles", "b" * 5000),
+        2,
+        ("--gpu-profiles bbbbbbbbbb", "... (5,000 characters): cannot read: File name too long"),
     ),
     Row(
         "gpu-profiles-malformed-yaml",
@@ -498,6 +528,12 @@ ROWS: list[Row] = [
         lambda t: ["plan", LLAMA3_8B, "--tensor-parallel-size", "3"],
         2,
         ("--tensor-parallel-size 3: must divide the model's num_attention_heads (32)",),
+    ),
+    Row(
+        "plan-price-one-gpu-twice",
+        lambda t: ["plan", LLAMA3_8B, "--concurrency", "8", "--price", "H100=2", "--price", "h100-sxm=3"],
+        2,
+        ("error: --price: 'H100' and 'h100-sxm' are the same GPU (h100-sxm); give it one price",),
     ),
     Row(
         "check-junit-stdout",
@@ -889,6 +925,18 @@ VERIFY_ROWS_REVIEW5 = [
         2,
         ("GPU KV cache size line: 0 tokens is impossible for a start that sized its KV cache "
          "(vLLM refuses to start without room for at least one request)", "error: --from-log: "),
+    ),
+    Row(
+        "verify-start-out-of-range",
+        lambda t: ["verify", "--from-log", _zero_log(t, "no line starts so", None), "--start", "2"],
+        2,
+        (": it holds 1 vLLM start", "error: --start: 2 is not a start of "),
+    ),
+    Row(
+        "verify-start-without-from-log",
+        lambda t: ["verify", LLAMA3_8B, "--start", "1"],
+        2,
+        ("error: --start: only with --from-log (it picks one start of the log)",),
     ),
 ]
 

@@ -8,6 +8,7 @@ cited in kvplan/data/gpus.yaml.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_gpus_json_lists_h200_with_cuda_bytes():
     assert code == 0, err
     rows = {r["id"]: r for r in json.loads(out)}
     assert rows["h200"]["memory_bytes"] == 150109880320
-    assert rows["h200"]["price_per_hour_usd"] is None
+    assert rows["h200"]["price_per_hour_usd"] == 6.35  # RunPod on-demand list, 2026-03 (gpus.yaml)
     assert {"t4", "l4", "l40s", "a10g", "a100-80gb-sxm", "h100-sxm", "b200"} <= set(rows)
 
 
@@ -453,3 +454,46 @@ def test_reported_names_drive_vllm_batch_defaults():
     assert _estimate_json("--gpu", "A100-80GB")["engine"]["max_num_seqs"] == 256
     assert _estimate_json("--gpu", "H100")["engine"]["max_num_seqs"] == 1024
     assert _estimate_json("--gpu", "L40S")["engine"]["max_num_seqs"] == 256
+
+
+# --- bundled prices ---------------------------------------------------------------------------
+
+
+def test_bundled_prices_carry_a_source_url_and_a_date():
+    profiles = load_profiles()
+    priced = [p for p in profiles.values() if p.price_per_hour_usd is not None]
+    # the list prices written into gpus.yaml from the cited pages (USD per GPU-hour)
+    assert profiles["h100-sxm"].price_per_hour_usd == 4.76
+    assert profiles["a100-80gb-sxm"].price_per_hour_usd == 2.45
+    assert profiles["l40s"].price_per_hour_usd == 1.40
+    assert profiles["t4"].price_per_hour_usd == 0.59
+    assert len(priced) >= 12
+    for p in priced:
+        assert p.price_source and "https://" in p.price_source, p.id
+        assert re.search(r"20\d\d-\d\d-\d\d", p.price_source), p.id
+
+
+def test_gpus_table_has_a_price_column_and_marks_missing_prices(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli("gpus")
+    assert code == 0, err
+    header = out.splitlines()[1]
+    assert "$/h" in header
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["h100-sxm"])
+    assert "4.76" in row
+    b300 = next(line for line in out.splitlines() if line.split()[:1] == ["b300"])
+    assert " ? " in b300
+    assert "? = no price bundled" in " ".join(out.split())
+
+
+def test_memory_source_cites_no_internal_search_ids():
+    # Issue 14 item 15: memory_source reached users' JSON with "code index id N", an id of the
+    # research tool's index that means nothing outside it. Every source must read as a URL, a
+    # repository file or a plain description.
+    code, out, err = run_cli("gpus", "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and all("memory_source" in r for r in rows)
+    for r in rows:
+        assert "code index" not in (r["memory_source"] or ""), r["id"]
+        assert not re.search(r"\bid \d{6,}", r["memory_source"] or ""), r["id"]

@@ -17,7 +17,7 @@ from helpers import TINY_LLAMA, run_cli
 
 from kvplan.errors import KvplanError
 from kvplan.sources import load_spec, resolve_model
-from kvplan.specs.parse import parse_config
+from kvplan.model.parse import parse_config
 
 LLAMA = {**TINY_LLAMA, "tie_word_embeddings": False}
 

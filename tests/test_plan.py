@@ -21,8 +21,11 @@ def _json(*args):
 
 def test_model_that_fits_one_gpu_never_proposes_two():
     # Llama-3-8B bf16 (16 GB of weights) at 8k context for 16 users fits one 40-80 GB GPU; with
-    # no prices, an option with more GPUs is dominated by a one-GPU option of the same precision.
-    code, doc, _ = _json(LLAMA8B, "--max-model-len", "8192", "--concurrency", "16")
+    # per-GPU prices (bundled or not), an option with more GPUs of one profile is dominated by a
+    # one-GPU option of the same precision. (Across all profiles, 2x RTX 4090 at the bundled
+    # $0.60 each can be cheaper than one L40S: that is a price call, so only GPUs that each
+    # hold the model are offered here.)
+    code, doc, _ = _json(LLAMA8B, "--max-model-len", "8192", "--concurrency", "16", "--gpus", "H200,A100-80GB,H100-80GB,L40S")
     assert code == 0
     assert doc["options"]
     assert {o["num_gpus"] for o in doc["options"]} == {1}
@@ -66,7 +69,7 @@ def test_nothing_starts_names_the_nearest_engine():
 
 def test_prices_rank_priced_before_unpriced_and_cost_is_price_times_gpus():
     code, doc, _ = _json(
-        LLAMA70B, "--max-model-len", "32768", "--concurrency", "20", "--gpus", "H200,A100-80GB",
+        LLAMA70B, "--max-model-len", "32768", "--concurrency", "20", "--gpus", "H200,GH200",
         "--kv-cache-dtype", "auto", "--quantization", "none", "--price", "H200=3.5",
     )
     assert code == 0
@@ -76,7 +79,7 @@ def test_prices_rank_priced_before_unpriced_and_cost_is_price_times_gpus():
     for o in priced:
         assert o["hourly_cost_usd"] == pytest.approx(3.5 * o["num_gpus"])
     assert all(o["hourly_cost_usd"] is None for o in opts[len(priced):])
-    assert "a100-80gb-sxm" in doc["unpriced_gpus"]
+    assert "gh200" in doc["unpriced_gpus"]  # no bundled price (kvplan/data/gpus.yaml)
 
 
 def test_cheaper_priced_profile_ranks_first():
@@ -249,3 +252,28 @@ def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     doc = {}
     estimate_extras(p, fmt="json", doc=doc)
     assert doc["workload"] is None
+
+
+# --- prices (bundled list prices, --price) -----------------------------------------------------
+
+
+def test_plan_ranks_by_bundled_price_not_fewest_gpus():
+    # Llama-3-8B, 64 concurrent 8192-token requests: 1x B300 fits but has no bundled price, so
+    # it must not rank first; every priced option comes before every unpriced one
+    code, out, err = run_cli("plan", "meta-llama/Meta-Llama-3-8B", "--concurrency", "64", "--format", "json", "--top", "60")
+    assert code == 0, err
+    doc = json.loads(out)
+    opts = doc["options"]
+    known = [o["price_known"] for o in opts]
+    assert known[0] is True
+    assert known == sorted(known, reverse=True)  # priced first, then unpriced
+    priced = [o["hourly_cost_usd"] for o in opts if o["price_known"]]
+    assert priced == sorted(priced)
+    assert "b300" in doc["unpriced_gpus"]
+
+
+def test_price_given_twice_for_one_gpu_under_two_aliases_is_an_error():
+    code, out, err = run_cli("plan", "meta-llama/Meta-Llama-3-8B", "--concurrency", "64",
+                             "--price", "H100=2", "--price", "h100-sxm=3")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --price: 'H100' and 'h100-sxm' are the same GPU (h100-sxm)")

@@ -44,8 +44,8 @@ from kvplan import render
 from kvplan.errors import KvplanError
 from kvplan.gpus import find_gpu, load_profiles
 from kvplan.planner import EngineArgs, plan
-from kvplan.specs.model_spec import LayerKind
-from kvplan.specs.parse import parse_config
+from kvplan.model.spec import LayerKind
+from kvplan.model.parse import parse_config
 
 SCALE = max(1, int(os.environ.get("KVPLAN_PROPERTY_SCALE", "1")))
 

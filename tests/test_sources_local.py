@@ -246,3 +246,43 @@ def test_index_naming_a_missing_shard(tmp_path):
     (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     err = _one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
     assert "model-00002-of-00002.safetensors" in err and "hint:" in err
+
+
+# --- odd checkpoints: a dtype safetensors does not have, empty headers, PyTorch .bin files ------
+
+
+def _raw_safetensors(path: Path, header: dict, data: bytes = b"") -> None:
+    raw = json.dumps(header).encode("utf-8")
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def test_safetensors_dtype_that_safetensors_does_not_have_is_refused(tmp_path):
+    # "Q4_K" is a GGUF quantization type; safetensors' Dtype enum has no such name, so its
+    # loader (and vLLM through it) refuses the header
+    d = model_dir(tmp_path)
+    _raw_safetensors(d / "model.safetensors", {"w": {"dtype": "Q4_K", "shape": [2], "data_offsets": [0, 2]}}, b"xx")
+    line = _one_error(*run_cli("estimate", str(d), "--gpu", "H100"))
+    assert "model.safetensors" in line and "'Q4_K' is not a safetensors dtype" in line
+
+
+def test_empty_safetensors_header_is_not_reported_as_the_weights_source(tmp_path):
+    d = model_dir(tmp_path)
+    _raw_safetensors(d / "model.safetensors", {})
+    src = load_local(d)
+    assert src.checkpoint_bytes is None
+    assert "weights_from" not in src.provenance
+    assert "no tensors" in src.provenance["weights_note"]
+
+
+def test_directory_with_only_pytorch_bin_is_loaded_by_vllm_and_sized_from_config(tmp_path):
+    # vLLM 0.26.0 default_loader._prepare_weights: *.safetensors, else *.bin, else *.pt
+    d = model_dir(tmp_path)
+    (d / "pytorch_model.bin").write_bytes(b"\0" * 1000)
+    (d / "training_args.bin").write_bytes(b"\0" * 10)  # never a weight file for vLLM
+    src = load_local(d)
+    assert src.tensors_visible is True
+    assert "would load no checkpoint tensors" not in json.dumps(src.provenance)
+    assert "pytorch_model.bin: 1,000 bytes" in src.provenance["tensors"]
+    assert "training_args.bin" not in src.provenance["tensors"]
+    assert "sized from config.json" in src.provenance["weights_note"]
+    assert src.checkpoint_bytes is None and src.notes

@@ -35,6 +35,24 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         # before any Hub or cache lookup: huggingface_hub would take '' as the default branch
         raise KvplanError("--revision: empty", hint="give a branch, tag or commit hash, or leave --revision out for main")
     path = Path(model).expanduser()
+    from kvplan.safe_io import InputError, probe_path, shown_name
+
+    try:
+        # a name the file system cannot even look up (ENAMETOOLONG, a parent that may not be
+        # searched) is one line, not a traceback; it cannot be a Hub id either (at most 96 chars)
+        probe_path(path)
+        return _resolve_path(model, path, revision)
+    except InputError as exc:
+        raise KvplanError(
+            f"{shown_name(model)}: {exc.message}",
+            hint="give a directory holding config.json, the path of a config.json, or a Hub repo id",
+        ) from None
+    except OSError as exc:  # the target of a link, or a file replaced meanwhile
+        raise KvplanError(f"{shown_name(model)}: cannot read: {exc.strerror or exc}") from None
+
+
+def _resolve_path(model: str, path: Path, revision: str | None) -> ModelSource:
+    """resolve_model past its argument checks (``path``: ``model`` with ~ expanded)."""
     problem = link_problem(path)
     if problem:
         raise KvplanError(f"{model}: {problem}", hint="give a directory holding config.json, or the path of a config.json")
@@ -83,12 +101,12 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
 
     ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
-    vLLM 0.26.0 does (kvplan.specs.overrides.apply_hf_overrides).
+    vLLM does (kvplan.model.overrides.apply_hf_overrides).
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
-    vLLM 0.26.0 auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
-    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM 0.26.0 weight rules in
+    vLLM auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
+    below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM weight rules in
     kvplan.engines.vllm.weights) are dropped as incomplete. ``notes`` gathers the parser's and
     the source's warnings (ModelSpec.notes, then ModelSource.notes, then the coverage note).
 
@@ -97,17 +115,20 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     Raises:
         KvplanError: not found, unreadable, or a config kvplan cannot parse (names the key).
     """
-    from kvplan.specs.parse import parse_config
+    from kvplan.model.parse import parse_config
 
     source = resolve_model(model, revision=revision)
     if hf_overrides:
         from dataclasses import replace
 
-        from kvplan.specs.overrides import apply_hf_overrides
+        from kvplan.model.overrides import apply_hf_overrides
 
         source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
+    # The notes name the vLLM version whose behaviour they describe: the engine's (its version table).
+    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
-    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled")
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VLLM_VERSION)
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,
@@ -134,7 +155,7 @@ def _below_formula(spec) -> str | None:
     """Why the checkpoint bytes look like an incomplete checkpoint, or None.
 
     Judged only where the formula is trusted: no quantization, or a method kvplan models."""
-    from kvplan.specs.parse import MODELLED_QUANT_METHODS
+    from kvplan.model.quant import MODELLED_QUANT_METHODS
 
     if not spec.checkpoint_bytes or (spec.quantization is not None and spec.quantization.method not in MODELLED_QUANT_METHODS):
         return None

@@ -56,7 +56,7 @@ def load_from_hub(repo_id: str, revision: str | None = None) -> ModelSource:
         ModelSource with origin "hub"; ``revision`` is the resolved commit hash (None only when
         the cache cannot tell it); ``checkpoint_params`` is parameters (elements) by safetensors
         dtype and ``checkpoint_bytes`` their total bytes (from the headers' data offsets), over
-        the tensors vLLM 0.26.0 loads (see kvplan.sources.local.params_vllm_loads); both None
+        the tensors vLLM loads (see kvplan.sources.local.params_vllm_loads); both None
         when the headers cannot be read or do not cover the model (kvplan.sources.local.
         coverage_gap), with the reason in ``provenance["weights_note"]`` (and in ``notes`` when
         headers were found but are malformed or incomplete). ``tensors_visible``: True when the
@@ -189,7 +189,7 @@ def _modelopt_quant_config(
     repo_id: str, revision: str | None, endpoint: str, timeout: float, from_cache: bool, provenance: dict
 ) -> dict | None:
     """The repo's hf_quant_config.json (NVIDIA ModelOpt checkpoints keep their quantization there,
-    not in config.json; vLLM 0.26.0 reads it next to config.json, and its kv_cache_quant_algo makes
+    not in config.json; vLLM reads it next to config.json, and its kv_cache_quant_algo makes
     `--kv-cache-dtype auto` store fp8), or None when the repo has none.
 
     From the cache only when config.json came from the cache. A 404 is the normal answer for a

@@ -4,7 +4,7 @@ Safetensors headers are read here (8-byte little-endian length, then the JSON he
 tensors) and every entry is checked: dtype a string, shape non-negative integers, data offsets
 that match shape x dtype size (the rules safetensors itself enforces when vLLM loads the file).
 A malformed header is one KvplanError naming the file. ``params_vllm_loads`` (shared with the Hub
-source) keeps the tensors vLLM 0.26.0 loads; ``coverage_gap`` says when the headers do not
+source) keeps the tensors vLLM loads; ``coverage_gap`` says when the headers do not
 cover the model (one shard of several, missing decoder layers, an index naming absent tensors),
 in which case load_local keeps no checkpoint figures and says why in ``ModelSource.notes``.
 
@@ -44,7 +44,8 @@ SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
 # this bound, since huggingface_hub reads the header alone.
 SAFETENSORS_MAX_TENSOR_BYTES = 1 << 40  # 1 TiB
 
-# Checkpoint tensors vLLM 0.26.0 does not load into the served (target) model:
+# Checkpoint tensors vLLM does not load into the served (target) model (its model load_weights; a
+# vLLM version that loads differently belongs in kvplan/engines/vllm/ version rules):
 # - multi-token-prediction heads stored under their own prefix, "mtp.*" (Qwen3-Next and later
 #   Qwen/DeepSeek checkpoints) or "mtp_layers.*" (MiMo): only vLLM's MTP draft model reads them;
 # - DeepSeek-V3 / GLM-4.5 style MTP layers stored as extra decoder layers numbered from
@@ -190,7 +191,7 @@ def _json_kind(value) -> str:
 
 def num_text_layers(config: dict) -> int | None:
     """num_hidden_layers of the language model (``text_config`` for multimodal configs), or None."""
-    from kvplan.specs.parse import text_config_of
+    from kvplan.model.config import text_config_of
 
     n = text_config_of(config).get("num_hidden_layers")
     return n if isinstance(n, int) and not isinstance(n, bool) else None
@@ -199,7 +200,7 @@ def num_text_layers(config: dict) -> int | None:
 def ties_word_embeddings(config: dict) -> bool:
     """True only when the (text) config says ``tie_word_embeddings: true`` (absent means we keep
     lm_head: transformers' default differs per model class, and tied checkpoints rarely store it)."""
-    from kvplan.specs.parse import text_config_of
+    from kvplan.model.config import text_config_of
 
     return text_config_of(config).get("tie_word_embeddings") is True
 
@@ -207,7 +208,7 @@ def ties_word_embeddings(config: dict) -> bool:
 def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
     """(dtype, elements, bytes) of one safetensors header entry, checked as safetensors checks it.
 
-    Rules (safetensors/src/tensor.rs, which vLLM 0.26.0 loads through): ``dtype`` a string;
+    Rules (safetensors/src/tensor.rs, which vLLM loads through): ``dtype`` a string;
     ``shape`` a list of integers >= 0 (elements = their product, 1 for a scalar);
     ``data_offsets`` [begin, end] integers with 0 <= begin <= end; for a dtype kvplan knows,
     end - begin == elements x bits / 8 (rounded up). Bytes are end - begin. Plausibility (kvplan's,
@@ -217,6 +218,13 @@ def tensor_entry(name: str, dtype, shape, offsets) -> tuple[str, int, int]:
     """
     if not isinstance(dtype, str) or not dtype:
         raise ValueError(f"tensor {name!r}: dtype must be a string, got {_short(dtype)}")
+    if dtype not in SAFETENSORS_DTYPE_BITS:
+        # safetensors' Dtype enum has no other names: its loader refuses the header, so vLLM
+        # cannot open the file ("Q4_K" is a GGUF quantization type, not a safetensors dtype)
+        raise ValueError(
+            f"tensor {name!r}: dtype {_short(dtype)} is not a safetensors dtype "
+            f"(safetensors knows {', '.join(SAFETENSORS_DTYPE_BITS)})"
+        )
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise ValueError(f"tensor {name!r}: shape must be a list of integers >= 0, got {_short(shape)}")
     if (
@@ -417,7 +425,7 @@ def params_vllm_loads(
     *,
     tie_word_embeddings: bool = False,
 ) -> tuple[dict[str, int], int]:
-    """Parameters by dtype and total bytes over the checkpoint tensors vLLM 0.26.0 loads.
+    """Parameters by dtype and total bytes over the checkpoint tensors vLLM loads.
 
     Args:
         tensors: name -> (safetensors dtype, element count) or (dtype, element count, bytes);
@@ -430,7 +438,7 @@ def params_vllm_loads(
     Raises:
         KvplanError: a tensor without byte size has a dtype kvplan does not know.
 
-    Rule source: see the comment on _SKIPPED / _DECODER_LAYER (vLLM 0.26.0 model load_weights).
+    Rule source: see the comment on _SKIPPED / _DECODER_LAYER (vLLM model load_weights).
     """
     by_dtype: dict[str, int] = {}
     total = 0
@@ -459,11 +467,11 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
     headers (optional).
 
     Which safetensors files count: the shards named in model.safetensors.index.json when it
-    exists (vLLM 0.26.0 model_loader/weight_utils.py filter_duplicate_safetensors_files keeps
+    exists (vLLM model_loader/weight_utils.py filter_duplicate_safetensors_files keeps
     only those); else model.safetensors (huggingface_hub's get_local_safetensors_metadata rule);
     else every ``*.safetensors`` file in the directory (what vLLM globs without an index).
     hf_quant_config.json (ModelOpt) is read into the config as ``_hf_quant_config`` when
-    config.json has no quantization_config, as vLLM 0.26.0 transformers_utils/config.py does.
+    config.json has no quantization_config, as vLLM transformers_utils/config.py does.
 
     Returns:
         ModelSource with origin "local"; ``tensors_visible`` True when safetensors files exist
@@ -516,6 +524,9 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         else:
             why = coverage_gap(tensors, n_layers, weight_map)
         described = f"safetensors headers ({len(files)} file{'s' if len(files) != 1 else ''})"
+        if not tensors:
+            # a header "{}": the files hold no tensor, so they cannot give the weight bytes
+            why = "they hold no tensors (empty headers)"
         if why:
             notes.append(incomplete_note(str(directory), why))
             provenance["weights_note"] = f"{described} ignored: {why}"
@@ -524,7 +535,21 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
             provenance["weights_from"] = described
         provenance["tensors"] = f"{described} next to config.json"
     else:
-        provenance["tensors"] = "no safetensors files next to config.json: vLLM would load no checkpoint tensors"
+        legacy = _legacy_weight_files(directory)
+        if legacy:
+            size = sum(f.stat().st_size for f in legacy)
+            shown = ", ".join(f.name for f in legacy[:3]) + (f" and {len(legacy) - 3} more" if len(legacy) > 3 else "")
+            provenance["tensors"] = (
+                f"no safetensors files; vLLM loads the PyTorch weight files instead ({shown}: {size:,} bytes on disk)"
+            )
+            provenance["weights_note"] = (
+                "PyTorch .bin/.pt files are pickles kvplan does not open (their dtype may differ from the one vLLM "
+                "casts to), so the weights are sized from config.json, not from the files"
+            )
+            notes.append(f"{directory}: weights sized from config.json: the checkpoint is {shown}, which kvplan does not read")
+            files = legacy  # vLLM reads checkpoint tensors from them
+        else:
+            provenance["tensors"] = "no safetensors, .bin or .pt files next to config.json: vLLM would load no checkpoint tensors"
     return ModelSource(
         name=name or str(directory),
         config=config,
@@ -535,6 +560,25 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
         tensors_visible=bool(files),
         notes=tuple(notes),
     )
+
+
+# Files vLLM 0.26.0 never loads as weights (model_loader/weight_utils.py
+# filter_files_not_needed_for_inference: trainer state saved next to a checkpoint).
+_NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
+
+
+def _legacy_weight_files(directory: Path) -> list[Path]:
+    """The PyTorch weight files vLLM 0.26.0 loads from a directory without safetensors: with the
+    default load format ("auto" -> "hf"), model_loader/default_loader.py _prepare_weights tries
+    ``*.safetensors``, then ``*.bin``, then ``*.pt``, taking the first pattern that matches,
+    minus the trainer files of _NOT_WEIGHTS. Regular files only, sorted by name."""
+    for pattern in ("*.bin", "*.pt"):
+        found = sorted(
+            f for f in directory.glob(pattern) if f.name not in _NOT_WEIGHTS and f.is_file() and not f.name.startswith(".")
+        )
+        if found:
+            return found
+    return []
 
 
 def _safetensors_files(directory: Path) -> tuple[list[Path], dict[str, str] | None]:

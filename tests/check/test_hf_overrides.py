@@ -81,7 +81,7 @@ def test_multimodal_text_config_is_reached_only_through_text_config(tmp_path):
 
 
 def test_apply_rules():
-    from kvplan.specs.overrides import apply_hf_overrides
+    from kvplan.model.overrides import apply_hf_overrides
 
     config = {
         "max_position_embeddings": 4096,

@@ -1,4 +1,4 @@
-"""`vllm serve` command lines and vLLM ``--config`` YAML for a plan (vLLM 0.26.0 flag names).
+"""`vllm serve` command lines and vLLM ``--config`` YAML for a plan (the version's flag names).
 
 Flag templates are pinned per vLLM version, separate from the arithmetic: SERVE_FLAGS maps an
 EngineArgs field to its `vllm serve` spelling and vLLM's default, so only values that differ
@@ -9,34 +9,15 @@ from __future__ import annotations
 
 import shlex
 
-# field -> (flag, vLLM 0.26.0 default or None when the default depends on the model/GPU)
-SERVE_FLAGS_0_26 = {
-    "tensor_parallel_size": ("--tensor-parallel-size", 1),
-    "pipeline_parallel_size": ("--pipeline-parallel-size", 1),
-    "max_model_len": ("--max-model-len", None),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", 0.92),
-    "kv_cache_dtype": ("--kv-cache-dtype", "auto"),
-    # --block-size in vLLM 0.26.0 is any int > 0, not a fixed set: config/cache.py
-    # `block_size: int = Field(default=None, gt=0)` (no BlockSize Literal in this version), and
-    # engine/arg_utils.py adds it with get_kwargs(CacheConfig), so argparse has no `choices`.
-    # What a value must satisfy comes from the attention backend's
-    # get_supported_kernel_block_sizes (v1/attention/backends/flash_attn.py: MultipleOf(16);
-    # FlashMLA [64], CUTLASS MLA [128], FlashInfer MLA [32, 64]); platforms/cuda.py skips a
-    # backend whose kernel blocks do not fit ("block_size not supported"). kvplan checks the
-    # FlashAttention rule (a positive multiple of 16) in planner.EngineArgs.
-    "block_size": ("--block-size", None),
-    "dtype": ("--dtype", "auto"),
-    "quantization": ("--quantization", None),
-    "max_num_seqs": ("--max-num-seqs", None),
-    "max_num_batched_tokens": ("--max-num-batched-tokens", None),
-    "enforce_eager": ("--enforce-eager", False),
-    "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", None),
-    "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
-    "revision": ("--revision", None),
-}
+from kvplan.engines.vllm import versions
+
+# field -> (flag, the default version's fixed default or None when it depends on the model/GPU):
+# the version's rules (VllmRules.serve_flags, e.g. engines/vllm/v0_26/flag_catalogue.py).
+SERVE_FLAGS = versions.default().serve_flags
+SERVE_FLAGS_0_26 = SERVE_FLAGS  # the old name (render.py reads it); goes with the issue-11 shims
 
 # Every `vllm serve` flag kvplan understands when reading command lines/configs (underscored).
-KNOWN_ENGINE_KEYS = {k for k in SERVE_FLAGS_0_26} | {"model"}
+KNOWN_ENGINE_KEYS = {k for k in SERVE_FLAGS} | {"model"}
 
 
 def serve_tokens(values: dict) -> list[tuple[str, list[str]]]:
@@ -44,7 +25,7 @@ def serve_tokens(values: dict) -> list[tuple[str, list[str]]]:
     already use by default, in the catalogue's order. Booleans become bare flags; a tri-state
     flag turned off becomes ``--no-<flag>``; values equal to vLLM's fixed default are dropped."""
     out: list[tuple[str, list[str]]] = []
-    for field, (flag, default) in SERVE_FLAGS_0_26.items():
+    for field, (flag, default) in SERVE_FLAGS.items():
         if field not in values or values[field] is None:
             continue
         v = values[field]
@@ -61,7 +42,7 @@ def serve_tokens(values: dict) -> list[tuple[str, list[str]]]:
 
 
 def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
-    """The flag list for ``explicit`` (field -> value the user set), vLLM 0.26.0 spelling, with
+    """The flag list for ``explicit`` (field -> value the user set), in `vllm serve`'s spelling, with
     ``--max-model-len`` pinned when ``pinned_max_model_len`` is given (see serve_tokens)."""
     values = dict(explicit)
     if pinned_max_model_len is not None:
@@ -94,7 +75,7 @@ def config_yaml_dict(model: str, explicit: dict, pinned_max_model_len: int | Non
             out[key] = val
             i += 2
         elif key.startswith("no-"):
-            # vLLM 0.26.0 utils/argparse_utils.py load_config_file drops a `false` value (it adds
+            # vLLM utils/argparse_utils.py load_config_file (version rules in engines/vllm/v0_26) drops a `false` value (it adds
             # a flag only for `true`), so `X: false` would leave X on: write `no-X: true`.
             out[key] = True
             i += 1

@@ -1,0 +1,84 @@
+"""From user options to a Plan: EngineArgs from flag values (one-line errors naming the flag),
+and model + GPU + flags -> (Plan, ModelSource). The core API behind `kvplan estimate`, verify and
+check (it was kvplan.cli.plan_from_options). Imports stay inside the functions so that importing
+the CLI stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kvplan.errors import KvplanError
+
+
+def build_engine_args(**kw):
+    """EngineArgs from CLI values; pydantic errors become one line naming the flag."""
+    from pydantic import ValidationError
+
+    from kvplan.engines.vllm.args import EngineArgs
+
+    try:
+        return EngineArgs(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "argument"
+        flag = "--" + field.replace("_", "-")
+
+        raise KvplanError(f"{flag}: {_plain_message(err)} (got {err.get('input')!r})") from None
+
+
+def _plain_message(err: dict) -> str:
+    """A pydantic error as a short sentence (no pydantic phrasing)."""
+    ctx = err.get("ctx") or {}
+    kind = err.get("type", "")
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"must be > {ctx.get('gt')}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}"
+    if kind == "less_than":
+        return f"must be < {ctx.get('lt')}"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return "must be a finite number"
+    return err["msg"].removeprefix("Value error, ")
+
+
+def plan_from_options(
+    *,
+    model: str,
+    gpu: str,
+    gpu_memory: Optional[str],
+    gpu_profiles: Optional[list[str]],
+    revision: Optional[str],
+    **engine_kw,
+):
+    """Resolve model + GPU + flags into (Plan, ModelSource). Shared by estimate/verify/check.
+
+    Args:
+        model: Hub repo id, local directory or bundled spec id; revision: its Hub revision.
+        gpu: GPU profile id; gpu_memory: --gpu-memory text (bytes, e.g. "80GiB") or None;
+        gpu_profiles: extra GPU profile YAML files.
+        engine_kw: EngineArgs fields (None = not given).
+    Raises:
+        KvplanError: unknown --vllm-version, a bad flag value, GPU or model (exit 2).
+    """
+    from kvplan.capacity.estimate import plan
+    from kvplan.engines.vllm import versions
+    from kvplan.gpus import check_gpu_memory_flag, find_gpu, load_profiles
+    from kvplan.sources import load_spec
+    from kvplan.units import parse_bytes
+
+    versions.select(engine_kw.get("vllm_version") or versions.DEFAULT_VERSION)
+    args = build_engine_args(**engine_kw)
+    profile = find_gpu(gpu, load_profiles(gpu_profiles))
+    if gpu_memory is not None:
+        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
+    spec, source = load_spec(model, revision)
+    import os
+
+    # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user
+    # would start vLLM from (config/model.py _get_and_verify_max_len).
+    return plan(spec, profile, args, env=dict(os.environ)), source

@@ -1,0 +1,164 @@
+"""The engine arguments kvplan models, declared once.
+
+ENGINE_ARGS is the one table of the `vllm serve` arguments kvplan sizes with: for each, its
+name (vLLM's, underscored), Python type, range, `vllm serve` spelling(s), default rule and help.
+EngineArgs (the frozen pydantic model an estimate takes) is built from it, so its validation is
+the table's; CLI options, config-YAML keys, check's catalogue, verify's engine_args and the
+renderers can be derived from the same table (``engine_arg(name)``, ``ENGINE_ARGS``).
+
+Version-specific choices (which --kv-cache-dtype / --dtype values exist) are read from the
+default version's rules (engines/vllm/versions.py); nothing here names a version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import ConfigDict, Field, create_model, field_validator
+
+from kvplan.engines.vllm import versions
+
+_RULES = versions.default()
+_QUANT = _RULES.quantization
+_KV_CACHE_DTYPES = _RULES.kv_spec.KV_CACHE_DTYPES
+
+
+def _check_kv_cache_dtype(v: str) -> str:
+    if v in _QUANT.VLLM_ONLY_KV_CACHE_DTYPES:
+        raise ValueError(
+            f"vLLM {_RULES.version} accepts {v!r} but kvplan cannot size it yet; kvplan sizes "
+            + ", ".join(_KV_CACHE_DTYPES)
+        )
+    if v not in _KV_CACHE_DTYPES:
+        raise ValueError(f"must be one of {', '.join(_KV_CACHE_DTYPES)}")
+    return v
+
+
+def _check_dtype(v: str) -> str:
+    if v not in _QUANT.VLLM_DTYPES:
+        raise ValueError(f"must be one of {', '.join(_QUANT.VLLM_DTYPES)} (vLLM's spelling)")
+    return v
+
+
+def _check_block_size(v: int | None) -> int | None:
+    if v is not None and (v <= 0 or v % 16):
+        raise ValueError("must be a positive multiple of 16 (FlashAttention kernel blocks)")
+    return v
+
+
+def _check_max_model_len(v: int | None) -> int | None:
+    if v is not None and v != -1 and v <= 0:
+        raise ValueError("must be a positive number of tokens, or 'auto'")
+    if v is not None and v > 1 << 32:
+        raise ValueError("must be at most 4,294,967,296 tokens")
+    return v
+
+
+def _check_usage(v: str) -> str:
+    if v not in _RULES.defaults.USAGE_CONTEXTS:
+        raise ValueError("must be 'serve' or 'llm'")
+    return v
+
+
+@dataclass(frozen=True)
+class EngineArg:
+    """One engine argument.
+
+    Attributes:
+        name: vLLM's (and EngineArgs') field name, e.g. "max_num_seqs".
+        type: the Python type of the value (None allowed where ``type`` says so).
+        default: the value EngineArgs holds when not given (None = vLLM's default for this model
+            and GPU, resolved by the estimate).
+        default_rule: how the estimate resolves it when not given (prose, for docs and help).
+        flags: `vllm serve` spellings, long first ("--max-num-seqs", ...).
+        help: one line for users.
+        gt / ge / le: numeric range (pydantic constraints; None = unbounded).
+        check: extra validation (raises ValueError with the message users see), or None.
+    """
+
+    name: str
+    type: Any
+    default: Any
+    default_rule: str
+    flags: tuple[str, ...]
+    help: str
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    check: Callable[[Any], Any] | None = None
+
+    def field_info(self):
+        """The pydantic Field for this argument (default and range)."""
+        bounds = {k: v for k, v in (("gt", self.gt), ("ge", self.ge), ("le", self.le)) if v is not None}
+        return Field(default=self.default, **bounds)
+
+
+ENGINE_ARGS: tuple[EngineArg, ...] = (
+    EngineArg("tensor_parallel_size", int, 1, "1", ("--tensor-parallel-size", "-tp"),
+              "GPUs per pipeline stage (tensor parallel).", ge=1, le=1024),
+    EngineArg("pipeline_parallel_size", int, 1, "1", ("--pipeline-parallel-size", "-pp"),
+              "Pipeline stages.", ge=1, le=1024),
+    EngineArg("max_model_len", int | None, None, "the model's limit (max_position_embeddings, rope scaling); "
+              "-1 = auto (largest that fits)", ("--max-model-len",), "Tokens per request.", check=_check_max_model_len),
+    EngineArg("gpu_memory_utilization", float, _RULES.defaults.DEFAULT_GPU_MEMORY_UTILIZATION,
+              "the version's fixed default", ("--gpu-memory-utilization",),
+              "Fraction of CUDA-visible memory vLLM may use.", gt=0, le=1),
+    EngineArg("kv_cache_dtype", str, "auto", "auto = the model's activation dtype (fp8 for checkpoints with fp8 KV scales)",
+              ("--kv-cache-dtype",), "KV-cache element type.", check=_check_kv_cache_dtype),
+    EngineArg("block_size", int | None, None, "the attention backend's preferred block (16; MLA backends differ)",
+              ("--block-size",), "Tokens per KV-cache block.", check=_check_block_size),
+    EngineArg("dtype", str, "auto", "auto = the checkpoint dtype (float32 runs as bfloat16)", ("--dtype",),
+              "Weight/activation dtype.", check=_check_dtype),
+    EngineArg("quantization", str | None, None, "the checkpoint's quantization_config", ("--quantization", "-q"),
+              "Weight quantization method."),
+    EngineArg("max_num_seqs", int | None, None, "the version's batch defaults (by GPU memory and usage)",
+              ("--max-num-seqs",), "Most sequences per step.", ge=1, le=1 << 24),
+    EngineArg("max_num_batched_tokens", int | None, None,
+              "the version's batch defaults, clamped to max_num_seqs x max_model_len",
+              ("--max-num-batched-tokens",), "Most tokens per step.", ge=1, le=(1 << 31) - 1),
+    EngineArg("enforce_eager", bool, False, "False (CUDA graphs on)", ("--enforce-eager",), "Disable CUDA graphs."),
+    EngineArg("kv_cache_memory_bytes", int | None, None, "unset (the utilization budget decides)",
+              ("--kv-cache-memory-bytes",), "KV-cache bytes per GPU, bypassing the utilization budget.",
+              gt=0, le=1 << 50),
+    EngineArg("enable_prefix_caching", bool | None, None, "on unless the model is hybrid",
+              ("--enable-prefix-caching", "--no-enable-prefix-caching"), "Prefix caching."),
+    EngineArg("disable_hybrid_kv_cache_manager", bool, False, "False", ("--disable-hybrid-kv-cache-manager",),
+              "Treat sliding/chunked layers as full attention."),
+    EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
+              "(changes the batch defaults).", check=_check_usage),
+    EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),
+              "Which vLLM version's rules to use (engines/vllm/versions.py)."),
+)
+
+_BY_NAME = {a.name: a for a in ENGINE_ARGS}
+
+
+def engine_arg(name: str) -> EngineArg:
+    """The table row of argument ``name`` (KeyError when kvplan does not model it)."""
+    return _BY_NAME[name]
+
+
+def _validator(arg: EngineArg):
+    check = arg.check
+
+    def _v(cls, v):
+        return check(v)
+
+    _v.__name__ = f"_check_{arg.name}"
+    return field_validator(arg.name)(classmethod(_v))
+
+
+EngineArgs = create_model(
+    "EngineArgs",
+    __config__=ConfigDict(frozen=True, extra="forbid"),
+    __doc__="""The `vllm serve` flags kvplan models; None = vLLM's default for this model and GPU.
+
+    Names are vLLM's. ``max_model_len=-1`` means ``--max-model-len auto`` (largest that fits).
+    ``usage`` is "serve" (`vllm serve`, the default) or "llm" (the offline ``LLM`` class), which
+    changes vLLM's batch defaults. Built from ENGINE_ARGS (kvplan.engines.vllm.args).
+    """,
+    __module__=__name__,
+    __validators__={f"_check_{a.name}": _validator(a) for a in ENGINE_ARGS if a.check is not None},
+    **{a.name: (a.type, a.field_info()) for a in ENGINE_ARGS},
+)

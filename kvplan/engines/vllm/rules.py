@@ -1,0 +1,82 @@
+"""The rules object of one vLLM version: everything kvplan knows about how that version
+behaves, chosen once per estimate (engines/vllm/versions.py select) and passed down.
+
+A version's rules live in one package (engines/vllm/v0_26/ ...); its ``__init__`` builds one
+frozen VllmRules. A new version is one new package plus one line in versions.SUPPORTED; a
+version that differs from another in a few places can reuse the other's modules and replace
+only those fields (dataclasses.replace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class FittedCoefficients:
+    """Empirical byte terms fitted on one version's real starts (each documented where the
+    version's package defines it: memory.py, runner.py). Bytes per GPU (int).
+
+    Attributes:
+        non_torch_single_gpu: CUDA memory outside torch's allocator on one GPU.
+        non_torch_v1_cudagraph_extra: extra non-torch memory with V1-runner CUDA graphs.
+        non_torch_multi_gpu_extra: the NCCL/all-reduce part when more than one GPU takes part.
+    """
+
+    non_torch_single_gpu: int
+    non_torch_v1_cudagraph_extra: int
+    non_torch_multi_gpu_extra: int
+
+
+@dataclass(frozen=True, eq=False)
+class VllmRules:
+    """How one vLLM version sizes memory and reads flags (compared and hashed by identity: one
+    object per version, used as a cache key).
+
+    Attributes:
+        version: the vLLM version string ("X.Y.Z"), as `--vllm-version` spells it.
+        evidence: what the rules were checked against (shown to users as provenance).
+        flag_table: the version's `vllm serve` flags as data (flags by arity, short aliases,
+            ignored, removed, cache dtypes, model dtypes, none-is-unset), read by
+            engines/vllm/serve_flags.catalogue.
+        serve_flags: EngineArgs field -> (`vllm serve` flag, the version's fixed default or None),
+            used to write command lines (engines/vllm/flags.py).
+        defaults: module: batch defaults, dtype and block-size resolution.
+        quantization: module: accepted methods/dtypes, capability limits, checkpoint rules.
+        kv_spec: module: bytes per page/token per layer-cache kind.
+        allocator: module: KV-cache groups, blocks, tokens, concurrency.
+        memory: module: the memory budget on one GPU.
+        activation: module: the profiling run's activation peak.
+        weights: module: weight bytes after loading.
+        runner: module: which model runner, CUDA-graph memory.
+        family_quirks: module: per-family quirks of this version's model implementations.
+        coefficients: fitted byte terms the estimate reads from here (not from module globals).
+    """
+
+    version: str
+    evidence: str
+    flag_table: tuple
+    serve_flags: dict
+    defaults: ModuleType
+    quantization: ModuleType
+    kv_spec: ModuleType
+    allocator: ModuleType
+    memory: ModuleType
+    activation: ModuleType
+    weights: ModuleType
+    runner: ModuleType
+    family_quirks: ModuleType
+    coefficients: FittedCoefficients
+
+    def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
+        """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is
+        the version's memory.non_torch_bytes."""
+        c = self.coefficients
+        return self.memory.non_torch_bytes(
+            world_size,
+            v1_cudagraphs=v1_cudagraphs,
+            single_gpu=c.non_torch_single_gpu,
+            v1_cudagraph_extra=c.non_torch_v1_cudagraph_extra,
+            multi_gpu_extra=c.non_torch_multi_gpu_extra,
+        )

@@ -1,0 +1,92 @@
+"""How vLLM 0.26.0's implementation of a model family costs memory beyond what the model's
+shape says: the one table of per-family quirks of this version (facts about the model itself
+belong to ModelSpec, not here).
+
+Keyed by Hugging Face ``model_type`` (what vLLM's model file implements), except the runner
+list, which vLLM itself keys by architecture name (config/vllm.py). Units: bytes (int).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Per-family load-time extras seen in the worker's exact model_memory_usage and not (yet) traced
+# to a vLLM source line; each from tests/data/vllm-0.26.0-h200 records:
+# Qwen2 (qwen2.py): +15,728,640 B over 4 layers (p-qwen25-4L, exact) and +0.092..0.102 GiB over
+# 28 (calibration qwen2.5-7b_eager) -> 3.75 MiB per decoder layer.
+QWEN2_BYTES_PER_LAYER = 3_932_160
+# Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
+GEMMA3_EXTRA_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class FamilyQuirks:
+    """What vLLM 0.26.0's model file for one family does differently.
+
+    Attributes:
+        mlp_keeps_gate_up: the dense MLP is written ``gate_up = ...; x = act(gate_up);
+            x = down(x)`` and keeps gate_up alive through down_proj (qwen2.py Qwen2MLP, also used
+            by qwen3; deepseek_v2.py; qwen2_moe.py); calibration qwen2.5-7b_eager 2.20 GiB,
+            record qwen3-8b_eager_fp8kv exact 53,248 el/token.
+        gemma_style_activation: Gemma-2/3's MLP peak 5H + 3I (records p-gemma2-4L-t16384-s256,
+            gemma3-1b_eager: exact).
+        extra_bytes_per_layer: untraced load-time bytes per decoder layer of a stage.
+        extra_bytes_first_stage: untraced load-time bytes once, on the first pipeline stage.
+        router_bias_fp32: the MoE router's bias (e_score_correction_bias) is kept in fp32
+            (deepseek_v2.py).
+    """
+
+    mlp_keeps_gate_up: bool = False
+    gemma_style_activation: bool = False
+    extra_bytes_per_layer: int = 0
+    extra_bytes_first_stage: int = 0
+    router_bias_fp32: bool = False
+
+
+NONE = FamilyQuirks()
+
+# model_type -> quirks (the one table).
+QUIRKS: dict[str, FamilyQuirks] = {
+    "qwen2": FamilyQuirks(mlp_keeps_gate_up=True, extra_bytes_per_layer=QWEN2_BYTES_PER_LAYER),
+    "qwen3": FamilyQuirks(mlp_keeps_gate_up=True),
+    "qwen2_moe": FamilyQuirks(mlp_keeps_gate_up=True),
+    "qwen3_moe": FamilyQuirks(mlp_keeps_gate_up=True),
+    "qwen3_next": FamilyQuirks(mlp_keeps_gate_up=True),
+    "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "gemma2": FamilyQuirks(gemma_style_activation=True),
+    "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
+    "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
+}
+# Every other DeepSeek model_type (deepseek_v32, deepseek_mtp ...) shares deepseek_v2.py's
+# fp32 router bias.
+_PREFIX_QUIRKS = (("deepseek", FamilyQuirks(router_bias_fp32=True)),)
+
+
+def quirks(model_type: str) -> FamilyQuirks:
+    """The quirks of vLLM 0.26.0's implementation of ``model_type`` (NONE when it has none)."""
+    q = QUIRKS.get(model_type)
+    if q is not None:
+        return q
+    for prefix, pq in _PREFIX_QUIRKS:
+        if model_type.startswith(prefix):
+            return pq
+    return NONE
+
+
+# vLLM 0.26.0 config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES: MoE architectures that still
+# get the V2 model runner (keyed by architecture, as vLLM keys it).
+DEFAULT_V2_ARCHITECTURES = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "GraniteMoeForCausalLM",
+        "InklingForCausalLM",
+        "InklingForConditionalGeneration",
+        "LongcatFlashNgramForCausalLM",
+        "Qwen2MoeForCausalLM",
+    }
+)
+
+# Backward-compatible sets (activation.py's names before the table).
+MLP_KEEPS_GATE_UP = frozenset(k for k, q in QUIRKS.items() if q.mlp_keeps_gate_up)
+GEMMA_STYLE = frozenset(k for k, q in QUIRKS.items() if q.gemma_style_activation)

@@ -1,0 +1,325 @@
+"""Bytes per KV-cache page for each layer kind, on one GPU (vLLM 0.26.0).
+
+Restates, in our own structure, vllm/v1/kv_cache_interface.py (FullAttentionSpec,
+SlidingWindowSpec, ChunkedLocalAttentionSpec, MLAAttentionSpec, MambaSpec),
+vllm/model_executor/layers/attention/attention.py (get_kv_cache_spec),
+vllm/model_executor/layers/mamba/mamba_utils.py (state shapes) and
+vllm/platforms/interface.py (_align_hybrid_block_size).
+
+A *page* is one block of ``block_size`` tokens of one layer. Units: tokens and bytes (int).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from kvplan.errors import KvplanError
+from kvplan.specs.model_spec import LayerKind, ModelSpec
+
+DTYPE_BYTES = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+}
+
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class LayerCacheSpec:
+    """What one decoder layer asks of the KV cache on one GPU; one subclass per layer-cache kind
+    (vLLM v1/kv_cache_interface.py FullAttentionSpec, SlidingWindowSpec,
+    ChunkedLocalAttentionSpec, MLAAttentionSpec, MambaSpec), each owning its rules: page size,
+    bytes per token, blocks one request holds. SPEC_FOR_LAYER_KIND maps the model's LayerKind to
+    its class; CACHE_KINDS maps the kind string (as JSON writes it) back to the class.
+
+    Attributes:
+        kind (class): "full" | "sliding" | "chunked" | "mla" | "mamba".
+        block_size: tokens per page (for mamba: the attention block size it is aligned to).
+        page_size_bytes: bytes of one page of this layer (padded where vLLM pads).
+        sliding_window: tokens, for "sliding".
+        chunk_size: tokens, for "chunked".
+        per_token_bytes: bytes per token per layer (0 for mamba).
+    Class attributes:
+        stores_per_token_kv: KV grows with every token (attention kinds; not Mamba's state).
+        bounded_per_sequence: the blocks one sequence keeps stop growing with its length
+            (a window, a chunk, a state).
+        one_state_block: one page per sequence whatever its length (Mamba).
+        full_without_hybrid_manager: --disable-hybrid-kv-cache-manager turns it into full attention.
+    """
+
+    kind: ClassVar[str] = ""
+    stores_per_token_kv: ClassVar[bool] = True
+    bounded_per_sequence: ClassVar[bool] = False
+    one_state_block: ClassVar[bool] = False
+    full_without_hybrid_manager: ClassVar[bool] = False
+
+    block_size: int
+    page_size_bytes: int
+    sliding_window: int | None = None
+    chunk_size: int | None = None
+    per_token_bytes: int = 0
+
+    def with_block_size(self, block_size: int) -> "LayerCacheSpec":
+        """Same layer with a larger block (vLLM's unify_kv_cache_spec_page_size scaling)."""
+        return replace(self, block_size=block_size, page_size_bytes=self.per_token_bytes * block_size)
+
+    @staticmethod
+    def blocks_per_request(
+        max_model_len: int, max_in_flight_tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None
+    ) -> int:
+        """Blocks one request of ``max_model_len`` tokens holds at most in a group of this kind
+        (vLLM kv_cache_interface.py max_memory_usage_bytes / page_size): full/MLA cdiv(len, block)."""
+        return _cdiv(max_model_len, block_size)
+
+    @staticmethod
+    def skipped_blocks(tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None) -> int:
+        """Blocks freed behind the window/chunk when ``tokens`` have KV (``tokens - 1`` computed):
+        vLLM single_type_kv_cache_manager.py get_num_skipped_tokens // block_size. 0 here."""
+        return 0
+
+    @staticmethod
+    def next_change(tokens: int, block_size: int, sliding_window: int | None, chunk_size: int | None) -> int:
+        """The smallest token count > ``tokens`` where the held blocks may change (a new block)."""
+        return ((tokens - 1) // block_size + 1) * block_size + 1
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(LayerCacheSpec):
+    """Full attention: every token's K and V, for the whole request."""
+
+    kind: ClassVar[str] = "full"
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(LayerCacheSpec):
+    """Multi-head latent attention: one latent (kv_lora_rank + rope dims) per token, not split by TP."""
+
+    kind: ClassVar[str] = "mla"
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(LayerCacheSpec):
+    """Sliding-window attention: the last ``sliding_window`` tokens."""
+
+    kind: ClassVar[str] = "sliding"
+    bounded_per_sequence: ClassVar[bool] = True
+    full_without_hybrid_manager: ClassVar[bool] = True
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """cdiv(min(window - 1 + in_flight, len), block) + 1 (SlidingWindowSpec.max_memory_usage_bytes)."""
+        tokens = min(sliding_window - 1 + max_in_flight_tokens, max_model_len)
+        return _cdiv(tokens, block_size) + 1
+
+    @staticmethod
+    def skipped_blocks(tokens, block_size, sliding_window, chunk_size):
+        """Blocks wholly before the window (get_num_skipped_tokens: computed - window + 1)."""
+        if not sliding_window:
+            return 0
+        return max(0, tokens - 1 - sliding_window + 1) // block_size
+
+    @staticmethod
+    def next_change(tokens, block_size, sliding_window, chunk_size):
+        """A new block, or the window's start crossing a block boundary."""
+        nxt = ((tokens - 1) // block_size + 1) * block_size + 1
+        if sliding_window:
+            w = sliding_window
+            nxt = min(nxt, w + block_size if tokens < w else w + ((tokens - w) // block_size + 1) * block_size)
+        return nxt
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(LayerCacheSpec):
+    """Chunked local attention: the tokens of the current ``chunk_size`` chunk."""
+
+    kind: ClassVar[str] = "chunked"
+    bounded_per_sequence: ClassVar[bool] = True
+    full_without_hybrid_manager: ClassVar[bool] = True
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """cdiv(min(chunk + in_flight, len), block) (ChunkedLocalAttentionSpec.max_memory_usage_bytes)."""
+        tokens = min(chunk_size + max_in_flight_tokens, max_model_len)
+        return _cdiv(tokens, block_size)
+
+    @staticmethod
+    def skipped_blocks(tokens, block_size, sliding_window, chunk_size):
+        """Blocks of the chunks before the current one."""
+        if not chunk_size:
+            return 0
+        return ((tokens - 1) // chunk_size) * chunk_size // block_size
+
+    @staticmethod
+    def next_change(tokens, block_size, sliding_window, chunk_size):
+        """A new block, or a new chunk."""
+        nxt = ((tokens - 1) // block_size + 1) * block_size + 1
+        if chunk_size:
+            nxt = min(nxt, ((tokens - 1) // chunk_size + 1) * chunk_size + 1)
+        return nxt
+
+
+@dataclass(frozen=True)
+class MambaSpec(LayerCacheSpec):
+    """A recurrent (Mamba / linear-attention) state: one page per sequence, any length."""
+
+    kind: ClassVar[str] = "mamba"
+    stores_per_token_kv: ClassVar[bool] = False
+    bounded_per_sequence: ClassVar[bool] = True
+    one_state_block: ClassVar[bool] = True
+
+    def with_block_size(self, block_size: int) -> "LayerCacheSpec":
+        """A state page does not scale with the block size."""
+        return replace(self, page_size_bytes=self.page_size_bytes)
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """One state page."""
+        return 1
+
+
+# The one table from the model's layer kind to its cache class (LayerKind.NONE keeps no cache).
+SPEC_FOR_LAYER_KIND: dict[LayerKind, type[LayerCacheSpec]] = {
+    LayerKind.FULL: FullAttentionSpec,
+    LayerKind.MLA: MLAAttentionSpec,
+    LayerKind.SLIDING: SlidingWindowSpec,
+    LayerKind.CHUNKED: ChunkedLocalAttentionSpec,
+    LayerKind.MAMBA: MambaSpec,
+    LayerKind.LINEAR: MambaSpec,
+}
+# kind string (JSON, KVCacheGroup.kind) -> class.
+CACHE_KINDS: dict[str, type[LayerCacheSpec]] = {c.kind: c for c in SPEC_FOR_LAYER_KIND.values()}
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
+    """Bytes per KV element for ``--kv-cache-dtype`` (``auto`` = the model's activation dtype).
+
+    Raises:
+        KvplanError: unknown dtype (names --kv-cache-dtype).
+    """
+    if kv_cache_dtype == "auto":
+        return DTYPE_BYTES[model_dtype]
+    if kv_cache_dtype not in DTYPE_BYTES:
+        raise KvplanError(
+            f"--kv-cache-dtype: unsupported value {kv_cache_dtype!r}",
+            hint="use one of: " + ", ".join(KV_CACHE_DTYPES),
+        )
+    return DTYPE_BYTES[kv_cache_dtype]
+
+
+def kv_heads_per_rank(total_kv_heads: int, tensor_parallel_size: int) -> int:
+    """KV heads held by one TP rank: split when TP divides them, else replicated (>= 1).
+
+    vLLM 0.26.0 model_executor/layers/linear.py QKVParallelLinear and config/model.py
+    get_num_kv_heads: max(1, total_kv_heads // tp)."""
+    return max(1, total_kv_heads // tensor_parallel_size)
+
+
+def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec_tokens: int = 0) -> int:
+    """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
+
+    vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
+    mamba1_state_shape, mamba2_state_shape; the conv and SSM states use the model dtype unless
+    --mamba-cache-dtype / --mamba-ssm-cache-dtype say otherwise."""
+    if spec.gdn is not None:
+        g = spec.gdn
+        conv_dim = g.head_k_dim * g.num_k_heads * 2 + g.head_v_dim * g.num_v_heads
+        conv = (conv_dim // tp) * (g.conv_kernel - 1 + num_spec_tokens)
+        temporal = (g.num_v_heads // tp) * g.head_v_dim * g.head_k_dim
+        return (conv + temporal) * state_dtype_bytes
+    if spec.mamba is not None:
+        m = spec.mamba
+        if m.version == 1:
+            conv = (m.intermediate_size // tp) * (m.conv_kernel - 1)
+            temporal = (m.intermediate_size // tp) * m.state_size
+            return (conv + temporal) * state_dtype_bytes
+        n_groups = m.n_groups + (0 if m.n_groups % tp == 0 else tp - m.n_groups)
+        conv_dim = m.intermediate_size + 2 * n_groups * m.state_size
+        conv = (conv_dim // tp) * (m.conv_kernel - 1 + num_spec_tokens)
+        temporal = (m.num_heads // tp) * m.head_dim * m.state_size
+        return (conv + temporal) * state_dtype_bytes
+    raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
+
+
+def attention_per_token_bytes(spec: ModelSpec, tp: int, dtype_bytes: int) -> int:
+    """K+V bytes one token takes in one standard attention layer on one rank."""
+    heads = kv_heads_per_rank(spec.attention.num_key_value_heads, tp)
+    return heads * (spec.attention.head_dim + spec.attention.head_dim_v) * dtype_bytes
+
+
+def mla_per_token_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
+    """MLA latent bytes per token per layer: one head of kv_lora_rank + qk_rope_head_dim elements,
+    not split by TP (vLLM 0.26.0 MLAAttentionSpec)."""
+    assert spec.mla is not None
+    return (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * dtype_bytes
+
+
+def layer_cache_specs(
+    spec: ModelSpec,
+    *,
+    tensor_parallel_size: int,
+    block_size: int,
+    kv_dtype_bytes_: int,
+    model_dtype_bytes: int,
+    kernel_block_alignment: int = 16,
+    mamba_cache_dtype_bytes: int | None = None,
+) -> tuple[list[LayerCacheSpec], int]:
+    """The KV-cache spec of every decoder layer on one rank, and the effective block size.
+
+    For hybrid attention/recurrent models the attention block size grows until one attention
+    page holds a recurrent state, and the state page is padded to the attention page
+    (vLLM 0.26.0 platforms/interface.py _align_hybrid_block_size, without prefix caching).
+
+    Args:
+        block_size: the requested/default ``--block-size`` (tokens).
+        kv_dtype_bytes_: bytes per KV element (from --kv-cache-dtype).
+        model_dtype_bytes: bytes per element of the activation dtype (recurrent states use it).
+        kernel_block_alignment: smallest block the attention kernel supports (16 for FlashAttention).
+    Returns:
+        (one LayerCacheSpec per layer, effective block size in tokens)
+    """
+    tp = tensor_parallel_size
+    attn_tok = (
+        mla_per_token_bytes(spec, kv_dtype_bytes_)
+        if spec.uses_mla
+        else attention_per_token_bytes(spec, tp, kv_dtype_bytes_)
+    )
+    effective_block = block_size
+    mamba_page = 0
+    if spec.is_hybrid:
+        state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
+        mamba_page = mamba_state_bytes(spec, tp, state_bytes)
+        align = max(kernel_block_alignment, block_size)
+        needed = align * _cdiv(mamba_page, align * attn_tok)
+        effective_block = max(block_size, needed)
+
+    attends = spec.is_hybrid and any(
+        SPEC_FOR_LAYER_KIND.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
+    )
+    out: list[LayerCacheSpec] = []
+    for kind in spec.layer_kinds:
+        cls = SPEC_FOR_LAYER_KIND.get(kind)
+        if cls is None:
+            continue  # LayerKind.NONE keeps no cache.
+        if cls.one_state_block:
+            # The state page is padded to the attention page when attention layers share the pool.
+            page = attn_tok * effective_block if attends else mamba_page
+            out.append(cls(effective_block, max(page, mamba_page)))
+        elif cls is SlidingWindowSpec:
+            # A sliding layer picks the smallest kernel block; unification scales it back up.
+            sw_block = kernel_block_alignment
+            out.append(cls(sw_block, attn_tok * sw_block, sliding_window=spec.sliding_window, per_token_bytes=attn_tok))
+        else:
+            chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
+            out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
+    return out, effective_block

@@ -1,0 +1,120 @@
+"""The model-family registry: one table from Hugging Face ``architectures`` names to the family
+whose rules size them, as vLLM's model_executor/models/registry.py maps architecture names to
+implementations.
+
+Adding a family: write one module here (a ``Family`` subclass overriding the hooks where its
+config differs from the generic decoder, see kvplan.model.family) and add its architecture
+names to ``FAMILIES`` as (module, attribute) (and its model types to ``DEFAULT_ARCHITECTURE``, for
+configs that omit ``architectures``).
+
+How a config finds its family (``family_for``): the family registered for its architecture when
+that family claims the config's ``model_type``, else the family of the model type's default
+architecture; the rules follow ``model_type``, as they always have. A model type with no family
+is sized as the generic decoder (``known`` False: the parse notes that kvplan has no rules).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kvplan.model.family import Family
+
+# Hugging Face architecture name -> family: (module under kvplan.model.families, attribute), imported
+# when a config names the architecture, as vLLM's registry imports a model class lazily (an
+# estimate imports one family module, not all). A Family instance is accepted too (tests register
+# one with monkeypatch.setitem). The one registry.
+FAMILIES: dict[str, tuple[str, str] | Family] = {
+    "LlamaForCausalLM": ("llama", "LLAMA"),
+    "MistralForCausalLM": ("mistral", "MISTRAL"),
+    "MixtralForCausalLM": ("mistral", "MIXTRAL"),
+    "Qwen2ForCausalLM": ("qwen2", "QWEN2"),
+    "Qwen2MoeForCausalLM": ("qwen2", "QWEN2_MOE"),
+    "Qwen3ForCausalLM": ("qwen3", "QWEN3"),
+    "Qwen3MoeForCausalLM": ("qwen3", "QWEN3_MOE"),
+    "Qwen3NextForCausalLM": ("qwen3_next", "QWEN3_NEXT"),
+    "GemmaForCausalLM": ("gemma", "GEMMA"),
+    "Gemma2ForCausalLM": ("gemma2", "GEMMA2"),
+    "Gemma3ForCausalLM": ("gemma3", "GEMMA3"),
+    "Gemma3ForConditionalGeneration": ("gemma3", "GEMMA3"),
+    "Phi3ForCausalLM": ("phi3", "PHI3"),
+    "OPTForCausalLM": ("opt", "OPT_FAMILY"),
+    "DeepseekV2ForCausalLM": ("deepseek", "DEEPSEEK"),
+    "DeepseekV3ForCausalLM": ("deepseek", "DEEPSEEK"),
+    "GptOssForCausalLM": ("gpt_oss", "GPT_OSS"),
+    "JambaForCausalLM": ("jamba", "JAMBA"),
+    "GraniteMoeHybridForCausalLM": ("granite_moe_hybrid", "GRANITE_MOE_HYBRID"),
+    "Llama4ForConditionalGeneration": ("llama4", "LLAMA4"),
+    "Llama4ForCausalLM": ("llama4", "LLAMA4"),
+}
+
+# ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
+DEFAULT_ARCHITECTURE: dict[str, str] = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "gemma": "GemmaForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "gemma3": "Gemma3ForConditionalGeneration",
+    "phi3": "Phi3ForCausalLM",
+    "opt": "OPTForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+    "jamba": "JambaForCausalLM",
+    "granitemoehybrid": "GraniteMoeHybridForCausalLM",
+    "llama4": "Llama4ForConditionalGeneration",
+    "llama4_text": "Llama4ForCausalLM",
+}
+
+
+class _Unregistered(Family):
+    """A model type kvplan has no family for: the generic decoder (``known`` False)."""
+
+    known = False
+
+
+class _UnregisteredGemma3Like(_Unregistered):
+    """An unregistered model type naming gemma3 (gemma3n, ...): rope scaling leaves the
+    derived max length alone, as for Gemma-3."""
+
+    rope_scaling_sets_max_len = False
+
+
+_GENERIC = _Unregistered()
+_GEMMA3_LIKE = _UnregisteredGemma3Like()
+# Unregistered model types that still read a key the way a registered family does.
+_UNREGISTERED: dict[str, tuple[str, str]] = {"qwen2_vl": ("qwen2", "QWEN_VL_TEXT"), "qwen2_5_vl": ("qwen2", "QWEN_VL_TEXT")}
+
+
+def _load(entry: tuple[str, str] | Family | None) -> Family | None:
+    """The Family a registry entry names (importing its module on first use)."""
+    if entry is None or isinstance(entry, Family):
+        return entry
+    module, attr = entry
+    return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+
+def registered() -> dict[str, Family]:
+    """Every registered architecture with its family, all imported (for tests and the coverage
+    table; the parse path imports only the family it needs)."""
+    return {arch: _load(entry) for arch, entry in FAMILIES.items()}
+
+
+def family_for(architecture: str, model_type: str) -> Family:
+    """The family whose rules size a config of ``architecture`` and ``model_type`` (see the
+    module docstring); the generic decoder (``known`` False) for a model type with no family."""
+    family = _load(FAMILIES.get(architecture))
+    if family is not None and model_type in family.model_types:
+        return family
+    family = _load(FAMILIES.get(DEFAULT_ARCHITECTURE.get(model_type, "")))
+    if family is not None:
+        return family
+    if model_type in _UNREGISTERED:
+        return _load(_UNREGISTERED[model_type])
+    return _GEMMA3_LIKE if "gemma3" in model_type else _GENERIC

@@ -1,0 +1,224 @@
+"""What a model IS, as far as vLLM's memory planning cares: the typed ModelSpec.
+
+A ModelSpec is parsed from a Hugging Face ``config.json`` (see ``kvplan.model.parse``) and is
+engine-neutral: it says how many layers of which attention kind there are, their KV heads and head
+sizes, the MoE and MLA shapes, the recurrent-state shapes of linear-attention/Mamba layers, the
+checkpoint dtype and the quantization. What vLLM *does* with it (per-rank heads, page sizes,
+grouping, weights as loaded) lives in ``kvplan.engines.vllm``.
+
+All sizes are element counts (heads, dims, tokens); no bytes here except the optional
+``checkpoint_bytes`` measured from safetensors headers.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class LayerKind(str, Enum):
+    """What one decoder layer keeps per token (or per sequence) in vLLM's KV cache."""
+
+    FULL = "full_attention"  # K and V for every token
+    SLIDING = "sliding_attention"  # K and V for the last `sliding_window` tokens
+    CHUNKED = "chunked_attention"  # Llama-4 local attention: tokens of the current chunk
+    MLA = "mla"  # one compressed latent (kv_lora_rank + rope dims) per token
+    LINEAR = "linear_attention"  # Gated DeltaNet (Qwen3-Next): fixed recurrent state per sequence
+    MAMBA = "mamba"  # Mamba-1/2 state per sequence (Jamba, Granite-4.0-H)
+    NONE = "none"  # no KV cache (e.g. a KV-shared or encoder-only layer)
+
+
+class AttentionShape(_Frozen):
+    """Standard multi-head / grouped-query attention shape (whole model, before TP).
+
+    Attributes:
+        num_attention_heads: query heads.
+        num_key_value_heads: KV heads (= query heads for MHA, fewer for GQA/MQA).
+        head_dim: K head size in elements.
+        head_dim_v: V head size in elements (equal to head_dim except a few models).
+    """
+
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    head_dim_v: int = Field(gt=0)
+
+
+class MLAShape(_Frozen):
+    """DeepSeek multi-head latent attention (MLA): one latent of
+    ``kv_lora_rank + qk_rope_head_dim`` elements per token per layer, replicated on every TP rank."""
+
+    kv_lora_rank: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(ge=0)
+    qk_nope_head_dim: int = Field(ge=0)
+    v_head_dim: int = Field(gt=0)
+    q_lora_rank: int | None = None
+
+
+class GatedDeltaNetShape(_Frozen):
+    """Gated DeltaNet linear attention (Qwen3-Next): conv state + recurrent state per sequence."""
+
+    num_k_heads: int = Field(gt=0)
+    num_v_heads: int = Field(gt=0)
+    head_k_dim: int = Field(gt=0)
+    head_v_dim: int = Field(gt=0)
+    conv_kernel: int = Field(gt=0)
+
+
+class MambaShape(_Frozen):
+    """Mamba-1 or Mamba-2 mixer: conv state + SSM state per sequence."""
+
+    version: int = Field(ge=1, le=2)
+    intermediate_size: int = Field(gt=0)  # d_inner = expand * hidden_size
+    state_size: int = Field(gt=0)  # d_state
+    conv_kernel: int = Field(gt=0)
+    n_groups: int = Field(default=1, gt=0)  # Mamba-2 only
+    num_heads: int = Field(default=0, ge=0)  # Mamba-2 only
+    head_dim: int = Field(default=0, ge=0)  # Mamba-2 only
+    chunk_size: int | None = None
+    dt_rank: int | None = None  # Mamba-1 only
+    use_conv_bias: bool = True
+    use_bias: bool = False
+    use_rms_norm: bool = False  # Mamba-1 RMSNorms on dt, B and C (Jamba; vLLM MambaMixer use_rms_norm)
+
+
+class MoESpec(_Frozen):
+    """Mixture-of-experts feed-forward shape.
+
+    Attributes:
+        num_experts: routed experts per MoE layer.
+        top_k: experts per token.
+        moe_intermediate_size: intermediate size of one routed expert.
+        shared_intermediate_size: total intermediate size of the shared expert(s) (0 = none).
+        shared_expert_gate: Qwen2-MoE style sigmoid gate on the shared expert.
+        router_bias: the router has a bias (gpt-oss) or a correction bias (DeepSeek-V3).
+        expert_bias: the expert projections have biases (gpt-oss).
+    """
+
+    num_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    moe_intermediate_size: int = Field(gt=0)
+    shared_intermediate_size: int = Field(default=0, ge=0)
+    shared_expert_gate: bool = False
+    router_bias: bool = False
+    expert_bias: bool = False
+
+
+class QuantSpec(_Frozen):
+    """Weight quantization, from the checkpoint's ``quantization_config`` or ``--quantization``.
+
+    Attributes:
+        method: vLLM's name: fp8, awq, gptq, compressed-tensors, mxfp4, bitsandbytes, ...
+        bits: weight bits (4 or 8; 8 for fp8).
+        group_size: elements per scale group (-1 = per channel).
+        desc_act: GPTQ act-order (adds a g_idx per input channel).
+        source: "checkpoint" (pre-quantized weights) or "runtime" (``--quantization`` on a bf16 config).
+        block_size: fp8 block-wise scales, e.g. [128, 128] (DeepSeek-V3), else None (per tensor).
+        kv_cache_fp8: the checkpoint declares an fp8 KV-cache scheme (llm-compressor).
+        vllm_name: the method name vLLM itself reports when it differs from ``method``
+            ("modelopt" for NVIDIA ModelOpt FP8 checkpoints, described by hf_quant_config.json).
+    """
+
+    method: str
+    bits: int = Field(default=16, gt=0)
+    group_size: int = -1
+    desc_act: bool = False
+    zero_point: bool = True
+    source: str = "checkpoint"
+    block_size: tuple[int, int] | None = None
+    kv_cache_fp8: bool = False
+    modules_to_not_convert: tuple[str, ...] = ()
+    vllm_name: str | None = None
+
+
+class ModelSpec(_Frozen):
+    """A decoder-only language model as vLLM sizes it (the text model of a multimodal config).
+
+    Shapes are whole-model (before tensor parallelism); the engine splits them per rank.
+
+    Attributes:
+        name: repo id or path it came from (for messages).
+        architecture: ``architectures[0]`` of config.json, e.g. ``LlamaForCausalLM``.
+        model_type: ``model_type`` of the text config, e.g. ``llama``.
+        layer_kinds: one LayerKind per decoder layer (len == num_hidden_layers).
+        sliding_window: window in tokens for SLIDING layers.
+        attention_chunk_size: chunk in tokens for CHUNKED layers (Llama 4).
+        moe_layers: per layer, True where the feed-forward is a MoE.
+        dtype: the checkpoint's torch dtype string (float32/float16/bfloat16).
+        derived_max_model_len: vLLM's default ``--max-model-len`` for this config (rope scaling applied).
+        checkpoint_bytes: total bytes of the checkpoint tensors vLLM loads, when known.
+        checkpoint_params: (safetensors dtype, parameter count) pairs of those tensors, when known.
+        checkpoint_tensors_visible: whether vLLM would see the checkpoint's tensors next to the
+            config (False for a config-only directory: vLLM auto_gptq.maybe_update_config
+            then finds no quantized layers and loads GPTQ weights unquantized).
+        notes: one-line warnings from parsing and from the source, for the plan's warnings: keys a
+            partial config lacks (transformers defaults used), an architecture or quant_method
+            kvplan has no rules for, checkpoint tensors ignored as incomplete.
+
+    The model is frozen and hashable, so planner results can be cached per spec.
+    """
+
+    name: str
+    architecture: str
+    model_type: str
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(ge=0)
+    vocab_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    attention: AttentionShape
+    layer_kinds: tuple[LayerKind, ...]
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    mla: MLAShape | None = None
+    gdn: GatedDeltaNetShape | None = None
+    mamba: MambaShape | None = None
+    moe: MoESpec | None = None
+    moe_layers: tuple[bool, ...] = ()
+    dtype: str = "bfloat16"
+    quantization: QuantSpec | None = None
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int | None = None
+    derived_max_model_len: int = 2048
+    rope_max_position: int | None = None  # rows of the rotary cos/sin cache vLLM builds
+    rope_caches: int = 1  # distinct rotary caches (Gemma-3: local + global)
+    rotary_dim: int | None = None
+    attention_sinks: bool = False
+    logit_softcapping: bool = False  # final_logit_softcapping (Gemma-2): tanh-capped logits
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    norms_per_layer: int = 2
+    norm_has_bias: bool = False  # LayerNorm with bias (OPT): 2 vectors per norm, not 1 (RMSNorm)
+    attn_output_gate: bool = False  # q_proj also yields a sigmoid output gate: 2x its rows (Qwen3-Next)
+    gated_mlp: bool = True
+    learned_positions: int = 0  # rows of a learned position embedding (OPT), 0 for RoPE
+    is_multimodal: bool = False
+    vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
+    checkpoint_bytes: int | None = None
+    checkpoint_params: tuple[tuple[str, int], ...] | None = None
+    checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
+    notes: tuple[str, ...] = ()
+
+    @cached_property
+    def is_hybrid(self) -> bool:
+        """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
+        return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
+
+    @cached_property
+    def is_moe(self) -> bool:
+        return self.moe is not None and any(self.moe_layers)
+
+    @property
+    def uses_mla(self) -> bool:
+        return self.mla is not None
+
+    def count(self, kind: LayerKind) -> int:
+        """Number of decoder layers of one kind."""
+        return sum(1 for k in self.layer_kinds if k == kind)

@@ -1,0 +1,56 @@
+"""The terminal view: wrapping at 80 columns (a pipe) and help placeholders."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from helpers import run_cli
+
+LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
+
+
+def _block(out: str, first: str, last: str) -> list[str]:
+    lines = out.splitlines()
+    i = next(n for n, s in enumerate(lines) if s.startswith(first))
+    j = next(n for n, s in enumerate(lines) if n > i and s.startswith(last))
+    return lines[i + 1 : j]
+
+
+def test_recommendations_wrap_under_their_text_at_80_columns(monkeypatch):
+    # run_cli writes to a pipe-like buffer: rich lays it out at COLUMNS (80 here)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli("estimate", LLAMA3_8B, "--gpu", "L4", "--max-model-len", "8192")
+    assert code == 0, err
+    block = _block(out, "recommended flags", "vllm serve line:")
+    assert len(block) > 2  # some reason did wrap
+    for line in block:
+        assert line.startswith("  "), line  # a flag line or an indented continuation, never column 0
+        assert len(line) <= 80 and line == line.rstrip()
+    continued = [s for s in block if not s.lstrip().startswith("--")]
+    assert continued and all(s.startswith(" " * 10) for s in continued)
+
+
+def test_plan_notes_wrap_with_a_hanging_indent_at_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli("plan", LLAMA3_8B, "--concurrency", "64")
+    assert code == 0, err
+    lines = out.splitlines()
+    i = next(n for n, s in enumerate(lines) if s.startswith("price unknown: "))
+    assert lines[i + 1].startswith(" " * len("price unknown: "))
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan", "verify", "check", "gpus"])
+def test_help_has_no_typer_type_placeholders(command, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = run_cli(command, "--help")
+    assert code == 0
+    assert not re.search(r"<(int|str|float|list\[\w+\])>", out), out
+
+
+def test_gpus_help_promise_of_a_price_column_holds(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli("gpus", "--help")
+    assert "price" in out
+    code, out, err = run_cli("gpus")
+    assert "$/h" in out.splitlines()[1]
