@@ -25,7 +25,7 @@ from kvplan import safe_io
 from kvplan.safe_io import InputError
 from tests.helpers import run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # bundled
 
 

@@ -19,7 +19,7 @@ import pytest
 from helpers import run_cli
 from test_verify import CAL, MEMINFO, config_dir, fake, from_log_llama3_8b, record  # noqa: F401 - fake is a fixture
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"  # bundled
 
 

@@ -23,8 +23,8 @@ import pytest
 from helpers import run_cli
 from kvplan.verify import predict, records, run
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data" / "logs"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data" / "logs"
 CAL = DATA / "vllm-0.26.0-h200"
 FAKE_CHILD = DATA / "fake_vllm_child.py"
 OLDER = DATA / "older"
