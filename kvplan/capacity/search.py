@@ -227,7 +227,11 @@ class Option:
             "max_num_seqs": p.effective["max_num_seqs"],
             "serve_command": self.serve_command(revision),
             "warnings": list(p.warnings),
+            # issue 12: False when the model has no kvplan family (sized from the standard keys)
+            "exact": p.exact,
         }
+        if not p.exact:
+            out["approximate"] = [a.reason for a in p.approximations]
         if self.workload is not None:
             out["workload"] = self.workload.to_dict()
         return out
