@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.model import sizing_keys
 from kvplan.model.parse import parse_config
-from kvplan.model.spec import ApproximationKind, LayerKind
+from kvplan.model.spec import LayerKind
 
 # An architecture kvplan has no family for, with only standard keys: 16 layers of GQA (16 heads,
 # 4 KV heads of 128), a gated MLP of 8192, 100,000 tokens.
@@ -39,6 +38,8 @@ def _refused(config: dict) -> str:
 
 
 def test_unknown_dense_architecture_is_sized_but_not_exact():
+    from kvplan.model.spec import ApproximationKind
+
     spec = parse_config(FOO, "m")
     assert spec.layer_kinds == (LayerKind.FULL,) * 16
     assert spec.attention.num_key_value_heads == 4 and spec.attention.head_dim == 2048 // 16
@@ -108,14 +109,15 @@ def test_unknown_layer_types_value_exit_2_naming_the_entry(value):
     assert f"'layer_types[1]' (layer type {value!r})" in _refused(cfg)
 
 
-@pytest.mark.parametrize("extra, key", [
-    ({"num_key_value_heads": [4] * 16}, "num_key_value_heads"),
-    ({"head_dim": [128] * 16}, "head_dim"),
-    ({"sliding_window": 4096, "sliding_window_pattern": 4}, "sliding_window_pattern"),  # EXAONE-4, Cohere2
-    ({"num_kv_heads": 8}, "num_kv_heads"),  # Falcon's spelling (KV 16x as MHA)
+@pytest.mark.parametrize("extra, key, what", [
+    ({"num_key_value_heads": [4] * 16}, "num_key_value_heads", "per-layer list"),  # Gemma-4, MiMo-V2
+    ({"head_dim": [128] * 16}, "head_dim", "per-layer list"),
+    ({"sliding_window": 4096, "sliding_window_pattern": 4}, "sliding_window_pattern", "per-layer attention"),  # EXAONE-4
+    ({"num_kv_heads": 8}, "num_kv_heads", "per-layer attention"),  # Falcon's spelling (KV 16x as MHA)
 ])
-def test_unknown_per_layer_shapes_exit_2(extra, key):
-    assert f"'{key}'" in _refused({**FOO, **extra})
+def test_unknown_per_layer_shapes_exit_2(extra, key, what):
+    msg = _refused({**FOO, **extra})
+    assert f"'{key}' ({what}" in msg and "has no kvplan family" in msg
 
 
 def test_keys_that_say_nothing_do_not_refuse():
@@ -170,6 +172,8 @@ def test_generative_names_the_suffix_rule_would_miss_are_not_refused():
 
 def test_one_place_for_the_key_sets():
     # every key the issue lists is in kvplan.model.sizing_keys
+    from kvplan.model import sizing_keys
+
     for key in ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size",
                 "num_experts_per_tok", "moe_k", "first_k_dense_replace", "moe_layer_freq", "mlp_only_layers",
                 "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "ssm_state_size", "mamba_d_state", "conv_kernel",
