@@ -1,21 +1,24 @@
-"""kvplan's command line (typer). Thin: parse flags -> typed inputs -> core -> render.
+"""kvplan's command line (typer): the app, main() and the registration of the commands, one
+module each (estimate, gpus, verify, check and schema, plan), each thin: parse flags -> typed
+inputs -> core -> render.
 
-Flags are spelled as `vllm serve` spells them. Errors the user can fix print one line
-("error: ...") and exit 2; "does not fit" exits 1; a missing environment exits 3. No tracebacks.
-Other commands register themselves from their own modules (see _COMMAND_MODULES).
+Flags are spelled as `vllm serve` spells them (the engine arguments' options are derived from
+kvplan.engines.vllm.args.ENGINE_ARGS, see kvplan.cli.options). Errors the user can fix print one
+line ("error: ...") and exit 2; "does not fit" exits 1; a missing environment exits 3. No
+tracebacks. A command's module is imported only when that command runs (or for --help; see
+_COMMAND_MODULES), so `kvplan estimate` does not pay for building every other command's options.
+Nothing below kvplan.cli imports it.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import sys
-from typing import Optional
 
 import typer
 
 from kvplan import __version__
-from kvplan.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, KvplanError
+from kvplan.errors import EXIT_BAD_INPUT, KvplanError
 
 app = typer.Typer(
     name="kvplan",
@@ -26,14 +29,16 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Commands that live in their own modules, each exposing `register(app)`. They are registered
-# only when invoked (or for --help), so `kvplan estimate` does not pay for building every other
-# command's options.
+# command -> the module exposing `register(app)`, in --help order. A module is registered only
+# when its command is invoked (or for --help), so `kvplan estimate` does not pay for building
+# every other command's options.
 _COMMAND_MODULES = {
-    "verify": "kvplan.cli_verify",
-    "check": "kvplan.cli_check",
-    "schema": "kvplan.cli_check",
-    "plan": "kvplan.cli_plan",
+    "estimate": "kvplan.cli.estimate",
+    "gpus": "kvplan.cli.gpus",
+    "verify": "kvplan.cli.verify",
+    "check": "kvplan.cli.check",
+    "schema": "kvplan.cli.check",
+    "plan": "kvplan.cli.plan",
 }
 _registered: set[str] = set()
 
@@ -60,249 +65,25 @@ def fail(message: str, hint: str | None = None, code: int = EXIT_BAD_INPUT) -> N
     raise typer.Exit(code)
 
 
-def parse_max_model_len(value: Optional[str]) -> Optional[int]:
-    """--max-model-len as `vllm serve` reads it: tokens, "32k" (x1000) / "32K" (x1024), or "auto" (-1).
-
-    Raises:
-        KvplanError: not a positive number or auto (names the flag).
-    """
-    if value is None:
-        return None
-    from kvplan.engines.vllm.serve_flags import parse_max_model_len as vllm_parse
-
-    try:
-        n = vllm_parse(value)
-    except ValueError:
-        raise KvplanError(
-            f"--max-model-len: expected a number of tokens (8192, 32k = 32000, 32K = 32768) or 'auto', got {value!r}"
-        ) from None
-    if n != -1 and n <= 0:
-        raise KvplanError(f"--max-model-len: must be positive, got {value!r}")
-    return n
-
-
-def parse_kv_cache_memory(value: Optional[str]) -> Optional[int]:
-    """--kv-cache-memory-bytes as `vllm serve` reads it ("80g" = 80e9, "80G" = 80 GiB) or with
-    an IEC unit ("80GiB"). Raises KvplanError naming the flag as typed (--kv-cache-memory or
-    --kv-cache-memory-bytes)."""
-    if value is None:
-        return None
-    from kvplan.engines.vllm.serve_flags import parse_human_int
-    from kvplan.units import parse_bytes
-
-    flag = _flag_typed("--kv-cache-memory", "--kv-cache-memory-bytes")
-    try:
-        n = parse_human_int(value)
-    except ValueError:
-        n = parse_bytes(value, what=flag)
-    if n <= 0:
-        raise KvplanError(f"{flag}: must be a positive number of bytes, got {value!r}")
-    return n
-
-
-def _flag_typed(*spellings: str) -> str:
-    """Which of an option's ``spellings`` the command line used (the last one given, as click
-    keeps the last value), for messages; all of them joined by "/" when none is on it."""
-    used = None
-    for a in sys.argv[1:]:
-        for flag in spellings:
-            if a == flag or a.startswith(flag + "="):
-                used = flag
-    return used or "/".join(spellings)
-
-
-def positive(name: str, value: Optional[int]) -> Optional[int]:
-    if value is not None and value < 1:
-        raise KvplanError(f"{name}: must be >= 1, got {value}")
-    return value
-
-
-# Moved to kvplan.capacity.options (issue 11); cli_plan and verify import them from here for now.
+# Moved to kvplan.capacity.options and kvplan.cli.options (issue 11); importers outside the CLI
+# still read them here (kvplan.cli.plan_from_options, kvplan.cli.parse_max_model_len, ...). These
+# aliases go when every importer is updated.
 from kvplan.capacity.options import _plain_message, build_engine_args, plan_from_options  # noqa: E402,F401
 
-
-@app.command()
-def estimate(
-    model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
-    gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
-    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."),
-    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp", metavar="N"),
-    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp", metavar="N"),
-    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", metavar="TOKENS", help="Tokens, or 'auto' for the largest that fits."),
-    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", metavar="FRACTION"),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", metavar="DTYPE", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2"),
-    block_size: Optional[int] = typer.Option(None, "--block-size", metavar="TOKENS"),
-    dtype: str = typer.Option("auto", "--dtype", metavar="DTYPE"),
-    quantization: Optional[str] = typer.Option(None, "--quantization", "-q", metavar="METHOD"),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", metavar="N"),
-    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens", metavar="TOKENS"),
-    enforce_eager: bool = typer.Option(False, "--enforce-eager"),
-    kv_cache_memory: Optional[str] = typer.Option(
-        None, "--kv-cache-memory-bytes", "--kv-cache-memory", metavar="BYTES", help="KV-cache bytes (bypasses --gpu-memory-utilization)."
-    ),
-    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
-    vllm_version: str = typer.Option("0.26.0", "--vllm-version", metavar="VERSION"),
-    usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
-    fmt: str = typer.Option(
-        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
-    ),
-    workload: Optional[str] = typer.Option(
-        None, "--workload", metavar="WORKLOAD", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
-    ),
-    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", metavar="TOKENS", help="System-prompt tokens shared by all requests."),
-    n: int = typer.Option(1, "--n", "--beam-width", metavar="N", help="Parallel samples / beams per request."),
-    enable_prefix_caching: Optional[bool] = typer.Option(
-        None, "--enable-prefix-caching/--no-enable-prefix-caching"
-    ),
-    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
-    curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
-    verbose: bool = typer.Option(
-        False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
-    ),
-) -> None:
-    """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
-    try:
-        code = run_estimate(**locals())
-    except KvplanError as e:
-        fail(e.message, e.hint, e.exit_code)
-        return
-    raise typer.Exit(code)
+_MOVED = {
+    "parse_max_model_len": "kvplan.cli.options", "parse_kv_cache_memory": "kvplan.cli.options",
+    "positive": "kvplan.cli.options", "_flag_typed": "kvplan.cli.options",
+    "estimate": "kvplan.cli.estimate", "run_estimate": "kvplan.cli.estimate", "_warn_multi_node": "kvplan.cli.estimate",
+    "gpus": "kvplan.cli.gpus",
+}
 
 
-def run_estimate(**kw) -> int:
-    fmt = kw.pop("fmt")
-    if fmt not in ("table", "json", "yaml", "serve"):
-        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table, json, yaml or serve")
-    positive("--tensor-parallel-size", kw["tensor_parallel_size"])
-    positive("--pipeline-parallel-size", kw["pipeline_parallel_size"])
-    positive("--max-num-seqs", kw["max_num_seqs"])
-    positive("--max-num-batched-tokens", kw["max_num_batched_tokens"])
-    positive("--block-size", kw["block_size"])
-    if kw["gpu_memory_utilization"] is not None and not (0 < kw["gpu_memory_utilization"] <= 1):
-        raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {kw['gpu_memory_utilization']}")
-    kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw.pop("kv_cache_memory"))
-    kw["max_model_len"] = parse_max_model_len(kw["max_model_len"])
-    revision = kw.get("revision")
-    verbose = kw.pop("verbose", False)
-    extras = {"plot": kw.pop("plot"), "curves": kw.pop("curves")}
-    wl_args = (kw.pop("workload"), kw.pop("shared_prefix_tokens"), kw.pop("n"), kw.get("enable_prefix_caching"))
-    if wl_args[0] is not None or wl_args[1] or wl_args[2] != 1 or extras["plot"] is not None or extras["curves"]:
-        from kvplan.cli_plan import estimate_extras, validate_plot, workload_model_from_flags
-
-        validate_plot(extras["plot"])  # exit 2 (bad path) or 3 (no matplotlib) before any output
-        extras["workload"] = workload_model_from_flags(*wl_args)  # bad input fails before any output
-    else:
-        estimate_extras = None
-    plan, source = plan_from_options(**kw)
-    _warn_multi_node(plan)
-
-    from kvplan import render
-
-    if fmt == "json":
-        doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
-        if estimate_extras:
-            estimate_extras(plan, fmt=fmt, doc=doc, **extras)
-        print(json.dumps(doc, indent=2))
-    elif fmt in ("yaml", "serve"):
-        if not plan.fits:
-            from kvplan.recommend import recommendations
-
-            fixes = [f"{r.flag} {r.value}" for r in recommendations(plan) if r.in_serve_line]
-            fix = (
-                "; the line below adds kvplan's fixes: " + ", ".join(fixes)
-                if fixes
-                else "; kvplan found no flag that fixes it (`kvplan estimate` without --format says why)"
-            )
-            print(f"warning: this configuration does not start: {plan.failure}{fix}", file=sys.stderr)
-        sys.stdout.write(render.config_yaml(plan, revision) if fmt == "yaml" else render.serve_command(plan, revision) + "\n")
-        if estimate_extras:
-            estimate_extras(plan, fmt=fmt, **extras)
-    else:
-        from rich.console import Console
-
-        console = Console()
-        render.print_table(plan, console, revision, verbose=verbose)
-        if estimate_extras:
-            estimate_extras(plan, fmt=fmt, console=console, **extras)
-    return EXIT_OK if plan.fits else EXIT_FAIL
-
-
-def _warn_multi_node(plan) -> None:
-    """Add a warning when --tensor-parallel-size spans more GPUs than one node holds. GPU profiles
-    record no node size, so kvplan assumes 8 (kvplan.gpus.GPUS_PER_NODE) and says so; `plan`
-    keeps TP within --gpus-per-node instead."""
-    from kvplan.gpus import GPUS_PER_NODE
-
-    tp = plan.effective["tensor_parallel_size"]
-    if tp > GPUS_PER_NODE:
-        plan.warnings.append(
-            f"--tensor-parallel-size {tp} spans more than one node (kvplan assumes {GPUS_PER_NODE} GPUs per node; "
-            "GPU profiles do not record it): tensor parallelism across nodes all-reduces over the network "
-            f"and is slow; prefer --tensor-parallel-size {GPUS_PER_NODE} with --pipeline-parallel-size "
-            f"{max(1, tp // GPUS_PER_NODE) * plan.effective['pipeline_parallel_size']} (needs a Ray cluster)"
-        )
-
-
-@app.command()
-def gpus(
-    gpu_profiles: Optional[list[str]] = typer.Option(
-        None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."
-    ),
-    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table or json."),
-) -> None:
-    """List GPU profiles (CUDA-visible memory, fp8 support, price)."""
-    try:
-        from kvplan.gpus import load_profiles
-
-        profiles = load_profiles(gpu_profiles)
-        if fmt == "json":
-            print(json.dumps([p.model_dump() for p in profiles.values()], indent=2))
-            return
-        if fmt != "table":
-            raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-        from rich import box
-        from rich.console import Console
-        from rich.table import Table
-
-        rows = list(profiles.values())
-        unpriced = [p.id for p in rows if p.price_per_hour_usd is None]
-        # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
-        t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
-        t.add_column("name", overflow="fold", min_width=10)
-        t.add_column("GiB", justify="right", no_wrap=True)
-        t.add_column("fp8", no_wrap=True)
-        t.add_column("bf16", no_wrap=True)
-        t.add_column("$/h", justify="right", no_wrap=True)
-        t.add_column("aliases", overflow="fold", min_width=10)
-        t.add_column("CUDA bytes", justify="right", no_wrap=True)
-        for p in rows:
-            cells = [
-                p.id,
-                p.display_name,
-                f"{p.memory_bytes / 2**30:.2f}",
-                "yes" if p.fp8_supported else "no",
-                "yes" if p.bf16_supported else "no",
-            ]
-            cells.append("?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
-            cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
-            t.add_row(*cells)
-        console = Console()
-        console.print(t)
-        from kvplan.render import hanging
-
-        console.print(hanging(
-            "$/h: ",
-            "on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
-            + (
-                "; ? = no price bundled: `kvplan plan` ranks it after priced GPUs (give one with --price GPU=USD)"
-                if unpriced
-                else ""
-            ),
-        ))
-    except KvplanError as e:
-        fail(e.message, e.hint, e.exit_code)
+def __getattr__(name: str):
+    """The names that moved into the command modules, imported when first read (keeps start-up lean)."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name.lstrip("_") if name == "_flag_typed" else name)
 
 
 def register_commands(argv: list[str] | None = None) -> None:
@@ -311,9 +92,6 @@ def register_commands(argv: list[str] | None = None) -> None:
     wanted = None
     if argv is not None:
         first = next((a for a in argv if not a.startswith("-")), None)
-        if first in ("estimate", "gpus"):
-            _fill_metavars(app)
-            return
         if first in _COMMAND_MODULES:
             wanted = {_COMMAND_MODULES[first]}
     for name in dict.fromkeys(_COMMAND_MODULES.values()):
@@ -325,17 +103,26 @@ def register_commands(argv: list[str] | None = None) -> None:
 
 
 # Help-text placeholders for options declared without a metavar (typer would print its own
-# "<int>", "<str>", "<list[str]>"): a name saying what to write, else the kind of value.
+# "<int>", "<str>", "<list[str]>"): a name saying what to write, else the kind of value. The
+# engine arguments' placeholders come from their table (see _metavars).
 _METAVARS = {
     "--format": "FORMAT", "--gpu": "GPU", "--gpus": "GPU[,GPU...]", "--gpu-memory": "SIZE", "--gpu-profiles": "FILE",
     "--price": "GPU=USD", "--plot": "FILE", "--workload": "SPEC|FILE", "--from-log": "FILE", "--batch": "FILE",
-    "--junit-xml": "FILE", "--config": "FILE", "--max-model-len": "TOKENS", "--revision": "REVISION",
-    "--vllm-version": "VERSION", "--usage": "llm|serve", "--kv-cache-dtype": "DTYPE", "--dtype": "DTYPE",
-    "--quantization": "METHOD", "--tensor-parallel-size": "N", "--pipeline-parallel-size": "N",
-    "--kv-cache-memory": "BYTES", "--gpu-memory-utilization": "FRACTION", "--block-size": "TOKENS",
-    "--max-num-batched-tokens": "TOKENS", "--max-num-seqs": "N", "--name": "NAME", "--stdin-name": "NAME",
+    "--junit-xml": "FILE", "--config": "FILE", "--revision": "REVISION", "--usage": "llm|serve",
+    "--name": "NAME", "--stdin-name": "NAME",
 }
 _TYPE_METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
+
+
+def _metavars() -> dict[str, str]:
+    """_METAVARS plus each engine argument's placeholder (ENGINE_ARGS), under every spelling."""
+    from kvplan.cli.options import ALIASES, ENGINE_ARGS
+
+    out = dict(_METAVARS)
+    for arg in ENGINE_ARGS:
+        if arg.metavar:
+            out.update({f: arg.metavar for f in arg.flags + ALIASES.get(arg.name, ()) if f.startswith("--")})
+    return out
 
 
 def _plain_argument_help() -> None:
@@ -366,6 +153,7 @@ def _fill_metavars(typer_app: typer.Typer) -> None:
     from typer.models import ArgumentInfo, OptionInfo
 
     _plain_argument_help()
+    metavars = _metavars()
     for cmd in typer_app.registered_commands:
         if cmd.callback is None:
             continue
@@ -388,7 +176,7 @@ def _fill_metavars(typer_app: typer.Typer) -> None:
             if base is bool:
                 continue
             flags = [d for d in (info.param_decls or ()) if d.startswith("--")]
-            info.metavar = next((_METAVARS[f] for f in flags if f in _METAVARS), _TYPE_METAVARS.get(base, "VALUE"))
+            info.metavar = next((metavars[f] for f in flags if f in metavars), _TYPE_METAVARS.get(base, "VALUE"))
 
 
 _TYPE_ERRORS = (
@@ -475,7 +263,7 @@ def main() -> None:
         import errno
 
         if e.errno == errno.ENAMETOOLONG:  # a user path no reader has checked first
-            from kvplan.safe_io import shown_name
+            from kvplan.io.files import shown_name
 
             print(f"error: {shown_name(e.filename)}: cannot read: {e.strerror}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)

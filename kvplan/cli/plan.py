@@ -1,7 +1,7 @@
 """`kvplan plan`: from a model, a context length and a concurrency target to the GPUs to rent.
 
 Registered by kvplan.cli through ``register(app)``. Thin: parse flags -> kvplan.search (reverse
-planner), kvplan.workload (capacity for real request lengths), kvplan.plots (pictures) -> render.
+planner), kvplan.workload (capacity for real request lengths), kvplan.render.plots (pictures) -> render.
 Exit codes: 0 options found, 1 no option meets the target (the closest is named), 2 bad input,
 3 matplotlib missing for --plot.
 """
@@ -85,7 +85,7 @@ def check_numbers(kw: dict) -> None:
 def validate_plot(plot: str | None):
     """--plot, checked before anything is printed: a .png/.svg name in an existing, writable
     directory, and matplotlib importable. Writes nothing. For `plan` and (through kvplan.cli)
-    `estimate`; see kvplan.plots.check_plot_path.
+    `estimate`; see kvplan.render.plots.check_plot_path.
 
     Returns:
         the Path, or None without --plot.
@@ -94,7 +94,7 @@ def validate_plot(plot: str | None):
     """
     if plot is None:
         return None
-    from kvplan.plots import check_plot_path
+    from kvplan.render.plots import check_plot_path
 
     return check_plot_path(plot)
 
@@ -188,7 +188,8 @@ def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_pref
 
 def run_plan(**kw) -> int:
     """The body of `kvplan plan` (see register)."""
-    from kvplan.cli import build_engine_args, parse_max_model_len
+    from kvplan.capacity.options import build_engine_args
+    from kvplan.cli.options import parse_max_model_len
     from kvplan.engines.vllm.defaults import check_version
     from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
     from kvplan.gpus import load_profiles
@@ -273,7 +274,7 @@ def run_plan(**kw) -> int:
         capacity = wl.capacity_with_fixes(focus.plan)
     pics = None
     if focus is not None and (kw["plot"] is not None or kw["curves"]):
-        from kvplan.plots import pictures, save_plot
+        from kvplan.render.plots import pictures, save_plot
 
         pics = pictures(focus.plan, wl)
         if kw["plot"] is not None:
@@ -287,7 +288,7 @@ def run_plan(**kw) -> int:
         console = Console()
         print_result(result, console, kw, capacity, wl)
         if pics is not None and kw["curves"]:
-            from kvplan.plots import print_pictures
+            from kvplan.render.plots import print_pictures
 
             print_pictures(pics, console)
         if kw["plot"] is not None and pics is not None:
@@ -407,7 +408,7 @@ def print_result(result, console, kw, capacity=None, wl=None) -> None:
         if result.closest is not None:
             console.print("   " + result.closest.serve_command(kw.get("revision")), soft_wrap=True)
     if result.unpriced:
-        from kvplan.render import hanging
+        from kvplan.render.table import hanging
 
         console.print(hanging(
             "price unknown: ",
@@ -416,7 +417,7 @@ def print_result(result, console, kw, capacity=None, wl=None) -> None:
         ))
     if capacity is not None:
         print_capacity(capacity, wl, console)
-    from kvplan.render import hanging
+    from kvplan.render.table import hanging
 
     console.print(hanging(
         "searched ", f"{result.combinations} combinations ({result.evaluated} planner calls) in {result.elapsed_s * 1000:.0f} ms"
@@ -466,7 +467,7 @@ def print_capacity(cap, wl, console) -> None:
     for c in cap.changes:
         console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
     if cap.excluded_fraction:
-        from kvplan.render import hanging
+        from kvplan.render.table import hanging
 
         console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))
 
@@ -496,7 +497,7 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
     if console is not None and fmt == "table" and cap is not None:
         print_capacity(cap, wl, console)
     if plot is not None or curves:
-        from kvplan.plots import pictures, print_pictures, save_plot
+        from kvplan.render.plots import pictures, print_pictures, save_plot
 
         pics = pictures(plan, wl)
         if plot is not None:

@@ -186,7 +186,7 @@ def check_plot_path(path: str) -> Path:
     The name must end in .png or .svg (any case); what is there must be a regular file or
     nothing (a symbolic link is followed to the file it points to; a directory, FIFO or device
     is refused, never replaced); its directory must exist and accept a new file (tried, see
-    kvplan.safe_io.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
+    kvplan.io.files.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
 
     Returns:
         the file to write (absolute, symbolic links resolved).
@@ -199,7 +199,7 @@ def check_plot_path(path: str) -> Path:
         raise KvplanError("--plot: empty file name", hint="e.g. --plot plan.png")
     if Path(path).suffix.lower().lstrip(".") not in PLOT_FORMATS:
         raise KvplanError(f"--plot: {path}: expected a .png or .svg file name")
-    from kvplan.safe_io import output_target
+    from kvplan.io.files import output_target
 
     out = output_target(path, "--plot", "plan.png")
     try:
@@ -230,7 +230,7 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
 
     fig = figure(pics)
     try:
-        from kvplan.safe_io import write_file_atomically
+        from kvplan.io.files import write_file_atomically
 
         write_file_atomically(out, "--plot", path, lambda tmp: fig.savefig(tmp, format=fmt), suffix=f".{fmt}")
     finally:
