@@ -43,7 +43,7 @@ def test_plan_honours_the_variable(monkeypatch):
 
 
 def test_verify_prediction_honours_the_variable(monkeypatch):
-    from kvplan.verify import GpuChoice, predict
+    from kvplan.verify.predict import GpuChoice, predict
 
     monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
     p, _ = predict(M, {"max_model_len": 16384}, GpuChoice("H200", None, (), "test"))

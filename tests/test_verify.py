@@ -8,6 +8,7 @@ the tolerance the command applies.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from kvplan import verify as v
+from kvplan.verify import predict, records, run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "logs"
@@ -200,7 +201,7 @@ def test_wrong_vllm_version_in_child_exits_3(fake, tmp_path):
 
 def test_no_vllm_installed_exits_3(tmp_path, monkeypatch):
     monkeypatch.delenv("KVPLAN_VERIFY_CHILD", raising=False)
-    if v.importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
     model = config_dir(tmp_path, "llama3-8b_eager")
     code, out, err = run_cli("verify", str(model), "--dummy-weights", "--max-model-len", "8192")
@@ -324,8 +325,8 @@ def test_run_child_kills_a_child_that_ignores_sigterm(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("KVPLAN_VERIFY_CHILD", str(script))
     t0 = time.time()
-    run = v.run_child({"name": "s", "model": "m"}, log_path=tmp_path / "s.log", timeout_s=1.5, grace_s=1.0)
-    assert run.timed_out and run.returncode is None
+    child = run.run_child({"name": "s", "model": "m"}, log_path=tmp_path / "s.log", timeout_s=1.5, grace_s=1.0)
+    assert child.timed_out and child.returncode is None
     assert time.time() - t0 < 30
     pid = int((tmp_path / "s.log").read_text().split()[1])
     assert not alive(pid)
@@ -570,7 +571,7 @@ def test_from_log_old_version_note(tmp_path):
 
 
 def test_engine_kwargs_to_options():
-    opts, unmodelled = v.engine_kwargs_to_options(
+    opts, unmodelled = predict.engine_kwargs_to_options(
         {"max_model_len": "auto", "dtype": "torch.bfloat16", "kv_cache_dtype": "auto", "enforce_eager": True,
          "served_model_name": ["x"], "cpu_offload_gb": 4, "model": "m"}
     )
@@ -579,14 +580,14 @@ def test_engine_kwargs_to_options():
 
 
 def test_options_to_engine_kwargs():
-    assert v.options_to_engine_kwargs(
+    assert predict.options_to_engine_kwargs(
         {"tensor_parallel_size": 1, "max_model_len": 32768, "kv_cache_dtype": "fp8", "dtype": "auto", "enforce_eager": False}
     ) == {"max_model_len": 32768, "kv_cache_dtype": "fp8"}
 
 
 def test_default_name():
-    assert v.default_name("Qwen/Qwen3-8B", {"max_model_len": 32768, "enforce_eager": True}, "llm") == "qwen3-8b_mml32768_eager"
-    assert v.default_name("/m/llama/", {}, "serve") == "llama_serve"
+    assert records.default_name("Qwen/Qwen3-8B", {"max_model_len": 32768, "enforce_eager": True}, "llm") == "qwen3-8b_mml32768_eager"
+    assert records.default_name("/m/llama/", {}, "serve") == "llama_serve"
 
 
 def test_verify_imports_no_torch_vllm_or_transformers(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.vllm_log import parse_log
+from kvplan.verify.log import parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.vllm_log import engine_arguments, message_of, parse_log, parse_python_dict
+from kvplan.verify.log import engine_arguments, message_of, parse_log, parse_python_dict
 
 DATA = Path(__file__).parent / "data" / "logs"
 CALIBRATION = sorted((DATA / "vllm-0.26.0-h200").glob("*.json"))

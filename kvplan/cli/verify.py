@@ -1,6 +1,6 @@
 """`kvplan verify`: start vLLM (or read its log) and diff what it measured against kvplan's plan.
 
-Registered by kvplan.cli through ``register(app)``. Thin: flags -> kvplan.verify -> tables.
+Registered by kvplan.cli through ``register(app)``. Thin: flags -> kvplan.verify (run, from_log, batch) -> tables.
 Exit codes: 0 pass, 1 mismatch or vLLM refused the config for memory, 2 bad input, 3 environment
 missing (no GPU, no vLLM, another vLLM version, timeout) or vLLM failed before sizing memory for
 another reason (not a memory prediction). See docs/verify.md.
@@ -11,14 +11,55 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, KvplanError
+from kvplan.verify.versions import VERIFIED_VLLM
 
 GiB = 1 << 30
+
+
+@dataclass
+class VerifyFlags:
+    """The flags of one ``kvplan verify`` call, as typer parsed them (names as the parameters).
+
+    ``record`` is replaced by the checked directory (a Path) before anything runs.
+    """
+
+    model: Optional[str]
+    gpu: Optional[str]
+    gpu_memory: Optional[str]
+    gpu_profiles: Optional[list[str]]
+    tensor_parallel_size: Optional[int]
+    pipeline_parallel_size: Optional[int]
+    max_model_len: Optional[str]
+    gpu_memory_utilization: Optional[float]
+    kv_cache_dtype: Optional[str]
+    block_size: Optional[int]
+    dtype: Optional[str]
+    quantization: Optional[str]
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    kv_cache_memory: Optional[str]
+    revision: Optional[str]
+    vllm_version: str
+    usage: Optional[str]
+    dummy_weights: bool
+    tolerance: float
+    timeout: float
+    record: Optional[str | Path]
+    name: Optional[str]
+    from_log: Optional[str]
+    start: Optional[int]
+    batch: Optional[str]
+    deadline: Optional[float]
+    skip_existing: bool
+    fmt: str
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +87,7 @@ def verify(
     enforce_eager: bool = typer.Option(False, "--enforce-eager"),
     kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."),
     revision: Optional[str] = typer.Option(None, "--revision"),
-    vllm_version: str = typer.Option("0.26.0", "--vllm-version", help="The vLLM version to verify against."),
+    vllm_version: str = typer.Option(VERIFIED_VLLM, "--vllm-version", help="The vLLM version to verify against."),
     usage: Optional[str] = typer.Option(
         None, "--usage", help="llm (offline LLM class; the default for runs) or serve (`vllm serve` defaults)."
     ),
@@ -70,7 +111,9 @@ def verify(
     from kvplan.cli import fail
 
     try:
-        code = _run(locals())
+        code = _run(
+            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt)
+        )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
         return
@@ -80,37 +123,37 @@ def verify(
     raise typer.Exit(code)
 
 
-def _options(kw: dict) -> dict:
+def _options(kw: VerifyFlags) -> dict:
     """kvplan estimate options the user gave (validated as `kvplan estimate` does)."""
     from kvplan.cli import parse_max_model_len, positive
     from kvplan.units import parse_bytes
 
-    positive("--tensor-parallel-size", kw["tensor_parallel_size"])
-    positive("--pipeline-parallel-size", kw["pipeline_parallel_size"])
-    positive("--max-num-seqs", kw["max_num_seqs"])
-    positive("--max-num-batched-tokens", kw["max_num_batched_tokens"])
-    positive("--block-size", kw["block_size"])
-    util = kw["gpu_memory_utilization"]
+    positive("--tensor-parallel-size", kw.tensor_parallel_size)
+    positive("--pipeline-parallel-size", kw.pipeline_parallel_size)
+    positive("--max-num-seqs", kw.max_num_seqs)
+    positive("--max-num-batched-tokens", kw.max_num_batched_tokens)
+    positive("--block-size", kw.block_size)
+    util = kw.gpu_memory_utilization
     if util is not None and not (0 < util <= 1):
         raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {util}")
     out = {
-        "tensor_parallel_size": kw["tensor_parallel_size"],
-        "pipeline_parallel_size": kw["pipeline_parallel_size"],
-        "max_model_len": parse_max_model_len(kw["max_model_len"]),
+        "tensor_parallel_size": kw.tensor_parallel_size,
+        "pipeline_parallel_size": kw.pipeline_parallel_size,
+        "max_model_len": parse_max_model_len(kw.max_model_len),
         "gpu_memory_utilization": util,
-        "kv_cache_dtype": kw["kv_cache_dtype"],
-        "block_size": kw["block_size"],
-        "dtype": kw["dtype"],
-        "quantization": kw["quantization"],
-        "max_num_seqs": kw["max_num_seqs"],
-        "max_num_batched_tokens": kw["max_num_batched_tokens"],
-        "enforce_eager": True if kw["enforce_eager"] else None,
-        "kv_cache_memory_bytes": parse_bytes(kw["kv_cache_memory"], what="--kv-cache-memory") if kw["kv_cache_memory"] else None,
+        "kv_cache_dtype": kw.kv_cache_dtype,
+        "block_size": kw.block_size,
+        "dtype": kw.dtype,
+        "quantization": kw.quantization,
+        "max_num_seqs": kw.max_num_seqs,
+        "max_num_batched_tokens": kw.max_num_batched_tokens,
+        "enforce_eager": True if kw.enforce_eager else None,
+        "kv_cache_memory_bytes": parse_bytes(kw.kv_cache_memory, what="--kv-cache-memory") if kw.kv_cache_memory else None,
     }
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _check_numbers(kw: dict, max_tolerance: float) -> None:
+def _check_numbers(kw: VerifyFlags, max_tolerance: float) -> None:
     """--tolerance in [0, max_tolerance] percent, --timeout and --deadline finite and > 0 seconds.
 
     Checked first, before the environment: `nan` compares false with every bound (a NaN
@@ -118,138 +161,81 @@ def _check_numbers(kw: dict, max_tolerance: float) -> None:
     Raises:
         KvplanError: naming the flag and the value (exit 2).
     """
-    tol = kw["tolerance"]
+    tol = kw.tolerance
     if not (math.isfinite(tol) and 0 <= tol <= max_tolerance):
         raise KvplanError(f"--tolerance: must be a percentage from 0 to {max_tolerance:g}, got {tol}")
-    for flag, value in (("--timeout", kw["timeout"]), ("--deadline", kw["deadline"])):
+    for flag, value in (("--timeout", kw.timeout), ("--deadline", kw.deadline)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise KvplanError(f"{flag}: must be a finite number of seconds > 0, got {value}")
 
 
-# Kernel pseudo-filesystems: nothing can be created there (/proc, /sys) or nothing should be
-# (/dev, except the /dev/shm tmpfs); root passes os.access's write test on all of them.
-_PSEUDO_FS = ("/proc", "/sys", "/dev")
+def _run(kw: VerifyFlags) -> int:
+    from kvplan.verify import compare, from_log, predict, records, run
 
-
-def _record_dir(value: Optional[str]) -> Optional[Path]:
-    """--record DIR, checked before the environment and before anything is created.
-
-    DIR is an existing writable directory, or a path whose nearest existing ancestor is a
-    writable directory (run_case / run_batch create DIR when a start is about to be recorded).
-    Raises:
-        KvplanError: empty, an existing non-directory, a missing or unwritable ancestor, or a
-            path in a kernel pseudo-filesystem (exit 2).
-    """
-    import os
-    import stat
-
-    if value is None:
-        return None
-    if not value.strip():
-        raise KvplanError("--record: empty directory name", hint="--record DIR names the directory the records go to")
-    path = Path(value)
-
-    def kind(p: Path) -> str:
-        try:
-            st = p.lstat()
-        except OSError:
-            return "unreadable"
-        if stat.S_ISLNK(st.st_mode):
-            return f"a broken symbolic link (-> {os.readlink(p)})" if not p.exists() else "a symbolic link"
-        for test, word in ((stat.S_ISREG, "a regular file"), (stat.S_ISCHR, "a character device"),
-                           (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                           (stat.S_ISSOCK, "a socket")):
-            if test(st.st_mode):
-                return word
-        return "not a directory"
-
-    if os.path.lexists(path) and not path.is_dir():
-        raise KvplanError(
-            f"--record: {value} is {kind(path)}, not a directory; kvplan writes <name>.json and <name>.log into a directory"
-        )
-    existing = path.absolute()
-    while not os.path.lexists(existing):
-        existing = existing.parent
-    real = os.path.realpath(existing)
-    top = next((t for t in _PSEUDO_FS if real == t or real.startswith(t + "/")), None)
-    if top is not None and not (real == "/dev/shm" or real.startswith("/dev/shm/")):
-        raise KvplanError(f"--record: {value} is in {top}, a kernel pseudo-filesystem, not a directory for records")
-    if not existing.is_dir():
-        raise KvplanError(f"--record: {value} cannot be created: {existing} is {kind(existing)}, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        if existing == path.absolute():
-            raise KvplanError(f"--record: {value} is a directory that is not writable")
-        raise KvplanError(f"--record: {value} cannot be created: {existing} is not writable")
-    return path
-
-
-def _run(kw: dict) -> int:
-    from kvplan import verify as v
-
-    fmt = kw["fmt"]
+    fmt = kw.fmt
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-    if kw["usage"] is not None and kw["usage"] not in ("llm", "serve"):
-        raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw['usage']!r}")
-    _check_numbers(kw, v.MAX_TOLERANCE_PCT)
-    if kw["start"] is not None and not kw["from_log"]:
+    if kw.usage is not None and kw.usage not in ("llm", "serve"):
+        raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw.usage!r}")
+    _check_numbers(kw, compare.MAX_TOLERANCE_PCT)
+    if kw.start is not None and not kw.from_log:
         raise KvplanError("--start: only with --from-log (it picks one start of the log)")
-    if kw["from_log"] and kw["batch"]:
+    if kw.from_log and kw.batch:
         raise KvplanError("--from-log and --batch: give one of them")
     options = _options(kw)
-    kw["record"] = _record_dir(kw["record"])
+    kw.record = records.check_record_dir(kw.record)
 
-    if kw["skip_existing"] and not (kw["batch"] and kw["record"]):
+    if kw.skip_existing and not (kw.batch and kw.record):
         raise KvplanError("--skip-existing: only with --batch and --record DIR")
-    if kw["deadline"] is not None and not kw["batch"]:
+    if kw.deadline is not None and not kw.batch:
         raise KvplanError("--deadline: only with --batch")
-    if kw["batch"]:
-        if kw["model"]:
-            raise KvplanError(f"MODEL: not used with --batch (the cases name their models), got {kw['model']!r}")
+    if kw.batch:
+        if kw.model:
+            raise KvplanError(f"MODEL: not used with --batch (the cases name their models), got {kw.model!r}")
         return _run_batch(kw, fmt)
 
-    if kw["from_log"]:
-        if kw["record"] is not None:
+    if kw.from_log:
+        if kw.record is not None:
             raise KvplanError(
-                f"--record: not used with --from-log (a record is written from a run kvplan verify starts); got {kw['record']}",
+                f"--record: not used with --from-log (a record is written from a run kvplan verify starts); got {kw.record}",
                 hint="drop --record, or run `kvplan verify MODEL ... --record DIR` on a GPU machine",
             )
-        doc, code = v.verify_log(
-            kw["from_log"],
-            model=kw["model"],
-            gpu=kw["gpu"],
-            gpu_memory=kw["gpu_memory"],
-            gpu_profiles=kw["gpu_profiles"],
+        doc, code = from_log.verify_log(
+            kw.from_log,
+            model=kw.model,
+            gpu=kw.gpu,
+            gpu_memory=kw.gpu_memory,
+            gpu_profiles=kw.gpu_profiles,
             overrides=options,
-            usage=kw["usage"],
-            tolerance_pct=kw["tolerance"],
-            revision=kw["revision"],
-            vllm_version=kw["vllm_version"],
-            start=kw["start"],
+            usage=kw.usage,
+            tolerance_pct=kw.tolerance,
+            revision=kw.revision,
+            vllm_version=kw.vllm_version,
+            start=kw.start,
         )
         _emit(doc, fmt)
         return code
 
-    if not kw["model"]:
+    if not kw.model:
         raise KvplanError("MODEL: missing", hint="kvplan verify MODEL [flags], or --from-log FILE, or --batch FILE")
-    engine_args = v.options_to_engine_kwargs(options)
-    if kw["revision"] and not kw["dummy_weights"]:
-        engine_args["revision"] = kw["revision"]
+    engine_args = predict.options_to_engine_kwargs(options)
+    if kw.revision and not kw.dummy_weights:
+        engine_args["revision"] = kw.revision
     with _Progress() as progress:
-        result = v.run_case(
-            model=kw["model"],
+        result = run.run_case(
+            model=kw.model,
             engine_args=engine_args,
-            usage=kw["usage"] or "llm",
-            dummy_weights=kw["dummy_weights"],
-            name=kw["name"],
-            gpu=kw["gpu"],
-            gpu_memory=kw["gpu_memory"],
-            gpu_profiles=kw["gpu_profiles"],
-            revision=kw["revision"],
-            tolerance_pct=kw["tolerance"],
-            timeout_s=kw["timeout"],
-            record_dir=kw["record"],
-            vllm_version=kw["vllm_version"],
+            usage=kw.usage or "llm",
+            dummy_weights=kw.dummy_weights,
+            name=kw.name,
+            gpu=kw.gpu,
+            gpu_memory=kw.gpu_memory,
+            gpu_profiles=kw.gpu_profiles,
+            revision=kw.revision,
+            tolerance_pct=kw.tolerance,
+            timeout_s=kw.timeout,
+            record_dir=kw.record,
+            vllm_version=kw.vllm_version,
             on_stage=progress.stage,
         )
     _emit(result.doc, fmt)
@@ -258,10 +244,10 @@ def _run(kw: dict) -> int:
     return result.exit_code
 
 
-def _run_batch(kw: dict, fmt: str) -> int:
-    from kvplan import verify as v
+def _run_batch(kw: VerifyFlags, fmt: str) -> int:
+    from kvplan.verify import batch
 
-    record = kw["record"]
+    record = kw.record
     results_out = []
     with _Progress() as progress:
 
@@ -273,15 +259,15 @@ def _run_batch(kw: dict, fmt: str) -> int:
             results_out.append(r)
             progress.line(_one_line(r))
 
-        results, code = v.run_batch(
-            kw["batch"],
+        results, code = batch.run_batch(
+            kw.batch,
             record_dir=record,
-            tolerance_pct=None if kw["tolerance"] == v.DEFAULT_TOLERANCE_PCT else kw["tolerance"],
-            timeout_s=None if kw["timeout"] == v.DEFAULT_TIMEOUT_S else kw["timeout"],
-            deadline_s=kw["deadline"],
-            gpu_profiles=kw["gpu_profiles"],
-            vllm_version=kw["vllm_version"],
-            skip_existing=kw["skip_existing"],
+            tolerance_pct=None if kw.tolerance == batch.DEFAULT_TOLERANCE_PCT else kw.tolerance,
+            timeout_s=None if kw.timeout == batch.DEFAULT_TIMEOUT_S else kw.timeout,
+            deadline_s=kw.deadline,
+            gpu_profiles=kw.gpu_profiles,
+            vllm_version=kw.vllm_version,
+            skip_existing=kw.skip_existing,
             on_case=on_case,
             on_stage=progress.stage,
             on_result=on_result,
@@ -384,7 +370,7 @@ def print_comparison(doc: dict, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvplan.verify import FIGURES
+    from kvplan.verify.compare import FIGURES
 
     head = f"{doc.get('model')}" + (f" - vLLM {doc['vllm_version']}" if doc.get("vllm_version") else "") + f" ({doc.get('usage')})"
     if doc.get("gpu"):

@@ -1,4 +1,6 @@
-"""`kvplan verify`: the findings of docs/review/fresh-eyes-3.md (new 1, 2, 4, 15, 20).
+"""`kvplan verify` on hostile or failing input: JSON nested too deeply, non-finite numbers in
+flags and batch files, vLLM failing before it sized memory (setup failures), logs that
+contradict themselves.
 
 Expected values are worked out by hand in each test (from the fixture lines), never by calling
 the code under test.
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from kvplan.vllm_log import parse_log
+from kvplan.verify.log import parse_log
 from test_verify import CAL, DATA, MEMINFO, config_dir, fake, from_log_llama3_8b, record, started_lines  # noqa: F401 - fake is a fixture
 
 DEVICE = DATA / "device-h200-2026-11-29"

@@ -1,5 +1,5 @@
-"""docs/review/fresh-eyes-5.md H1 (0 KV blocks or tokens in --from-log), H2 (`verify --record`
-checked late) and H5 (standard output closed).
+"""`kvplan verify` inputs: 0 KV blocks or tokens in --from-log, the --record directory checked
+before anything runs, a closed standard output.
 
 Expected values are worked out by hand from the fixture lines, never by calling the code under
 test.
@@ -125,7 +125,7 @@ def test_zero_blocks_alone_is_incomplete_not_a_mismatch(tmp_path, fmt):
 
 
 def test_compare_does_not_judge_on_a_division_by_zero():
-    from kvplan.verify import compare
+    from kvplan.verify.compare import compare
 
     errors, status, on = compare({"num_gpu_blocks": 100}, {"num_gpu_blocks": 0}, {}, tolerance_pct=1.0)
     assert errors["num_gpu_blocks"] == {"abs": 100, "pct": None}

@@ -1,0 +1,29 @@
+"""kvplan's planning API as verify uses it, through one indirection (issue 11).
+
+``plan_from_options`` (the path ``kvplan estimate`` takes) and the pydantic-error wording still
+live in kvplan.cli. Nothing else in kvplan/verify/ names kvplan.cli: INTEGRATOR, when
+kvplan/capacity/options.py lands, change the two imports below (and nothing else).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def plan_from_options(**options: Any):
+    """(Plan, ModelSource) for kvplan estimate ``options`` (model, gpu, gpu_memory, gpu_profiles,
+    revision, usage, vllm_version and the engine options; bytes as int).
+
+    Raises:
+        KvplanError: bad options or model (exit 2).
+    """
+    from kvplan.cli import plan_from_options as _impl  # INTEGRATOR: kvplan.capacity.options
+
+    return _impl(**options)
+
+
+def plain_message(err: dict) -> str:
+    """A pydantic error (one entry of ``ValidationError.errors()``) as a short sentence."""
+    from kvplan.cli import _plain_message as _impl  # INTEGRATOR: next to plan_from_options
+
+    return _impl(err)
