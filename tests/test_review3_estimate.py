@@ -244,7 +244,7 @@ def test_plot_of_a_plan_that_does_not_fit():
     pytest.importorskip("matplotlib")
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.planner import EngineArgs, plan
-    from kvplan.plots import figure, pictures
+    from kvplan.render.plots import figure, pictures
     from kvplan.sources import load_spec
 
     spec, _ = load_spec("meta-llama/Llama-3.1-70B-Instruct", None)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
 import typer
 
+from kvplan.cli.options import engine_option, positive, positive_engine_args
+from kvplan.engines.vllm.versions import DEFAULT_VERSION
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
+from kvplan.render.plan import print_capacity, print_result, to_dict
 
 GiB = 1 << 30
 
@@ -55,7 +59,7 @@ def _shown(x: float) -> str:
     return repr(x) if math.isfinite(x) else str(x)
 
 
-def check_numbers(kw: dict) -> None:
+def check_numbers(kw: PlanFlags) -> None:
     """Every numeric flag of `plan`: finite and in range, before anything is loaded or searched.
 
     --concurrency: finite, >= 1; --gpu-memory-utilization: finite, in (0, 1]; --max-gpus,
@@ -66,20 +70,20 @@ def check_numbers(kw: dict) -> None:
     Raises:
         KvplanError: one line naming the flag (exit 2).
     """
-    c = kw["concurrency"]
+    c = kw.concurrency
     if not (math.isfinite(c) and c >= 1):
         # a target below one request is not a load to plan for (1e-300 made the spare % absurd)
         raise KvplanError(f"--concurrency: must be a finite number >= 1 (concurrent requests), got {_shown(c)}")
-    u = kw.get("gpu_memory_utilization")
+    u = kw.gpu_memory_utilization
     if u is not None and not (math.isfinite(u) and 0 < u <= 1):
         raise KvplanError(f"--gpu-memory-utilization: must be a finite fraction in (0, 1], got {_shown(u)}")
-    for flag, key in (("--max-gpus", "max_gpus"), ("--gpus-per-node", "gpus_per_node"), ("--top", "top"), ("--n", "n"),
-                      ("--block-size", "block_size"), ("--max-num-seqs", "max_num_seqs"),
-                      ("--max-num-batched-tokens", "max_num_batched_tokens")):
-        if kw.get(key) is not None and kw[key] < 1:
-            raise KvplanError(f"{flag}: must be >= 1, got {kw[key]}")
-    if kw.get("shared_prefix_tokens", 0) < 0:
-        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {kw['shared_prefix_tokens']}")
+    for flag, key in (("--max-gpus", "max_gpus"), ("--gpus-per-node", "gpus_per_node"), ("--top", "top"), ("--n", "n")):
+        positive(flag, getattr(kw, key))
+    positive_engine_args({
+        "block_size": kw.block_size, "max_num_seqs": kw.max_num_seqs, "max_num_batched_tokens": kw.max_num_batched_tokens,
+    })
+    if kw.shared_prefix_tokens < 0:
+        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {kw.shared_prefix_tokens}")
 
 
 def validate_plot(plot: str | None):
@@ -186,7 +190,7 @@ def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_pref
     )
 
 
-def run_plan(**kw) -> int:
+def run_plan(kw: PlanFlags) -> int:
     """The body of `kvplan plan` (see register)."""
     from kvplan.capacity.options import build_engine_args
     from kvplan.cli.options import parse_max_model_len
@@ -196,65 +200,65 @@ def run_plan(**kw) -> int:
     from kvplan.planner import QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES
     from kvplan.search import SearchSpace, Target, search
 
-    fmt = kw["fmt"]
+    fmt = kw.fmt
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-    check_version(kw["vllm_version"])
+    check_version(kw.vllm_version)
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
     # printed or written until every input has been read.
     check_numbers(kw)
-    validate_plot(kw["plot"])
-    kv_dtypes = tuple(dict.fromkeys(_csv(kw["kv_cache_dtype"], "--kv-cache-dtype")))
+    validate_plot(kw.plot)
+    kv_dtypes = tuple(dict.fromkeys(_csv(kw.kv_cache_dtype, "--kv-cache-dtype")))
     for kv in kv_dtypes:
         if kv in VLLM_ONLY_KV_CACHE_DTYPES:
             build_engine_args(kv_cache_dtype=kv)  # raises estimate's message: vLLM takes it, kvplan cannot size it
         if kv not in KV_CACHE_DTYPES:
             raise KvplanError(f"--kv-cache-dtype: unknown value {kv!r}", hint="use " + ", ".join(KV_CACHE_DTYPES))
     quants: list[str | None] = []
-    for q in _csv(kw["quantization"], "--quantization"):
+    for q in _csv(kw.quantization, "--quantization"):
         if q.lower() == "none":
             quants.append(None)
         elif q.lower() in QUANTIZATIONS:
             quants.append(q.lower())
         else:
             raise KvplanError(f"--quantization: unknown value {q!r}", hint="use none or " + ", ".join(QUANTIZATIONS))
-    tps = _ints(kw["tensor_parallel_size"], "--tensor-parallel-size", _engine_arg_max("tensor_parallel_size"))
-    pps = _ints(kw["pipeline_parallel_size"], "--pipeline-parallel-size", _engine_arg_max("pipeline_parallel_size"))
-    mml = parse_max_model_len(kw["max_model_len"])
+    tps = _ints(kw.tensor_parallel_size, "--tensor-parallel-size", _engine_arg_max("tensor_parallel_size"))
+    pps = _ints(kw.pipeline_parallel_size, "--pipeline-parallel-size", _engine_arg_max("pipeline_parallel_size"))
+    mml = parse_max_model_len(kw.max_model_len)
     if mml == -1:
         raise KvplanError("--max-model-len: `plan` needs a number of tokens (auto is for `estimate`)")
 
     base_fields = {
-        "gpu_memory_utilization": kw["gpu_memory_utilization"],
-        "block_size": kw["block_size"],
-        "dtype": kw["dtype"],
-        "max_num_seqs": kw["max_num_seqs"],
-        "max_num_batched_tokens": kw["max_num_batched_tokens"],
-        "enforce_eager": kw["enforce_eager"] or None,
-        "enable_prefix_caching": kw["enable_prefix_caching"],
-        "usage": kw["usage"],
-        "vllm_version": kw["vllm_version"],
+        "gpu_memory_utilization": kw.gpu_memory_utilization,
+        "block_size": kw.block_size,
+        "dtype": kw.dtype,
+        "max_num_seqs": kw.max_num_seqs,
+        "max_num_batched_tokens": kw.max_num_batched_tokens,
+        "enforce_eager": kw.enforce_eager or None,
+        "enable_prefix_caching": kw.enable_prefix_caching,
+        "usage": kw.usage,
+        "vllm_version": kw.vllm_version,
     }
     build_engine_args(**base_fields)  # one-line errors naming the flag
     base = {k: v for k, v in base_fields.items() if v is not None}
 
-    profiles = load_profiles(kw["gpu_profiles"])
-    gpus = _gpus(kw["gpus"], profiles)
-    prices = parse_prices(kw["price"], profiles)
-    wl = workload_model_from_flags(kw["workload"], kw["shared_prefix_tokens"], kw["n"], kw["enable_prefix_caching"])
+    profiles = load_profiles(kw.gpu_profiles)
+    gpus = _gpus(kw.gpus, profiles)
+    prices = parse_prices(kw.price, profiles)
+    wl = workload_model_from_flags(kw.workload, kw.shared_prefix_tokens, kw.n, kw.enable_prefix_caching)
 
-    spec = load_spec(kw["model"], kw["revision"])
+    spec = load_spec(kw.model, kw.revision)
     if mml is None:
         mml = spec.derived_max_model_len
-    target = Target(max_model_len=mml, concurrency=float(kw["concurrency"]))
+    target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
     space = SearchSpace(
         gpus=gpus,
         tensor_parallel_sizes=tps,
         pipeline_parallel_sizes=pps,
         kv_cache_dtypes=kv_dtypes,
         quantizations=tuple(quants),
-        max_gpus=kw["max_gpus"],
-        gpus_per_node=kw["gpus_per_node"],
+        max_gpus=kw.max_gpus,
+        gpus_per_node=kw.gpus_per_node,
     )
     import os
 
@@ -273,12 +277,12 @@ def run_plan(**kw) -> int:
     if wl is not None and focus is not None:
         capacity = wl.capacity_with_fixes(focus.plan)
     pics = None
-    if focus is not None and (kw["plot"] is not None or kw["curves"]):
+    if focus is not None and (kw.plot is not None or kw.curves):
         from kvplan.render.plots import pictures, save_plot
 
         pics = pictures(focus.plan, wl)
-        if kw["plot"] is not None:
-            save_plot(pics, kw["plot"])
+        if kw.plot is not None:
+            save_plot(pics, kw.plot)
 
     if fmt == "json":
         print(json.dumps(to_dict(result, kw, capacity, wl), indent=2))
@@ -287,189 +291,13 @@ def run_plan(**kw) -> int:
 
         console = Console()
         print_result(result, console, kw, capacity, wl)
-        if pics is not None and kw["curves"]:
+        if pics is not None and kw.curves:
             from kvplan.render.plots import print_pictures
 
             print_pictures(pics, console)
-        if kw["plot"] is not None and pics is not None:
-            console.print(f"plot written to {kw['plot']}", soft_wrap=True)
+        if kw.plot is not None and pics is not None:
+            console.print(f"plot written to {kw.plot}", soft_wrap=True)
     return EXIT_OK if result.options else EXIT_FAIL
-
-
-def to_dict(result, kw, capacity=None, wl=None) -> dict:
-    """The --format json document: {"kvplan_version", "model", "target", "options", "closest",
-    "closest_note", "unpriced_gpus", "search", "workload", "skipped" (with --explain)}."""
-    from kvplan import __version__
-
-    rev = kw.get("revision")
-    top = kw["top"]
-    out = {
-        "kvplan_version": __version__,
-        "model": kw["model"],
-        "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},
-        "options": [o.to_dict(rev) for o in result.options[:top]],
-        "options_total": len(result.options),
-        "closest": result.closest.to_dict(rev) if (result.closest is not None and not result.options) else None,
-        "closest_note": result.closest_note,
-        "unpriced_gpus": result.unpriced,
-        "search": {
-            "combinations": result.combinations,
-            "planner_calls": result.evaluated,
-            "elapsed_s": round(result.elapsed_s, 4),
-            "dominated": len(result.dominated),
-        },
-        "workload": None,
-    }
-    if wl is not None:
-        w = wl.workload
-        out["workload"] = {
-            "description": w.description,
-            "mean_prompt_tokens": round(w.mean_prompt_tokens, 2),
-            "mean_output_tokens": round(w.mean_output_tokens, 2),
-            "p95_prompt_tokens": w.percentile("prompt", 0.95),
-            "p95_output_tokens": w.percentile("output", 0.95),
-            "capacity_of_first_option": capacity.to_dict() if capacity is not None else None,
-        }
-    if kw.get("all"):
-        out["dominated_options"] = [o.to_dict(rev) for o in result.dominated]
-    if kw.get("explain"):
-        out["skipped"] = [s.to_dict() for s in result.skipped]
-    return out
-
-
-_LIMIT_SHORT = {"kv_cache": "KV", "kv_state": "state", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens"}
-
-
-def _short(dtype: str) -> str:
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
-
-
-def _money(o) -> str:
-    return "?" if o.hourly_cost is None else f"{o.hourly_cost:.2f}"
-
-
-def _ranges(nums: list[int]) -> str:
-    """[1, 2, 3, 5] -> '1-3,5'."""
-    out, start, prev = [], nums[0], nums[0]
-    for x in nums[1:] + [None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ",".join(out)
-
-
-def print_result(result, console, kw, capacity=None, wl=None) -> None:
-    """The human view: ranked options, serve lines, price notes, workload report, --explain."""
-    from rich.table import Table
-    from rich.text import Text
-
-    t = result.target
-    head = f"{kw['model']}: {t.concurrency:g} concurrent requests at --max-model-len {t.max_model_len}"
-    if wl is not None:
-        head += f", workload {wl.workload.description}"
-    console.print(Text(head, style="bold"))
-    shown = result.options[: kw["top"]]
-    if kw.get("all"):
-        shown = sorted(result.options + result.dominated, key=__import__("kvplan.search", fromlist=["rank_key"]).rank_key)[: kw["top"]]
-    if shown:
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col, just in (("#", "right"), ("GPUs", "left"), ("TP/PP/DP", "left"), ("kv", "left"), ("wts", "left"),
-                          ("$/h", "right"), ("req", "right"), ("spare", "right"), ("limit", "left")):
-            table.add_column(col, justify=just, no_wrap=True)
-        for i, o in enumerate(shown, 1):
-            eff = o.plan.effective
-            table.add_row(
-                str(i), f"{o.num_gpus}x {o.gpu.id}", f"{o.tensor_parallel_size}/{o.pipeline_parallel_size}/{o.data_parallel_size}",
-                _short(eff["kv_cache_dtype"] if eff["kv_cache_dtype"] != "auto" else eff["dtype"]),
-                _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
-                _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
-            )
-        console.print(table)
-        lines: dict[str, list[int]] = {}
-        nodes: dict[str, int] = {}
-        for i, o in enumerate(shown, 1):
-            cmd = o.serve_command(kw.get("revision"))
-            lines.setdefault(cmd, []).append(i)
-            if o.multi_node:
-                nodes[cmd] = -(-o.engine_gpus // o.gpus_per_node)
-        for cmd, idx in lines.items():
-            console.print(Text(f"{_ranges(idx)}: ", style="bold") + Text(cmd), soft_wrap=True)
-            if cmd in nodes:
-                console.print(f"   (one engine spans {nodes[cmd]} nodes: pipeline stages across nodes need a Ray cluster)")
-        if len(result.options) > len(shown) and not kw.get("all"):
-            console.print(f"{len(result.options) - len(shown)} more option(s): --top N")
-    else:
-        console.print(Text("no option meets the target", style="bold red"))
-        if result.closest_note:
-            console.print(result.closest_note, soft_wrap=True)
-        if result.closest is not None:
-            console.print("   " + result.closest.serve_command(kw.get("revision")), soft_wrap=True)
-    if result.unpriced:
-        from kvplan.render.table import hanging
-
-        console.print(hanging(
-            "price unknown: ",
-            ", ".join(result.unpriced) + ": ranked after the priced options (?), by GPU count; pass --price GPU=USD "
-            "or a --gpu-profiles YAML with price_per_hour_usd",
-        ))
-    if capacity is not None:
-        print_capacity(capacity, wl, console)
-    from kvplan.render.table import hanging
-
-    console.print(hanging(
-        "searched ", f"{result.combinations} combinations ({result.evaluated} planner calls) in {result.elapsed_s * 1000:.0f} ms"
-        + ("" if kw.get("explain") else "; --explain lists what was skipped and why")
-    ))
-    if kw.get("explain"):
-        ex = Table("GPU", "TP", "PP", "kv", "quant", "skipped", "why", box=None, header_style="bold")
-        for s in result.skipped:
-            ex.add_row(s.gpu, str(s.tensor_parallel_size), str(s.pipeline_parallel_size), s.kv_cache_dtype, s.quantization or "none", s.category, s.reason)
-        console.print(ex)
-
-
-def print_capacity(cap, wl, console) -> None:
-    """The workload report for one engine: paged vs static, sharing, binding limit, fixes."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from kvplan.workload import LIMIT_NAMES
-
-    w = wl.workload
-    console.print(
-        Text("workload per engine", style="bold")
-        + Text(
-            f": prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
-            f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens"
-        )
-    )
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    t.add_column("")
-    t.add_column("PagedAttention", justify="right")
-    t.add_column("static max-length", justify="right")
-    t.add_row("blocks per sequence", f"{cap.blocks.per_sequence:.2f} (at completion {cap.blocks_at_completion.per_sequence:.2f})", str(cap.static_blocks_per_sequence))
-    t.add_row("concurrent sequences (KV)", f"{cap.kv_sequences:.1f} (at completion {cap.kv_sequences_at_completion:.1f})", str(cap.static_sequences))
-    t.add_row("KV memory holding tokens", f"{cap.paged_utilization:.1%}", f"{cap.static_utilization:.1%}")
-    console.print(t)
-    s = cap.sharing
-    if s.shared_prefix_tokens or s.n > 1:
-        console.print(
-            f"sharing: prefix caching {'on' if s.enable_prefix_caching else 'off'}; shared prefix {s.shared_prefix_tokens} tokens "
-            f"= {cap.blocks.global_shared:.0f} block(s) held once; n={s.n}"
-        )
-    console.print(
-        f"limits: KV blocks {cap.kv_sequences:.1f}, --max-num-seqs {cap.max_num_seqs}, "
-        f"--max-num-batched-tokens {cap.max_num_batched_tokens} sustains {cap.mbt_sequences:.1f} sequences"
-    )
-    console.print(Text("binding: ", style="bold") + Text(f"{LIMIT_NAMES[cap.binding]} -> {cap.sequences:.1f} sequences ({cap.requests:.1f} requests)"))
-    for c in cap.changes:
-        console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
-    if cap.excluded_fraction:
-        from kvplan.render.table import hanging
-
-        console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))
 
 
 def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,
@@ -506,54 +334,101 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
             print_pictures(pics, console)
 
 
+@dataclass(frozen=True)
+class PlanFlags:
+    """The flags of one ``kvplan plan`` call as typer parsed them (lists still comma-separated
+    text; ``show_all`` is --all)."""
+
+    model: str
+    max_model_len: Optional[str]
+    concurrency: float
+    gpus: Optional[str]
+    max_gpus: int
+    gpus_per_node: int
+    tensor_parallel_size: str
+    pipeline_parallel_size: str
+    kv_cache_dtype: str
+    quantization: str
+    price: Optional[list[str]]
+    gpu_profiles: Optional[list[str]]
+    gpu_memory_utilization: Optional[float]
+    block_size: Optional[int]
+    dtype: str
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    enable_prefix_caching: Optional[bool]
+    workload: Optional[str]
+    shared_prefix_tokens: int
+    n: int
+    top: int
+    show_all: bool
+    explain: bool
+    curves: bool
+    plot: Optional[str]
+    revision: Optional[str]
+    vllm_version: str
+    usage: str
+    fmt: str
+
+
 def register(app: typer.Typer) -> None:
     """Add the `plan` command to kvplan's typer app."""
+    app.command("plan")(plan_cmd)
 
-    @app.command("plan")
-    def plan_cmd(
-        model: str = typer.Argument(..., help="Hub repo id, local directory with config.json, or bundled spec id."),
-        max_model_len: Optional[str] = typer.Option(None, "--max-model-len", help="Tokens per request (default: the model's limit)."),
-        concurrency: float = typer.Option(1.0, "--concurrency", help="Concurrent requests to serve."),
-        gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU profiles to consider, comma-separated (default: all)."),
-        max_gpus: int = typer.Option(8, "--max-gpus", help="Most GPUs in one option (TP x PP x DP)."),
-        gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node; TP stays within a node."),
-        tensor_parallel_size: str = typer.Option("1,2,4,8", "--tensor-parallel-size", "-tp", help="TP sizes to try."),
-        pipeline_parallel_size: str = typer.Option("1,2,4", "--pipeline-parallel-size", "-pp", help="PP sizes to try."),
-        kv_cache_dtype: str = typer.Option("auto,fp8", "--kv-cache-dtype", help="KV-cache dtypes to try."),
-        quantization: str = typer.Option("none,fp8", "--quantization", "-q", help="Weight quantizations to try (none = the checkpoint)."),
-        price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour (repeatable)."),
-        gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-        gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
-        block_size: Optional[int] = typer.Option(None, "--block-size"),
-        dtype: str = typer.Option("auto", "--dtype"),
-        max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
-        max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
-        enforce_eager: bool = typer.Option(False, "--enforce-eager"),
-        enable_prefix_caching: Optional[bool] = typer.Option(
-            None, "--enable-prefix-caching/--no-enable-prefix-caching", help="Default: vLLM's (on unless the model is hybrid)."
-        ),
-        workload: Optional[str] = typer.Option(None, "--workload", help="'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL of prompt_tokens,output_tokens."),
-        shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Tokens every prompt starts with (a system prompt)."),
-        n: int = typer.Option(1, "--n", "--beam-width", help="Sequences per request (parallel sampling n / beam width)."),
-        top: int = typer.Option(10, "--top", help="Options to show."),
-        show_all: bool = typer.Option(False, "--all", help="Also show dominated options (marked *)."),
-        explain: bool = typer.Option(False, "--explain", help="List skipped combinations and why."),
-        curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
-        plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
-        revision: Optional[str] = typer.Option(None, "--revision"),
-        vllm_version: str = typer.Option("0.26.0", "--vllm-version"),
-        usage: str = typer.Option("serve", "--usage"),
-        fmt: str = typer.Option("table", "--format", help="table or json."),
-    ) -> None:
-        """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
-        from kvplan.cli import fail
 
-        kw = dict(locals())
-        kw["all"] = kw.pop("show_all")
-        kw.pop("fail", None)
-        try:
-            code = run_plan(**kw)
-        except KvplanError as e:
-            fail(e.message, e.hint, e.exit_code)
-            return
-        raise typer.Exit(code)
+def plan_cmd(
+    model: str = typer.Argument(..., help="Hub repo id, local directory with config.json, or bundled spec id."),
+    max_model_len: Optional[str] = engine_option("max_model_len", None, help="Tokens per request (default: the model's limit)."),
+    concurrency: float = typer.Option(1.0, "--concurrency", help="Concurrent requests to serve."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU profiles to consider, comma-separated (default: all)."),
+    max_gpus: int = typer.Option(8, "--max-gpus", help="Most GPUs in one option (TP x PP x DP)."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node; TP stays within a node."),
+    tensor_parallel_size: str = engine_option("tensor_parallel_size", "1,2,4,8", help="TP sizes to try."),
+    pipeline_parallel_size: str = engine_option("pipeline_parallel_size", "1,2,4", help="PP sizes to try."),
+    kv_cache_dtype: str = engine_option("kv_cache_dtype", "auto,fp8", help="KV-cache dtypes to try."),
+    quantization: str = engine_option("quantization", "none,fp8", help="Weight quantizations to try (none = the checkpoint)."),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour (repeatable)."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
+    gpu_memory_utilization: Optional[float] = engine_option("gpu_memory_utilization", None),
+    block_size: Optional[int] = engine_option("block_size", None),
+    dtype: str = engine_option("dtype", "auto"),
+    max_num_seqs: Optional[int] = engine_option("max_num_seqs", None),
+    max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
+    enforce_eager: bool = engine_option("enforce_eager", False),
+    enable_prefix_caching: Optional[bool] = engine_option(
+        "enable_prefix_caching", None, help="Default: vLLM's (on unless the model is hybrid)."
+    ),
+    workload: Optional[str] = typer.Option(None, "--workload", help="'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL of prompt_tokens,output_tokens."),
+    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Tokens every prompt starts with (a system prompt)."),
+    n: int = typer.Option(1, "--n", "--beam-width", help="Sequences per request (parallel sampling n / beam width)."),
+    top: int = typer.Option(10, "--top", help="Options to show."),
+    show_all: bool = typer.Option(False, "--all", help="Also show dominated options (marked *)."),
+    explain: bool = typer.Option(False, "--explain", help="List skipped combinations and why."),
+    curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    usage: str = typer.Option("serve", "--usage"),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
+    from kvplan.cli import fail
+
+    flags = PlanFlags(
+        model=model, max_model_len=max_model_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
+        gpus_per_node=gpus_per_node, tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size, kv_cache_dtype=kv_cache_dtype,
+        quantization=quantization, price=price, gpu_profiles=gpu_profiles,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, dtype=dtype,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
+        enable_prefix_caching=enable_prefix_caching, workload=workload,
+        shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
+        curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt
+    )
+    try:
+        code = run_plan(flags)
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    raise typer.Exit(code)
