@@ -13,7 +13,8 @@ size - 1 workers; vLLM's multi-node pattern (docs deployment/frameworks/lws.md) 
 
 from __future__ import annotations
 
-from tests.test_check import DATA, check, diag, found, write
+from tests.check.common import check, DATA, diag, R4, write, _diags, _json
+import shutil
 
 K8S = DATA / "kubernetes"
 
@@ -139,3 +140,46 @@ def test_leaderworkerset_group_too_small_names_the_group(tmp_path):
     # 8 (leader) + 1 x 4 (worker) = 12 GPUs < 8 x 2 = 16
     assert d["severity"] == "error" and d["message"].startswith("12 GPU(s) in the LeaderWorkerSet group of 2 pods")
     assert "needs 16" in d["message"]
+
+
+def test_k8s_args_non_string_item_is_an_error():
+    # args: line 12 the model, 13 --max-model-len, 14 `- 4096` (an unquoted integer: args[2])
+    code, doc = _json(str(R4 / "k8s-args-int.yaml"), "--gpu", "H100")
+    (e,) = _diags(doc, "invalid-value")
+    assert (e["severity"], e["line"], e["key"]) == ("error", 14, "args[2]")
+    assert "4096" in e["message"] and "string" in e["message"]
+    assert code == 1
+
+
+def test_node_selectors_not_read_above_the_working_directory(tmp_path, monkeypatch):
+    # no .git anywhere here: plant/kvplan.yaml maps the H100 label to T4; from plant/a it is above
+    # the working directory and must not be used
+    plant = tmp_path / "plant"
+    shutil.copytree(R4 / "plant", plant)
+    monkeypatch.chdir(plant / "a")
+    code, doc = _json("b/dep.yaml")
+    assert [d["check_id"] for d in doc["diagnostics"] if d["severity"] == "error"] == ["gpu-missing"]
+    assert code == 2
+
+
+def test_node_selectors_read_up_to_the_working_directory_with_a_note(tmp_path, monkeypatch):
+    plant = tmp_path / "plant"
+    shutil.copytree(R4 / "plant", plant)
+    monkeypatch.chdir(plant)
+    code, doc = _json("a/b/dep.yaml")
+    (dep,) = doc["files"][0]["deployments"]
+    assert dep["gpu"] == "t4"
+    (note,) = _diags(doc, "node-selectors")
+    assert note["severity"] == "info" and "kvplan.yaml" in note["message"]
+    assert (note["file"], note["line"]) == ("a/b/dep.yaml", 9)  # the nodeSelector label's line
+    assert code == 1  # Llama-3.1-8B does not fit a T4
+
+
+def test_node_selectors_stop_at_the_git_root(tmp_path, monkeypatch):
+    plant = tmp_path / "plant"
+    shutil.copytree(R4 / "plant", plant)
+    (plant / "a" / ".git").mkdir()  # a repository rooted at plant/a: plant/kvplan.yaml is outside
+    monkeypatch.chdir(tmp_path)
+    code, doc = _json("plant/a/b/dep.yaml")
+    assert [d["check_id"] for d in doc["diagnostics"] if d["severity"] == "error"] == ["gpu-missing"]
+    assert code == 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from tests.test_check import DATA, check, diag, found, write
+from tests.check.common import check, DATA, diag, found, R4, write, _diags, _json
 
 DOCKER = DATA / "docker"
 
@@ -139,3 +139,13 @@ def test_shell_form_cmd_under_the_vllm_image_entrypoint_is_not_a_pass(tmp_path):
         """,
     )
     assert check(g)[0] == 0
+
+
+def test_compose_command_mapping_is_an_error():
+    # line 4: `command: {a: 1}`; compose accepts a string or a list only
+    code, doc = _json(str(R4 / "compose-command-mapping.yaml"), "--gpu", "H100")
+    (e,) = _diags(doc, "invalid-value")
+    assert (e["severity"], e["line"], e["key"]) == ("error", 4, "services.llm.command")
+    assert e["file"].endswith("review4/compose-command-mapping.yaml")
+    assert _diags(doc, "no-deployment") == []
+    assert code == 1

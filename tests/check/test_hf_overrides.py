@@ -10,7 +10,7 @@ Qwen/Qwen3-8B's config.json has max_position_embeddings 40960 and no rope scalin
 
 from __future__ import annotations
 
-from tests.test_check import check, diag, write
+from tests.check.common import check, diag, write
 
 
 def _ids(doc: dict) -> set[str]:

@@ -7,42 +7,13 @@ or generous bounds from published sizes; nothing is recomputed the way kvplan co
 
 from __future__ import annotations
 
-import json
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import run_cli
-
-DATA = Path(__file__).parent / "data" / "check"
-GiB = 2**30
-
-
-def check(*args: str) -> tuple[int, dict, str]:
-    """Run `kvplan check ... --format json`; return (exit code, document, stderr)."""
-    code, out, err = run_cli("check", *args, "--format", "json")
-    assert "Traceback" not in out + err
-    return code, json.loads(out), err
-
-
-def found(doc: dict, severity: str | None = None) -> set[tuple[str, int | None]]:
-    """{(check_id, line)} of the report's diagnostics (optionally of one severity)."""
-    return {(d["check_id"], d["line"]) for d in doc["diagnostics"] if severity is None or d["severity"] == severity}
-
-
-def diag(doc: dict, check_id: str) -> dict:
-    hits = [d for d in doc["diagnostics"] if d["check_id"] == check_id]
-    assert hits, f"no {check_id} in {[d['text'] for d in doc['diagnostics']]}"
-    return hits[0]
-
-
-def write(tmp_path: Path, name: str, text: str) -> str:
-    p = tmp_path / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return str(p)
+from tests.check.common import check, DATA, diag, found, GiB, write
 
 
 # --- vLLM --config YAML ------------------------------------------------------------------------
@@ -640,9 +611,9 @@ def test_vllm_refusals_fail_the_check_while_estimate_calls_them_bad_options(tmp_
 def test_every_check_id_is_documented_with_its_exit_code():
     """docs/ci.md's table lists every check id; those marked "(exit 2)" are exactly the ids
     whose errors make check exit 2."""
-    import kvplan.check as ck
+    import kvplan.check.diagnostics as ck
 
-    doc = (Path(__file__).parents[1] / "docs" / "ci.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "docs" / "ci.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (`[^|]+`) \| ([^|]+) \|", doc, re.M)
     documented: dict[str, str] = {}
     for ids, severity in rows:

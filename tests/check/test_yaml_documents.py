@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_check import DATA, check, diag, found, write
+from tests.check.common import check, DATA, diag, found, R3, write
+from tests.helpers import run_cli
 
 
 # --- several documents (item 12) ----------------------------------------------------------------
@@ -175,3 +176,10 @@ def test_pydantic_wording_does_not_reach_the_user(tmp_path):
     assert msgs["tensor-parallel-size"].startswith("must be at least 1 (got 0)")
     assert msgs["kvplan.gpu_count"] == "must be at least 1 (got 0)"
     assert not any("Input should" in m for m in msgs.values())
+
+
+def test_empty_yaml_is_not_labelled_command():
+    code, out, _ = run_cli("check", str(R3 / "empty" / "empty.yaml"))
+    first = out.splitlines()[0]
+    assert "(command)" not in first and first.endswith("(yaml)")
+    assert code == 1

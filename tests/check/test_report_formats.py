@@ -7,11 +7,10 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from tests.helpers import run_cli
+from tests.check.common import DATA, R4
 
-DATA = Path(__file__).parent / "data" / "check"
 
 
 def rel(name: str) -> str:
@@ -60,7 +59,7 @@ def test_github_annotations():
 
 
 def test_github_escaping():
-    from kvplan.cli_check import _gh_data, _gh_prop
+    from kvplan.check.report import _gh_data, _gh_prop
 
     assert _gh_data("90% of\nmemory") == "90%25 of%0Amemory"
     assert _gh_prop("a:b,c") == "a%3Ab%2Cc"
@@ -242,3 +241,11 @@ def test_junit_file_level_findings_are_their_own_testcases(tmp_path):
     ids = [c.get("name").rsplit(" :: ", 1)[1] for c in suite.findall("testcase")]
     assert ids.count("multiple-documents") == 1 and "parse-error" not in ids  # no empty parse-error case
     assert suite.get("failures") == "1" and suite.get("errors") == "0"
+
+
+def test_escape_sequences_are_escaped_in_human_and_github_output():
+    for fmt in ("human", "github"):
+        code, out, _ = run_cli("check", str(R4 / "escape.yaml"), "--gpu", "H100", "--format", fmt)
+        assert "\x1b" not in out, fmt
+        assert "\\x1b[31mRED" in out, fmt
+        assert code == 2  # the model id is not valid: model-unresolved

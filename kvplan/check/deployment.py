@@ -1,0 +1,378 @@
+"""One vLLM server found in a file (``Deployment``: its flags as ``Setting``s, its model, GPU
+and targets) and reading `vllm serve` arguments onto it (``parse_serve_args``).
+
+vLLM files cited are those of the version whose rules kvplan holds (kvplan/engines/vllm/v0_26).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.check.diagnostics import (
+    ABBREVIATED_FLAG,
+    DUPLICATE_FLAG,
+    IGNORED_FLAG,
+    INVALID_VALUE,
+    LITERAL_VARIABLE,
+    REMOVED_FLAG,
+    UNKNOWN_FLAG,
+    UNRESOLVED_VALUE,
+    Diagnostic,
+    Severity,
+)
+from kvplan.check.sources.shell import _POSITIONAL, _VAR, Directive, expand_word
+from kvplan.engines.vllm.serve_flags import FlagCatalogue
+
+
+class FileLine(int):
+    """A 1-based line in another file than the deployment's own: a line of the --config YAML
+    that a script's `vllm serve --config FILE` names. Deployment.diag reports it in that file."""
+
+    file: str
+
+    def __new__(cls, line: int, file: str) -> "FileLine":
+        obj = int.__new__(cls, line)
+        obj.file = file
+        return obj
+
+
+@dataclass
+class Tok:
+    """One `vllm serve` argument with where it came from."""
+
+    text: str
+    line: int | None
+    key: str | None = None  # how a --config YAML spelled it (the YAML key)
+    unresolved: tuple[str, ...] = ()  # $VARIABLES that could not be expanded
+    literal: tuple[str, ...] = ()  # $VARIABLES the platform passes on as text (exec form)
+    value_of: str | None = None  # the --config YAML key this is the value of (never a positional)
+
+
+@dataclass
+class Setting:
+    """One flag as the deployment sets it.
+
+    Attributes:
+        flag: canonical long name ("max-model-len").
+        value: str (value flags), bool (switches), list[str] (list flags), True (bare optional).
+        line: 1-based line.
+        key: as written ("--max-model-len", "-tp", "max_model_len").
+        unresolved: $VARIABLES left in the value (unknown where kvplan runs).
+        literal: $VARIABLES that reach vLLM as text (the platform does not expand them).
+    """
+
+    flag: str
+    value: Any
+    line: int | None
+    key: str
+    unresolved: tuple[str, ...] = ()
+    literal: tuple[str, ...] = ()
+
+
+@dataclass
+class Deployment:
+    """One vLLM server found in a file: its flags, its model, its GPU and its targets."""
+
+    name: str
+    file: str
+    line: int | None
+    kind: str
+    settings: dict[str, Setting] = field(default_factory=dict)
+    model: str | None = None
+    model_line: int | None = None
+    model_key: str = "MODEL"
+    model_unresolved: tuple[str, ...] = ()
+    model_literal: tuple[str, ...] = ()
+    model_null_line: int | None = None  # `model:` with no value in a --config file
+    invalid: set = field(default_factory=set)  # flags whose value was refused while reading
+    literal_reason: str = ""  # why $VARIABLES are passed as text (exec form, Kubernetes ...)
+    process_env: dict[str, str] = field(default_factory=dict)  # `NAME=value vllm serve`: set for vLLM
+    var_notes: dict = field(default_factory=dict)  # $NAME -> why it is unset at runtime
+    targets: dict[str, Any] = field(default_factory=dict)
+    target_lines: dict[str, int | None] = field(default_factory=dict)
+    target_keys: dict[str, str] = field(default_factory=dict)
+    gpu_hint: str | None = None  # why no GPU could be found (k8s node selector without mapping)
+    gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
+    gpu_count_line: int | None = None
+    gpu_count_key: str | None = None
+    # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
+    gpu_group: tuple | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:
+        line = line if line is not None else self.line
+        self.diagnostics.append(
+            Diagnostic(
+                check_id=check_id,
+                severity=severity,
+                file=getattr(line, "file", None) or self.file,  # a FileLine is in its own file
+                line=int(line) if line is not None else None,
+                key=key,
+                message=message,
+                hint=hint,
+                deployment=self.name,
+            )
+        )
+
+    def set_target(self, name: str, value: Any, line: int | None, key: str) -> None:
+        self.targets[name] = value
+        self.target_lines[name] = line
+        self.target_keys[name] = key
+
+
+_NEG_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _looks_like_option(text: str) -> bool:
+    return text.startswith("-") and len(text) > 1 and not _NEG_NUMBER.match(text)
+
+
+def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, positional_model: bool = True) -> None:
+    """Read `vllm serve` arguments into ``dep.settings`` / ``dep.model``, adding diagnostics for
+    unknown, removed, ignored, abbreviated, duplicate and malformed flags.
+
+    Args:
+        toks: the arguments after ``vllm serve`` (or after ``-m vllm.entrypoints.openai.api_server``).
+        positional_model: whether a bare word is the model (`vllm serve MODEL`).
+    Rule source: vLLM utils/argparse_utils.py FlexibleArgumentParser.parse_args (underscores,
+        dotted JSON keys, -O), Python argparse (abbreviations, nargs, --no-x twins).
+    """
+    positionals: list[Tok] = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        t = toks[i]
+        if t.text == "--":
+            positionals.extend(toks[i + 1 :])
+            break
+        if not _looks_like_option(t.text):
+            positionals.append(t)
+            i += 1
+            continue
+        m = cat.resolve(t.text)
+        key = t.key or t.text.split("=", 1)[0]
+        i += 1
+        if m.status in ("unknown", "ambiguous", "removed"):
+            # An unknown flag's arity is unknown: take the next word as its value unless that
+            # word is the only candidate left for the positional model.
+            if t.key is not None and i < n and toks[i].value_of == t.key:
+                # a --config key's value(s): its own, never the positional model (fresh-eyes-5
+                # H4: `aws_secret_access_key: sk-...` was reported as a second model)
+                while i < n and toks[i].value_of == t.key:
+                    i += 1
+            elif m.explicit is None and i < n and not _looks_like_option(toks[i].text):
+                model_pending = positional_model and not positionals and dep.model is None
+                next_is_word = i + 1 < n and not _looks_like_option(toks[i + 1].text)
+                if not model_pending or next_is_word:
+                    i += 1
+            flag = "--" + (t.text.lstrip("-").split("=", 1)[0])
+            if m.status == "ambiguous":
+                dep.diag(
+                    UNKNOWN_FLAG,
+                    "error",
+                    f"ambiguous flag: vLLM {cat.version} could read it as {', '.join(m.suggestions)}; "
+                    "`vllm serve` exits with 'ambiguous option'",
+                    line=t.line,
+                    key=key,
+                    hint="spell the flag out in full",
+                )
+            elif m.status == "removed":
+                also = (
+                    f"; argparse would read it as an abbreviation of {m.suggestions[0]}"
+                    if len(m.suggestions) == 1
+                    else "; `vllm serve` exits with 'unrecognized arguments'"
+                )
+                dep.diag(
+                    REMOVED_FLAG,
+                    "error",
+                    f"--{m.flag} is not a vLLM {cat.version} flag ({m.note}){also}",
+                    line=t.line,
+                    key=key,
+                    hint=f"remove {key}",
+                )
+            else:
+                did = f"; did you mean {' or '.join(m.suggestions)}?" if m.suggestions else ""
+                dep.diag(
+                    UNKNOWN_FLAG,
+                    "error",
+                    f"vLLM {cat.version} has no flag {flag}: `vllm serve` exits with 'unrecognized arguments'{did}",
+                    line=t.line,
+                    key=key,
+                )
+            continue
+        assert m.flag is not None and m.arity is not None
+        if m.status == "abbreviation":
+            dep.diag(
+                ABBREVIATED_FLAG,
+                "info",
+                f"read as --{'no-' if m.negated else ''}{m.flag} (argparse accepts an unambiguous prefix)",
+                line=t.line,
+                key=key,
+                hint=f"spell it --{'no-' if m.negated else ''}{m.flag} so a future flag cannot make it ambiguous",
+            )
+        if m.flag in cat.ignored:
+            dep.diag(IGNORED_FLAG, "warning", cat.ignored[m.flag], line=t.line, key=key, hint=f"remove {key}")
+        value: Any
+        unresolved, literal = t.unresolved, t.literal
+        if m.arity in ("bool", "negatable"):
+            if m.explicit is not None:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} is a switch and takes no value (got {m.explicit!r}); `vllm serve` exits "
+                    "with 'ignored explicit argument'",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+            value = not m.negated
+        elif m.arity == "optional":
+            if m.explicit is not None:
+                value = m.explicit
+            elif i < n and not _looks_like_option(toks[i].text):
+                value, unresolved, literal = toks[i].text, toks[i].unresolved, toks[i].literal
+                i += 1
+            else:
+                value = True
+        elif m.arity == "list":
+            values = [m.explicit] if m.explicit is not None else []
+            while i < n and not _looks_like_option(toks[i].text) and (m.explicit is None):
+                values.append(toks[i].text)
+                unresolved += toks[i].unresolved
+                literal += toks[i].literal
+                i += 1
+            if not values:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} expects at least one value; `vllm serve` exits",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+            value = values
+        else:  # value / json
+            if m.explicit is not None:
+                value = m.explicit
+            elif i < n and not _looks_like_option(toks[i].text):
+                value, unresolved, literal = toks[i].text, unresolved + toks[i].unresolved, literal + toks[i].literal
+                i += 1
+            else:
+                dep.diag(
+                    INVALID_VALUE,
+                    "error",
+                    f"--{m.flag} expects a value; `vllm serve` exits with 'expected one argument'",
+                    line=t.line,
+                    key=key,
+                )
+                continue
+        name = m.flag if m.dotted is None else f"{m.flag}.{m.dotted}"
+        # a command-line flag over one of its --config file is vLLM's precedence, not a slip
+        overrides = name in dep.settings and isinstance(dep.settings[name].line, FileLine) and not isinstance(t.line, FileLine)
+        if name in dep.settings and m.dotted is None and not overrides:
+            prev = dep.settings[name]
+            dep.diag(
+                DUPLICATE_FLAG,
+                "warning",
+                f"--{m.flag} is set twice (also on line {prev.line}); vLLM uses the last one",
+                line=t.line,
+                key=key,
+            )
+        if name == "model":
+            if dep.model is not None and dep.model_line != t.line:
+                dep.diag(INVALID_VALUE, "error", "the model is given twice; `vllm serve` exits", line=t.line, key=key)
+            dep.model, dep.model_line, dep.model_key = str(value), t.line, key
+            dep.model_unresolved, dep.model_literal = unresolved, literal
+            continue
+        dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved, literal=literal)
+    if positional_model and positionals:
+        first = positionals[0]
+        if dep.model is not None and isinstance(dep.model_line, FileLine) and not isinstance(first.line, FileLine):
+            # `vllm serve MODEL --config FILE` with `model:` in FILE: the positional wins
+            # (vLLM entrypoints/cli/serve.py: args.model = args.model_tag)
+            dep.model = None
+        if dep.model is not None:
+            dep.diag(
+                INVALID_VALUE,
+                "error",
+                f"the model is given twice ({dep.model_key} and {first.text!r}); `vllm serve` exits",
+                line=first.line,
+                key="MODEL",
+            )
+        else:
+            dep.model, dep.model_line, dep.model_key, dep.model_unresolved = first.text, first.line, "MODEL", first.unresolved
+            dep.model_literal = first.literal
+        positionals = positionals[1:]
+    for extra in positionals:
+        if extra.literal:
+            dep.diag(
+                LITERAL_VARIABLE,
+                "error",
+                f"{extra.text!r} reaches `vllm serve` as text ({dep.literal_reason}); it exits with "
+                "'unrecognized arguments'",
+                line=extra.line,
+                key=extra.text,
+            )
+        elif extra.unresolved:
+            positional = any(_POSITIONAL.fullmatch(n) for n in extra.unresolved)
+            dep.diag(
+                UNRESOLVED_VALUE,
+                "warning",
+                f"unresolved argument {extra.text}: the script's own arguments are not known here; they may "
+                "add flags kvplan cannot see"
+                if positional
+                else f"{extra.text} is not set in this file; it may add flags kvplan cannot see",
+                line=extra.line,
+                key=extra.text,
+            )
+        else:
+            dep.diag(
+                INVALID_VALUE,
+                "error",
+                f"unexpected argument {extra.text!r}; `vllm serve` exits with 'unrecognized arguments'",
+                line=extra.line,
+                key=extra.text,
+            )
+
+
+def expand_tokens(
+    words: list[tuple[str, int | None]], env: dict[str, str], syntax: str = "shell", runtime: frozenset[str] | None = None
+) -> list[Tok]:
+    """Tokens with variables expanded as ``syntax`` says (see expand_word); in a shell, a word
+    that is only ``$VAR`` is split like an unquoted expansion."""
+    out: list[Tok] = []
+    for text, line in words:
+        new, missing, literal = expand_word(text, syntax, env, runtime)
+        if syntax == "shell" and new != text and _VAR.fullmatch(text) and not missing and any(c.isspace() for c in new):
+            for part in new.split():
+                out.append(Tok(part, line))
+        elif syntax == "shell" and new == "" and _VAR.fullmatch(text):
+            continue  # an empty unquoted expansion vanishes
+        else:
+            out.append(Tok(new, line, unresolved=missing, literal=literal))
+    return out
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(str(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_words(value: Any) -> list[str] | None:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return None
+
+
+def apply_directives(dep: Deployment, directives: list[Directive]) -> None:
+    """Give ``dep`` the targets of the comments above it (all of the file's when none is above)."""
+    above = [d for d in directives if dep.line is None or d.line <= dep.line]
+    for d in above or directives:
+        for k, v in d.values.items():
+            dep.set_target(k, v, d.line, f"kvplan.{k}")

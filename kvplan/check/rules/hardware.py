@@ -1,0 +1,102 @@
+"""Checks on the hardware: the GPU profile, the GPU count against tensor x pipeline x data
+parallel, --gpu-memory-utilization against the target.
+
+The functions take ``ctx``, the run's Checker (``ctx.gpu`` caches GPU profiles, ``ctx.default_gpu``).
+vLLM files cited are those of the version whose rules kvplan holds (kvplan/engines/vllm/v0_26).
+"""
+
+from __future__ import annotations
+
+from kvplan.check.deployment import Deployment
+from kvplan.check.diagnostics import GPU_COUNT, GPU_MISSING, GPU_UNKNOWN, MAX_GPU_MEMORY_UTILIZATION
+from kvplan.check.rules.inputs import _EngineInputs
+from kvplan.check.sources.manifest import Targets
+from kvplan.errors import KvplanError
+
+
+def resolve_gpu(ctx, dep: Deployment, targets: Targets, checks: list[str]):
+    """(GPUProfile or None, the name asked for): the deployment's own GPU, else --gpu."""
+    gpu_name = targets.gpu or ctx.default_gpu
+    checks.append(GPU_MISSING)
+    if gpu_name is None:
+        dep.diag(
+            GPU_MISSING,
+            "error",
+            "no GPU declared, so kvplan cannot check memory",
+            key="gpu",
+            hint=dep.gpu_hint or "pass --gpu to kvplan check, add `# kvplan: gpu=H100-80GB`, or a kvplan: mapping with gpu",
+        )
+        return None, None
+    try:
+        return ctx.gpu(str(gpu_name)), gpu_name
+    except KvplanError as exc:
+        dep.diag(
+            GPU_UNKNOWN,
+            "error",
+            exc.message.removeprefix("--gpu: "),
+            line=dep.target_lines.get("gpu") if targets.gpu else None,
+            key=dep.target_keys.get("gpu", "--gpu") if targets.gpu else "--gpu",
+            hint=exc.hint,
+        )
+        return None, gpu_name
+
+
+def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
+    """vLLM starts tensor x pipeline x data-parallel workers, one GPU each (per node:
+    divided by --nnodes); fewer GPUs than that and it cannot start (vLLM
+    config/parallel.py world_size)."""
+    count = targets.gpu_count if targets.gpu_count is not None else dep.gpu_count
+    if count is None:
+        return
+    checks.append(GPU_COUNT)
+    tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
+    dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
+    nnodes = max(eng.other.get("nnodes") or 1, 1)
+    need = -(-tp * pp * dp // nnodes)
+    where = ""
+    if targets.gpu_count is not None:
+        cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
+    else:
+        cline, ckey = dep.gpu_count_line, dep.gpu_count_key
+        if dep.gpu_group is not None:
+            own, size, leader, worker = dep.gpu_group
+            if nnodes > 1:  # `--nnodes N`: vLLM counts the GPUs of each node (pod)
+                count = own
+            else:
+                where = (
+                    f" in the LeaderWorkerSet group of {size} pods (leader {leader}"
+                    + f" + {size - 1} worker(s) x {worker})"
+                )
+    tp_key = eng.keys["tensor_parallel_size"].key if "tensor_parallel_size" in eng.keys else "--tensor-parallel-size"
+    if need > count:
+        dep.diag(
+            GPU_COUNT,
+            "error",
+            f"{count} GPU(s){where} but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
+            + (f" / {nnodes} nodes" if nnodes > 1 else "")
+            + f" needs {need}: vLLM cannot start its workers",
+            line=cline,
+            key=ckey,
+            hint=f"give {need} GPUs or lower {tp_key}",
+        )
+    elif need < count:
+        dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+
+
+def utilization_target(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
+    """--gpu-memory-utilization (vLLM default 0.92, config/cache.py) against the
+    ``max_gpu_memory_utilization`` target."""
+    if targets.max_gpu_memory_utilization is None:
+        return
+    checks.append(MAX_GPU_MEMORY_UTILIZATION)
+    util = eng.args.gpu_memory_utilization
+    if util > targets.max_gpu_memory_utilization:
+        s = eng.keys.get("gpu_memory_utilization")
+        dep.diag(
+            MAX_GPU_MEMORY_UTILIZATION,
+            "error",
+            f"gpu-memory-utilization {util} is above the target {targets.max_gpu_memory_utilization}"
+            + ("" if s else " (vLLM's default, since the flag is not set)"),
+            line=s.line if s else dep.target_lines.get("max_gpu_memory_utilization"),
+            key=s.key if s else dep.target_keys.get("max_gpu_memory_utilization"),
+        )

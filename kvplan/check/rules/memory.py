@@ -1,0 +1,255 @@
+"""Checks on the planner's Plan: the requested share is free, weights leave a KV cache, the
+--kv-cache-memory-bytes override fits, CUDA graphs fit, one max_model_len request fits, fp8 KV
+cache support, max_num_seqs against concurrency, min_concurrency.
+
+The functions take ``ctx``, the run's Checker (``ctx.plan`` caches plans).
+vLLM files cited are those of the version whose rules kvplan holds (kvplan/engines/vllm/v0_26).
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.check.deployment import Deployment
+from kvplan.check.diagnostics import (
+    CUDA_GRAPHS_FIT,
+    ENGINE_REJECTS,
+    FP8_KV_UNSUPPORTED,
+    INVALID_KVPLAN_KEY,
+    MAX_MODEL_LEN_FITS,
+    MAX_NUM_SEQS,
+    MIN_CONCURRENCY,
+    PLANNER_NOTE,
+    UTILIZATION_RANGE,
+    WEIGHTS_FIT,
+)
+from kvplan.check.messages import _concurrency_text, _gib, _truncate2
+from kvplan.check.rules.outcomes import deployment_notes, refused_flag
+from kvplan.check.sources.manifest import Targets
+from kvplan.errors import KvplanError
+
+
+def _override_overflows(b) -> bool:
+    """With --kv-cache-memory-bytes vLLM allocates exactly that KV cache, whatever else is on the
+    GPU (vLLM v1/worker/gpu_worker.py determine_available_memory): it must fit next to
+    the weights, activations, non-torch memory and CUDA graphs in the GPU's total bytes."""
+    if not b.kv_cache_memory_override:
+        return False
+    used = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_bytes
+    return used + b.kv_cache_bytes > b.total_bytes
+
+
+def plan_checks(
+    ctx, dep: Deployment, model, revision, spec, gpu, args, keys: dict, targets: Targets, checks: list[str], *, dp: int = 1
+):
+    """Checks on the planner's Plan: weights fit, one max_model_len request fits (vLLM
+    v1/core/kv_cache_utils.py check_enough_kv_cache_memory), max_num_seqs vs concurrency,
+    min_concurrency, fp8 KV cache support.
+
+    ``dp``: --data-parallel-size, the engine's replicas. min_concurrency counts requests
+    across all of them (per-replica concurrency x dp), as `kvplan plan` does
+    (search.Option.achieved); the figures and message give the per-replica number too."""
+    try:
+        p = ctx.plan(model, revision, spec, gpu, args)
+    except KvplanError as exc:
+        flag = refused_flag(exc)
+        s = keys.get(flag[2:].replace("-", "_")) if flag else None
+        dep.diag(
+            ENGINE_REJECTS,
+            "error",
+            exc.message,
+            line=s.line if s else dep.line,
+            key=s.key if s else flag,
+            hint=exc.hint,
+        )
+        return None
+    mml = p.effective["max_model_len"]
+    ms = keys.get("max_model_len")
+    mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
+    from kvplan.planner import StartOutcome
+
+    checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
+    starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
+    over_free = [
+        s for s in p.stages if s.budget.requested_bytes > s.budget.free_at_start_bytes and not s.budget.kv_cache_memory_override
+    ]
+    if over_free:
+        # vLLM v1/worker/gpu_worker.py init_device: the requested share of the GPU
+        # must be free at start-up; the planner's failure says by how much (as estimate does).
+        b = over_free[0].budget
+        us = keys.get("gpu_memory_utilization")
+        checks.append(UTILIZATION_RANGE)
+        most = math.floor(b.free_at_start_bytes / b.total_bytes * 1000) / 1000 if b.total_bytes else 0
+        dep.diag(
+            UTILIZATION_RANGE,
+            "error",
+            f"gpu-memory-utilization {args.gpu_memory_utilization} asks for {_gib(b.requested_bytes)} of "
+            f"{gpu.display_name}, but only about {_gib(b.free_at_start_bytes)} is free when vLLM starts "
+            f"(the CUDA context holds {(b.total_bytes - b.free_at_start_bytes) / 2**20:.0f} MiB): vLLM refuses to start",
+            line=us.line if us else dep.line,
+            key=us.key if us else "gpu-memory-utilization",
+            hint=f"use at most {most} (the free share of the GPU when vLLM starts)" if most > 0 else None,
+        )
+    elif starved:
+        st = starved[0]
+        b = st.budget
+        dep.diag(
+            WEIGHTS_FIT,
+            "error",
+            f"{spec.name} on {gpu.display_name} (tensor-parallel-size {args.tensor_parallel_size}): weights "
+            f"{_gib(b.weights_bytes)} + activations {_gib(b.activation_peak_bytes)} + non-torch "
+            f"{_gib(b.non_torch_bytes)} per GPU leave no KV cache within {_gib(b.requested_bytes)} "
+            f"(gpu-memory-utilization {args.gpu_memory_utilization}); vLLM will refuse to start",
+            line=dep.model_line or dep.line,
+            key=dep.model_key,
+            hint="use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint",
+        )
+    elif any(_override_overflows(s.budget) for s in p.stages):
+        st = next(s for s in p.stages if _override_overflows(s.budget))
+        b = st.budget
+        ks = keys.get("kv_cache_memory_bytes")
+        used = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.cudagraph_bytes
+        dep.diag(
+            WEIGHTS_FIT,
+            "error",
+            f"kv-cache-memory-bytes {_gib(b.kv_cache_bytes)} + weights {_gib(b.weights_bytes)} + activations, "
+            f"non-torch and CUDA graphs {_gib(used - b.weights_bytes)} per GPU exceed the "
+            f"{_gib(b.total_bytes)} of {gpu.display_name}: vLLM runs out of memory allocating the KV cache",
+            line=ks.line if ks else dep.line,
+            key=ks.key if ks else "kv-cache-memory-bytes",
+            hint=f"use at most {max(b.total_bytes - used, 0) // 2**20} MiB (e.g. --kv-cache-memory-bytes "
+            f"{max(b.total_bytes - used, 0) // 2**30}G)",
+        )
+    elif p.outcome is StartOutcome.CUDA_GRAPH_CAPTURE_OOM:
+        # the same typed outcome estimate reports; its fix comes from kvplan.recommend
+        from kvplan.recommend import recommendations
+
+        checks.append(CUDA_GRAPHS_FIT)
+        us = keys.get("gpu_memory_utilization")
+        fix = next((r for r in recommendations(p) if r.flag == "--gpu-memory-utilization"), None)
+        dep.diag(
+            CUDA_GRAPHS_FIT,
+            "error",
+            p.failure or "CUDA graph capture runs out of memory",
+            line=us.line if us else dep.line,
+            key=us.key if us else "gpu-memory-utilization",
+            hint=(f"use --gpu-memory-utilization {fix.value} or less" if fix else "lower gpu-memory-utilization")
+            + ", or --enforce-eager",
+        )
+    elif not p.fits:
+        largest = p.largest_max_model_len or 0
+        worst = p.worst_stage
+        default = "" if ms else f" (max-model-len not set: vLLM uses the model's {spec.derived_max_model_len})"
+        dep.diag(
+            MAX_MODEL_LEN_FITS,
+            "error",
+            f"one {mml}-token request needs {_gib(worst.bytes_for_max_len)} of KV cache but only "
+            f"{_gib(worst.budget.kv_cache_bytes)} is available on {gpu.display_name}{default}: "
+            "vLLM will refuse to start"
+            + (f"; the largest max-model-len that fits is {largest}" if largest > 0 else ""),
+            line=mline,
+            key=mkey if ms else "max-model-len",
+            hint=f"set --max-model-len {largest}" if largest > 0 else "use more GPUs or a larger GPU",
+        )
+    figures = {
+        "gpu": gpu.id,
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "pipeline_parallel_size": args.pipeline_parallel_size,
+        "max_model_len": mml,
+        "max_num_seqs": p.effective["max_num_seqs"],
+        "kv_cache_dtype": p.effective["kv_cache_dtype"],
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "kv_cache_bytes": p.worst_stage.budget.kv_cache_bytes,
+        "num_gpu_blocks": p.num_gpu_blocks,
+        "block_size": p.block_size,
+        "gpu_kv_cache_tokens": p.gpu_kv_cache_tokens,
+        "max_concurrency": _truncate2(p.max_concurrency),
+        "fits": p.fits,
+        "largest_max_model_len": p.largest_max_model_len,
+    }
+    kvd = p.effective["kv_cache_dtype"]
+    if kvd.startswith("fp8"):
+        checks.append(FP8_KV_UNSUPPORTED)
+        if not gpu.fp8_supported:
+            s = keys.get("kv_cache_dtype")
+            dep.diag(
+                FP8_KV_UNSUPPORTED,
+                "warning",
+                f"{kvd} KV cache on {gpu.display_name}, which has no fp8 support: attention backends may "
+                "refuse it or run slowly",
+                line=s.line if s else dep.line,
+                key=s.key if s else "kv-cache-dtype",
+                hint="use --kv-cache-dtype auto on this GPU",
+            )
+    shown, notes = deployment_notes(p)
+    for w in shown:
+        dep.diag(PLANNER_NOTE, "info", w)
+    if notes:
+        figures["notes"] = notes
+    if not p.fits:
+        return figures
+    seqs = p.effective["max_num_seqs"]
+    checks.append(MAX_NUM_SEQS)
+    ss = keys.get("max_num_seqs")
+    conc = p.max_concurrency
+    shown_conc = _concurrency_text(conc)
+    if ss is not None and seqs > conc:
+        dep.diag(
+            MAX_NUM_SEQS,
+            "info",
+            f"max-num-seqs {seqs}: the KV cache holds {shown_conc} requests of {mml} tokens at once; "
+            "more run together only when requests are shorter",
+            line=ss.line,
+            key=ss.key,
+        )
+    elif ss is not None and seqs < int(conc):
+        dep.diag(
+            MAX_NUM_SEQS,
+            "info",
+            f"max-num-seqs {seqs} caps concurrency below the {shown_conc} requests of {mml} tokens the KV cache holds",
+            line=ss.line,
+            key=ss.key,
+        )
+    if targets.min_concurrency is not None:
+        checks.append(MIN_CONCURRENCY)
+        req = targets.request_len or mml
+        tline, tkey = dep.target_lines.get("min_concurrency"), dep.target_keys.get("min_concurrency")
+        if req > mml:
+            dep.diag(
+                INVALID_KVPLAN_KEY,
+                "error",
+                f"request_len {req} is longer than max-model-len {mml}; vLLM rejects such requests",
+                line=dep.target_lines.get("request_len"),
+                key=dep.target_keys.get("request_len"),
+            )
+        else:
+            kv_conc = p.layout.max_concurrency(p.num_gpu_blocks, req, p.max_in_flight_tokens)
+            per_replica = min(kv_conc, float(seqs))
+            achievable = per_replica * dp  # every replica has its own KV cache and max-num-seqs
+            figures["concurrency_at_request_len"] = _truncate2(achievable)
+            figures["request_len"] = req
+            if dp > 1:
+                figures["concurrency_per_replica_at_request_len"] = _truncate2(per_replica)
+                figures["data_parallel_size"] = dp
+            if achievable < targets.min_concurrency:
+                cap = "max-num-seqs" if seqs < kv_conc else "the KV cache"
+                fit = (
+                    f"{_concurrency_text(per_replica)} requests of {req} tokens fit at once per replica, "
+                    f"x{dp} replicas = {_concurrency_text(achievable)}"
+                    if dp > 1
+                    else f"{_concurrency_text(achievable)} requests of {req} tokens fit at once"
+                )
+                dep.diag(
+                    MIN_CONCURRENCY,
+                    "error",
+                    f"{fit} ({cap} limits it; "
+                    f"{p.num_gpu_blocks} blocks of {p.block_size} tokens), below the target {targets.min_concurrency:g}",
+                    line=tline,
+                    key=tkey,
+                    hint="raise max-num-seqs"
+                    if cap == "max-num-seqs"
+                    else "use more GPUs or a shorter max-model-len"
+                    if kvd.startswith("fp8")
+                    else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
+                )
+    return figures

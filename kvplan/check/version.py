@@ -1,0 +1,22 @@
+"""The vLLM version check uses when none is given, and where check finds a version's own rules.
+
+INTEGRATOR: the one version literal of kvplan.check. When branch r-engine's
+kvplan/engines/vllm/versions.py is on main, import DEFAULT_VERSION from there instead, and let
+check_rules return that version's rules (``versions.select(version)``, with the v0_26 module
+below attached to the rules object or imported by its package).
+"""
+
+from __future__ import annotations
+
+DEFAULT_VLLM_VERSION = "0.26.0"
+
+
+def check_rules(version: str):
+    """The module of check-only rules for vLLM ``version`` (switches on by default ...).
+
+    ``version`` has been validated already (FlagCatalogue / defaults.check_version): kvplan
+    holds rules for one version.
+    """
+    from kvplan.engines.vllm.v0_26 import check_rules as rules
+
+    return rules
