@@ -37,7 +37,7 @@ _COMMAND_MODULES = {
     "gpus": "kvplan.cli.gpus",
     "verify": "kvplan.cli.verify",
     "check": "kvplan.cli.check",
-    "schema": "kvplan.cli.check",
+    "schema": "kvplan.cli.schema",
     "plan": "kvplan.cli.plan",
 }
 _registered: set[str] = set()
@@ -179,24 +179,6 @@ def _fill_metavars(typer_app: typer.Typer) -> None:
             info.metavar = next((metavars[f] for f in flags if f in metavars), _TYPE_METAVARS.get(base, "VALUE"))
 
 
-_TYPE_ERRORS = (
-    ("valid integer", "must be a whole number"),
-    ("valid number", "must be a number"),
-    ("valid boolean", "must be true or false"),
-)
-
-
-def _given_value(flag: str) -> str | None:
-    """The text given after ``flag`` on the command line (for messages), if any."""
-    argv = sys.argv[1:]
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def _usage_error_types() -> tuple[tuple, tuple, tuple]:
     """(exit, abort, usage-error) exception classes of typer's click (vendored or not)."""
     exits, aborts, usage = [typer.Exit], [typer.Abort], [typer.BadParameter.__mro__[2]]
@@ -236,19 +218,9 @@ def main() -> None:
         print("aborted", file=sys.stderr)
         sys.exit(130)
     except usage as e:
-        msg = e.format_message().replace("\n", " ")
-        param = getattr(e, "param", None)
-        if param is not None and getattr(param, "opts", None):
-            name = max(param.opts, key=len)
-            # typer 0.29 words type errors like pydantic; say it plainly, naming the flag once
-            for phrase, plain in _TYPE_ERRORS:
-                if phrase in msg:
-                    got = next((v for v in map(_given_value, param.opts) if v is not None), None)
-                    msg = f"{name}: {plain}" + (f", got {got!r}" if got is not None else "")
-                    break
-            if name not in msg:
-                msg = f"{name}: {msg}"
-        print(f"error: {msg}", file=sys.stderr)
+        from kvplan.io.errors import usage_error_message
+
+        print(f"error: {usage_error_message(e)}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KvplanError as e:
         print(f"error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
@@ -256,18 +228,16 @@ def main() -> None:
     except BrokenPipeError:
         sys.exit(0)
     except OSError as e:
-        if getattr(e, "filename", None) is None:  # writing our own output failed (e.g. a full disk)
+        from kvplan.io.errors import os_error_message
+
+        worded = os_error_message(e)
+        if worded is None:
+            raise
+        line, writing_output = worded
+        if writing_output:  # e.g. a full disk: keep the interpreter's final flush from failing again
             _quiet_stdout()
-            print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
-            sys.exit(EXIT_BAD_INPUT)
-        import errno
-
-        if e.errno == errno.ENAMETOOLONG:  # a user path no reader has checked first
-            from kvplan.io.files import shown_name
-
-            print(f"error: {shown_name(e.filename)}: cannot read: {e.strerror}", file=sys.stderr)
-            sys.exit(EXIT_BAD_INPUT)
-        raise
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     try:
         sys.stdout.flush()
     except OSError as e:
