@@ -92,6 +92,8 @@ def register_commands(argv: list[str] | None = None) -> None:
     wanted = None
     if argv is not None:
         first = next((a for a in argv if not a.startswith("-")), None)
+        if first is None and "--version" in argv and "--help" not in argv:
+            return  # `kvplan --version` prints and exits before any command is needed
         if first in _COMMAND_MODULES:
             wanted = {_COMMAND_MODULES[first]}
     for name in dict.fromkeys(_COMMAND_MODULES.values()):

@@ -19,7 +19,6 @@ import typer
 from kvplan.cli.options import engine_option, positive, positive_engine_args
 from kvplan.engines.vllm.versions import DEFAULT_VERSION
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
-from kvplan.render.plan import print_capacity, print_result, to_dict
 
 GiB = 1 << 30
 
@@ -284,6 +283,8 @@ def run_plan(kw: PlanFlags) -> int:
         if kw.plot is not None:
             save_plot(pics, kw.plot)
 
+    from kvplan.render.plan import print_result, to_dict
+
     if fmt == "json":
         print(json.dumps(to_dict(result, kw, capacity, wl), indent=2))
     else:
@@ -323,6 +324,8 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
     if doc is not None:
         doc["workload"] = cap.to_dict() if cap is not None else None
     if console is not None and fmt == "table" and cap is not None:
+        from kvplan.render.plan import print_capacity
+
         print_capacity(cap, wl, console)
     if plot is not None or curves:
         from kvplan.render.plots import pictures, print_pictures, save_plot

@@ -2,8 +2,9 @@
 and the per-GPU memory breakdown - in the terminal (rich) and as a PNG/SVG file (matplotlib,
 the optional extra ``kvplan[plot]``, imported only when a file is asked for).
 
-The curves are re-plans of the same model, GPU and flags with one value changed (kvplan.planner,
-vLLM 0.26.0 rules); nothing here computes memory itself. Units: tokens, bytes (int); GiB appear
+The curves are re-plans of the same model, GPU and flags with one value changed
+(kvplan.capacity.estimate, under the plan's own vLLM version's rules); nothing here computes
+memory itself. Units: tokens, bytes (int); GiB appear
 only in labels.
 """
 
@@ -89,7 +90,7 @@ def pictures(plan, workload=None) -> PlanPictures:
 
     Args:
         workload: an optional kvplan.workload.WorkloadModel (adds the workload's requests).
-    Rule source: kvplan.planner.plan (vLLM 0.26.0).
+    Rule source: kvplan.capacity.estimate.plan (the rules of the plan's --vllm-version).
     """
     from kvplan.planner import plan as plan_fn
 
