@@ -5,28 +5,24 @@ and pins, in the version's flag spelling (kvplan.engines.vllm.flags, the version
 from __future__ import annotations
 
 from kvplan.engines.vllm import flags
+from kvplan.engines.vllm.args import ENGINE_ARGS
 from kvplan.planner import Plan
 from kvplan.recommend import recommendations
+
+
+# The engine arguments a serve line can carry as the user set them: every row of ENGINE_ARGS with
+# a `vllm serve` flag, in the table's order, except --max-model-len (serve_settings writes it only
+# when it is not the model's own), --vllm-version (kvplan's, not vLLM's) and
+# --disable-hybrid-kv-cache-manager (no kvplan flag sets it).
+_NOT_EXPLICIT = ("max_model_len", "vllm_version", "disable_hybrid_kv_cache_manager")
+EXPLICIT_FIELDS = tuple(a.name for a in ENGINE_ARGS if a.flags and a.name not in _NOT_EXPLICIT)
 
 
 def explicit_args(plan: Plan) -> dict:
     """The engine arguments the user set (kvplan's EngineArgs minus None/defaults)."""
     a = plan.args
     out = {}
-    for key in (
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "gpu_memory_utilization",
-        "kv_cache_dtype",
-        "block_size",
-        "dtype",
-        "quantization",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "enforce_eager",
-        "kv_cache_memory_bytes",
-        "enable_prefix_caching",
-    ):
+    for key in EXPLICIT_FIELDS:
         v = getattr(a, key)
         if v is not None:
             out[key] = v
@@ -67,7 +63,7 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
     if revision:
         values["revision"] = revision
         origin["revision"] = "user"
-    field_of = {flag: f for f, (flag, _) in flags.SERVE_FLAGS_0_26.items()}
+    field_of = {flag: f for f, (flag, _) in flags.SERVE_FLAGS.items()}
     for r in recommendations(plan):
         f = field_of.get(r.flag)
         if f is not None and r.in_serve_line:
