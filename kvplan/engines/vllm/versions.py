@@ -7,12 +7,13 @@ SUPPORTED.
 
 from __future__ import annotations
 
-from kvplan.engines.vllm import v0_26
+from kvplan.engines.vllm import v0_26, v0_33
 from kvplan.engines.vllm.rules import VllmRules
 from kvplan.errors import KvplanError
 
 SUPPORTED: dict[str, VllmRules] = {
     "0.26.0": v0_26.RULES,
+    "0.33.0": v0_33.RULES,
 }
 DEFAULT_VERSION = "0.26.0"
 
