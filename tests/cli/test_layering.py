@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "kvplan"
+ROOT = Path(__file__).resolve().parents[2] / "kvplan"
 # Aliases left at the old paths of the CLI modules (issue 11); they are the CLI itself.
 CLI_ALIASES = {"cli_plan.py", "cli_check.py", "cli_verify.py", "_entry.py", "__main__.py"}
 
