@@ -32,8 +32,7 @@ from kvplan.errors import KvplanError
 _CC = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 MiB = 1 << 20
 GiB = 1 << 30
-# No GPU comes near this (B300: 288 GB); a larger memory_bytes is a typo (1e28) or a unit slip.
-MAX_MEMORY_BYTES = 64 << 40  # 64 TiB
+from kvplan.io.limits import MAX_MEMORY_BYTES  # noqa: E402 - 64 TiB: no GPU comes near it
 
 ENV_VAR = "KVPLAN_GPU_PROFILES"
 BUNDLED_ORIGIN = "kvplan/data/gpus.yaml"

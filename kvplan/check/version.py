@@ -1,14 +1,15 @@
 """The vLLM version check uses when none is given, and where check finds a version's own rules.
 
-INTEGRATOR: the one version literal of kvplan.check. When branch r-engine's
-kvplan/engines/vllm/versions.py is on main, import DEFAULT_VERSION from there instead, and let
+The default is kvplan's (kvplan.engines.vllm.versions.DEFAULT_VERSION). INTEGRATOR: let
 check_rules return that version's rules (``versions.select(version)``, with the v0_26 module
 below attached to the rules object or imported by its package).
 """
 
 from __future__ import annotations
 
-DEFAULT_VLLM_VERSION = "0.26.0"
+from kvplan.engines.vllm.versions import DEFAULT_VERSION as DEFAULT_VLLM_VERSION
+
+__all__ = ["DEFAULT_VLLM_VERSION", "check_rules"]
 
 
 def check_rules(version: str):

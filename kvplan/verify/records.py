@@ -20,9 +20,7 @@ from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 from kvplan.units import GiB
 from kvplan.verify.log import VllmLog
 
-# --from-log and --skip-existing read at most this much: a vLLM start-up log is a few hundred KiB
-# even at DEBUG (tests/data/logs/*), and the whole file is held in memory while it is parsed.
-MAX_FROM_LOG_BYTES = 64 * 2**20
+from kvplan.io.limits import MAX_FROM_LOG_BYTES  # noqa: E402,F401 - what --from-log reads at most
 
 @dataclass
 class CaseResult:

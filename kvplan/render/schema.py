@@ -1,0 +1,256 @@
+"""The JSON Schema of ``kvplan estimate --format json``, as pydantic models.
+
+The models mirror ``kvplan.render.to_dict`` key for key (every object forbids unknown keys, so a
+key added to or dropped from ``to_dict`` without this module fails tests/test_properties.py).
+Types are strict: bytes, blocks, tokens and counts are JSON integers (never floats or strings).
+
+Sizes are non-negative except the budget figures that are a *difference* and go negative when
+the configuration does not start:
+
+* ``memory.kv_cache_bytes`` / ``stages[].kv_cache_bytes``: requested - weights - activation -
+  non-torch - graphs; negative = how far the memory is over-committed (``fits`` is false).
+* ``memory.suggested_kv_cache_memory_bytes``: vLLM's suggestion, the same difference minus 150 MiB.
+* ``memory.weights_breakdown["checkpoint_correction"]``: the gap between the checkpoint's tensors
+  and kvplan's formula, negative when the checkpoint is smaller.
+
+``estimate_json_schema()`` returns the JSON Schema (draft 2020-12, as pydantic writes it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LayerKindName = Literal[
+    "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention", "mamba", "none"
+]
+GroupKind = Literal["full", "sliding", "chunked", "mla", "mamba"]
+TorchDtype = Literal["float32", "float16", "bfloat16"]
+KVCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+MemoryQuality = Literal["measured", "cuda-exact", "torch-mib-floor", "vllm-log-gib", "estimate", "user"]
+
+# A JSON array of two integers (tuples would reject JSON arrays in strict mode).
+Pair = Annotated[list[int], Field(min_length=2, max_length=2)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MLA(_Strict):
+    """``model.mla``: DeepSeek multi-head latent attention shape (ModelSpec.mla)."""
+
+    kv_lora_rank: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(ge=0)
+    qk_nope_head_dim: int = Field(ge=0)
+    v_head_dim: int = Field(gt=0)
+    q_lora_rank: Optional[int] = Field(ge=0)
+
+
+class MoE(_Strict):
+    """``model.moe``: mixture-of-experts shape (ModelSpec.moe)."""
+
+    num_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    moe_intermediate_size: int = Field(gt=0)
+    shared_intermediate_size: int = Field(ge=0)
+    shared_expert_gate: bool
+    router_bias: bool
+    expert_bias: bool
+
+
+class Quantization(_Strict):
+    """``model.quantization``: the checkpoint's weight quantization (ModelSpec.quantization)."""
+
+    method: str = Field(min_length=1)
+    bits: int = Field(gt=0)
+    group_size: int = Field(ge=-1, description="elements per scale group; -1 = per channel")
+    desc_act: bool
+    zero_point: bool
+    source: Literal["checkpoint", "runtime"]
+    block_size: Optional[Pair]
+    kv_cache_fp8: bool
+    modules_to_not_convert: list[str]
+
+
+class Model(_Strict):
+    """``model``: the parsed config (whole model, before tensor parallelism)."""
+
+    name: str
+    architecture: str = Field(min_length=1)
+    model_type: str = Field(min_length=1)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    layer_kinds: dict[LayerKindName, int] = Field(description="layer kind -> number of decoder layers of it")
+    sliding_window: Optional[int] = Field(gt=0)
+    mla: Optional[MLA]
+    moe: Optional[MoE]
+    checkpoint_dtype: TorchDtype
+    quantization: Optional[Quantization]
+    derived_max_model_len: int = Field(gt=0, description="vLLM's default --max-model-len for this config")
+    source: dict[str, Any] = Field(description="where the config came from (origin, path, repo, revision, notes)")
+
+
+class GPU(_Strict):
+    """``gpu``: the profile used, one device."""
+
+    name: str = Field(min_length=1, description="profile id")
+    display_name: str
+    memory_bytes: int = Field(gt=0, description="CUDA-visible total of one GPU")
+    memory_quality: MemoryQuality
+    memory_source: Optional[str]
+    count: int = Field(gt=0, description="GPUs used: tensor_parallel_size x pipeline_parallel_size")
+
+
+class Engine(_Strict):
+    """``engine``: the resolved engine arguments (planner.Plan.effective)."""
+
+    model: str
+    tensor_parallel_size: int = Field(gt=0)
+    pipeline_parallel_size: int = Field(gt=0)
+    max_model_len: int = Field(ge=0, description="tokens; 0 only when --max-model-len auto finds nothing that fits")
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    kv_cache_dtype: KVCacheDtype
+    block_size: int = Field(gt=0)
+    dtype: TorchDtype
+    quantization: Optional[str]
+    max_num_seqs: int = Field(gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    enforce_eager: bool
+    kv_cache_memory_bytes: Optional[int] = Field(gt=0)
+    vllm_version: str
+    usage: Literal["serve", "llm"]
+    enable_prefix_caching: bool
+    model_runner: Literal["v1", "v2"]
+    async_scheduling: bool
+
+
+class Memory(_Strict):
+    """``memory``: the budget of one GPU of the stage with the fewest blocks (bytes)."""
+
+    total_bytes: int = Field(gt=0)
+    requested_bytes: int = Field(ge=0)
+    weights_bytes: int = Field(ge=0)
+    activation_peak_bytes: int = Field(ge=0)
+    non_torch_bytes: int = Field(ge=0)
+    cudagraph_bytes: int = Field(ge=0)
+    cudagraph_subtracted_bytes: int = Field(ge=0)
+    kv_cache_bytes: int = Field(description="signed: negative when the memory is over-committed (fits is false)")
+    kv_cache_memory_override: bool
+    suggested_kv_cache_memory_bytes: int = Field(description="signed, like kv_cache_bytes")
+    weights_breakdown: dict[str, int] = Field(
+        description="part -> bytes; every part >= 0 except checkpoint_correction (signed)"
+    )
+
+
+class Group(_Strict):
+    """``kv_cache.groups[]``: one KV-cache group of the stage with the fewest blocks."""
+
+    kind: GroupKind
+    num_layers: int = Field(ge=0)
+    padding_layers: int = Field(ge=0)
+    block_size: int = Field(gt=0)
+    page_size_bytes: int = Field(gt=0)
+    sliding_window: Optional[int] = Field(gt=0)
+    attention_chunk_size: Optional[int] = Field(gt=0)
+    blocks_per_max_len_request: int = Field(gt=0)
+
+
+class KVCache(_Strict):
+    """``kv_cache``: vLLM's KV-cache figures (per GPU)."""
+
+    num_gpu_blocks: int = Field(ge=0)
+    block_size: int = Field(gt=0)
+    page_size_bytes: int = Field(ge=0, description="0 only for a model without KV-cache layers")
+    bytes_per_token: int = Field(ge=0)
+    bytes_per_block: int = Field(gt=0)
+    gpu_kv_cache_tokens: int = Field(ge=0)
+    max_concurrency: float = Field(ge=0)
+    max_model_len: int = Field(ge=0)
+    padding_layers: int = Field(ge=0)
+    groups: list[Group]
+
+
+class Recommendation(_Strict):
+    """``recommendations[flag]``: a flag value and why."""
+
+    value: int | float | str | bool
+    reason: str = Field(min_length=1)
+    kind: Literal["fix", "pin", "option"] = Field(
+        description="fix: needed for vLLM to start; pin: makes vLLM size what kvplan sized; option: raises the "
+        "binding limit at a cost (listed, not put in serve_command)"
+    )
+
+
+class ServeFlag(_Strict):
+    """``serve_flags[]``: one flag of serve_command and who put it there."""
+
+    flag: str = Field(min_length=3, description="as `vllm serve` spells it (--no-X for a tri-state turned off)")
+    value: int | float | str | bool = Field(description="the value as written on the line; true for a bare flag")
+    origin: Literal["user", "recommended", "pinned"] = Field(
+        description="user: a flag you set that differs from vLLM's default; recommended: kvplan's fix or pin "
+        "(replaces your value of the same flag); pinned: the offline LLM class's batch sizes kvplan sized"
+    )
+
+
+class Stage(_Strict):
+    """``stages[]``: one pipeline stage (per GPU of that stage)."""
+
+    pipeline_rank: int = Field(ge=0)
+    layers: Pair = Field(description="[first layer, last layer + 1)")
+    num_gpu_blocks: int = Field(ge=0)
+    weights_bytes: int = Field(ge=0)
+    activation_peak_bytes: int = Field(ge=0)
+    kv_cache_bytes: int = Field(description="signed, like memory.kv_cache_bytes")
+
+
+class EstimateDocument(_Strict):
+    """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
+
+    kvplan_version: str
+    model: Model
+    gpu: GPU
+    engine: Engine
+    memory: Memory
+    kv_cache: KVCache
+    binding_limit: Literal["kv_cache", "max_num_seqs"]
+    fits: bool
+    outcome: Literal[
+        "starts",
+        "utilization_refused",
+        "kv_cache_memory_oom",
+        "no_kv_cache_memory",
+        "max_model_len_too_long",
+        "no_kv_tokens",
+        "cuda_graph_capture_oom",
+    ] = Field(description="what vLLM does at start-up (kvplan.planner.StartOutcome); fits is outcome == starts")
+    failure: Optional[str] = Field(description="why vLLM would not start; null when it fits")
+    largest_max_model_len: Optional[int] = Field(ge=0)
+    recommendations: dict[str, Recommendation] = Field(description="flag (as vllm serve spells it) -> value, reason")
+    serve_command: str = Field(min_length=1)
+    serve_flags: list[ServeFlag] = Field(description="serve_command's flags in order, each with its origin")
+    warnings: list[str]
+    notes: list[str] = Field(description="kvplan's own uncertainty the user cannot act on (estimate --verbose)")
+    stages: list[Stage] = Field(min_length=1)
+    workload: Optional[dict[str, Any]] = Field(
+        default=None,
+        description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
+        "(kvplan.workload CapacityReport.to_dict); absent otherwise",
+    )
+
+
+def estimate_json_schema() -> dict:
+    """The JSON Schema of the ``kvplan estimate --format json`` document.
+
+    Returns:
+        a JSON-serialisable dict (pydantic's JSON Schema of EstimateDocument, validation mode).
+    Raises:
+        nothing.
+    """
+    schema = EstimateDocument.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "kvplan estimate --format json"
+    return schema
