@@ -270,6 +270,8 @@ class SearchResult:
         closest: when no option meets the target, the one that comes nearest (highest fraction
             of the target among engines that start at max_model_len; else the largest context).
         evaluated: planner calls made; elapsed_s: wall time of the search.
+        approximations: the model's (ModelSpec.approximations): why every option's figures are
+            approximate; empty when kvplan has rules for the architecture (``exact``).
     """
 
     target: Target
@@ -284,6 +286,11 @@ class SearchResult:
     unpriced: list[str] = field(default_factory=list)
     refusal: str | None = None
     refusal_hint: str | None = None
+    approximations: tuple = ()
+
+    @property
+    def exact(self) -> bool:
+        return not self.approximations
 
 
 def _engine_args_error(exc) -> tuple[str, str]:
@@ -655,4 +662,5 @@ def search(
         unpriced=unpriced,
         refusal=refusal,
         refusal_hint=refusal_hint,
+        approximations=spec.approximations,
     )

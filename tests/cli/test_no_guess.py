@@ -94,6 +94,17 @@ def test_estimate_json_says_exact_false_with_reasons(tmp_path):
     assert any("MLP assumed gated" in r for r in doc["approximate"])
 
 
+def test_approximate_estimate_json_validates_against_its_schema(tmp_path):
+    import jsonschema
+
+    from kvplan.render.schema import EstimateDocument, estimate_json_schema
+
+    code, out, _ = _estimate(_dir(tmp_path, DENSE), "--format", "json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, estimate_json_schema())
+    EstimateDocument.model_validate(doc)
+
+
 def test_estimate_json_of_a_registered_architecture_is_exact(tmp_path):
     code, out, _ = _estimate(_dir(tmp_path, {**DENSE, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}),
                              "--format", "json")
@@ -122,9 +133,13 @@ def test_plan_table_marks_every_option(tmp_path):
     code, out, _ = run_cli("plan", _dir(tmp_path, DENSE), "--concurrency", "8", "--max-model-len", "4096",
                            "--gpus", "H200")
     assert code == 0
-    flat = " ".join(out.split())
-    assert "exact" in out.splitlines()[2] or "exact" in out.splitlines()[1]  # the column header
-    assert "approx" in flat and REASON in flat
+    lines = out.splitlines()
+    assert "approximate, not exact" in " ".join(lines[:4])  # a note under the head line (which may wrap)
+    assert REASON in " ".join(" ".join(lines).split())
+    header = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    assert lines[header].split()[-1] == "exact"  # a marker column
+    rows = [line for line in lines[header + 1:] if line[:1].isdigit() and "x " in line]
+    assert rows and all(r.split()[-1] == "no" for r in rows)
 
 
 def test_plan_json_says_exact_false(tmp_path):
