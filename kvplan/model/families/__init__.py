@@ -45,6 +45,8 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "GraniteMoeHybridForCausalLM": ("granite_moe_hybrid", "GRANITE_MOE_HYBRID"),
     "Llama4ForConditionalGeneration": ("llama4", "LLAMA4"),
     "Llama4ForCausalLM": ("llama4", "LLAMA4"),
+    "OlmoeForCausalLM": ("olmoe", "OLMOE"),
+    "PhiMoEForCausalLM": ("phimoe", "PHIMOE"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -70,6 +72,8 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "granitemoehybrid": "GraniteMoeHybridForCausalLM",
     "llama4": "Llama4ForConditionalGeneration",
     "llama4_text": "Llama4ForCausalLM",
+    "olmoe": "OlmoeForCausalLM",
+    "phimoe": "PhiMoEForCausalLM",
 }
 
 

@@ -34,6 +34,16 @@ class FamilyQuirks:
         extra_bytes_first_stage: untraced load-time bytes once, on the first pipeline stage.
         router_bias_fp32: the MoE router's bias (e_score_correction_bias) is kept in fp32
             (deepseek_v2.py).
+        lm_head_bias: the LM head is built with a bias (one per padded vocabulary row) whatever
+            the config says (phimoe.py PhiMoEForCausalLM: ParallelLMHead(bias=True), though
+            transformers' PhimoeConfig.lm_head_bias defaults to False).
+        unfused_norm_hidden_tensors: hidden-size tensors per token the feed-forward peak holds
+            beyond the fused add+RMSNorm path, because the layer norms are torch LayerNorms and
+            the residual add is a separate tensor (phimoe.py PhiMoEDecoderLayer: 1).
+        router_fp32_scratch: the MoE routing function keeps an fp32 [tokens, num_experts]
+            tensor live at the feed-forward peak (phimoe.py sparsemixer).
+        The last two reproduce the worker's exact peak activation of families/phi3.5-moe_eager
+        (2,165,309,440 B at 16384 tokens: +4096 + 32 elements per token over the MoE rule).
     """
 
     mlp_keeps_gate_up: bool = False
@@ -41,6 +51,9 @@ class FamilyQuirks:
     extra_bytes_per_layer: int = 0
     extra_bytes_first_stage: int = 0
     router_bias_fp32: bool = False
+    lm_head_bias: bool = False
+    unfused_norm_hidden_tensors: float = 0.0
+    router_fp32_scratch: bool = False
 
 
 NONE = FamilyQuirks()
@@ -54,6 +67,7 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_next": FamilyQuirks(mlp_keeps_gate_up=True),
     "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),

@@ -218,6 +218,8 @@ def weight_bytes_per_rank(
     if last:
         if not spec.tie_word_embeddings or not first:
             t.add("lm_head", vocab_rows * h * db)
+        if quirks(spec.model_type).lm_head_bias:
+            t.add("lm_head", vocab_rows * db)
         t.add("norm", h * db * (2 if spec.norm_has_bias else 1))
     t.add("rotary_cache", _rope_cache_bytes(spec, db))
 
@@ -253,7 +255,10 @@ def weight_bytes_per_rank(
             t.add("attn", _linear(ctx, q_heads * a.head_dim_v, h))
             if spec.o_bias:
                 t.add("attn", h * db)
-            if spec.qk_norm:
+            if spec.qk_norm and spec.qk_norm_across_heads:
+                # one RMSNorm over all heads, replicated on every rank (olmoe.py q_norm/k_norm)
+                t.add("attn", (a.num_attention_heads + a.num_key_value_heads) * a.head_dim * db)
+            elif spec.qk_norm:
                 t.add("attn", 2 * a.head_dim * db)
             if spec.attention_sinks:
                 t.add("attn", q_heads * 4)
