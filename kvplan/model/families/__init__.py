@@ -47,6 +47,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Llama4ForCausalLM": ("llama4", "LLAMA4"),
     "OlmoeForCausalLM": ("olmoe", "OLMOE"),
     "PhiMoEForCausalLM": ("phimoe", "PHIMOE"),
+    "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -74,6 +75,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "llama4_text": "Llama4ForCausalLM",
     "olmoe": "OlmoeForCausalLM",
     "phimoe": "PhiMoEForCausalLM",
+    "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
 }
 
 
