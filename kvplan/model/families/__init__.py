@@ -48,6 +48,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "OlmoeForCausalLM": ("olmoe", "OLMOE"),
     "PhiMoEForCausalLM": ("phimoe", "PHIMOE"),
     "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
+    "Exaone4ForCausalLM": ("exaone4", "EXAONE4"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -76,6 +77,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "olmoe": "OlmoeForCausalLM",
     "phimoe": "PhiMoEForCausalLM",
     "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+    "exaone4": "Exaone4ForCausalLM",
 }
 
 

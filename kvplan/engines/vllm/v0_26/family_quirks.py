@@ -39,7 +39,9 @@ class FamilyQuirks:
             transformers' PhimoeConfig.lm_head_bias defaults to False).
         unfused_norm_hidden_tensors: hidden-size tensors per token the feed-forward peak holds
             beyond the fused add+RMSNorm path, because the layer norms are torch LayerNorms and
-            the residual add is a separate tensor (phimoe.py PhiMoEDecoderLayer: 1).
+            the residual add is a separate tensor (phimoe.py PhiMoEDecoderLayer: 1; exaone4.py
+            Exaone4DecoderLayer, post-norm ``residual + norm(mlp(x))``: 1, which reproduces the
+            worker's exact peak of families/exaone4-32b_eager, 3,397,403,136 B).
         router_fp32_scratch: the MoE routing function keeps an fp32 [tokens, num_experts]
             tensor live at the feed-forward peak (phimoe.py sparsemixer).
         router_fp32: the MoE router (gate) weight is an fp32 nn.Linear, its correction bias fp32
@@ -81,6 +83,7 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
+    "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
