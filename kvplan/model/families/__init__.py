@@ -49,6 +49,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "PhiMoEForCausalLM": ("phimoe", "PHIMOE"),
     "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
     "Exaone4ForCausalLM": ("exaone4", "EXAONE4"),
+    "MiniMaxM2ForCausalLM": ("minimax_m2", "MINIMAX_M2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -78,6 +79,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "phimoe": "PhiMoEForCausalLM",
     "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
     "exaone4": "Exaone4ForCausalLM",
+    "minimax_m2": "MiniMaxM2ForCausalLM",
 }
 
 
