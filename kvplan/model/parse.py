@@ -426,6 +426,9 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
     attention_bias = c.flag("attention_bias", False)
 
+    extra = family.spec_fields(c, hidden, n_layers)  # a family's own facts (kvplan.model.family)
+    rotary_dim = extra.pop("rotary_dim", rotary_dim)
+    vision_params = extra.pop("vision_params", vision_params)
     _notes_on_defaults(c, family, filled, notes)
     approximations = _approximations(architecture, model_type, family, intermediate, version)
 
@@ -475,6 +478,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             vision_params=vision_params,
             approximations=approximations,
             notes=tuple(notes),
+            **extra,
         )
     except ValidationError as exc:  # a combination the per-key checks let through: still one line
         err = exc.errors()[0]
