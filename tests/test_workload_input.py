@@ -14,7 +14,7 @@ import pytest
 from helpers import run_cli
 
 from kvplan.errors import KvplanError
-from kvplan.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS, load_pairs_file, parse_workload
+from kvplan.capacity.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS, load_pairs_file, parse_workload
 
 DATA = __import__("pathlib").Path(__file__).parent / "data" / "workload"
 LLAMA8B = "meta-llama/Meta-Llama-3-8B"

@@ -20,10 +20,10 @@ from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import VllmRules
 from kvplan.gpus import GPUProfile
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
-# The default version's rule modules, for the types below and for importers of the old
-# kvplan.planner (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
+# The default version's rule modules, for the types below and for importers that read them from
+# here (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
 _DEFAULT = versions.default()
 act_mod = _DEFAULT.activation
 memory = _DEFAULT.memory

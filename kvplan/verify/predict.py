@@ -126,7 +126,7 @@ def _check_logged_options(options: dict, *, skip: set) -> None:
     """
     from pydantic import ValidationError
 
-    from kvplan.planner import EngineArgs
+    from kvplan.engines.vllm.args import EngineArgs
     from kvplan.verify.core_api import plain_message
 
     given = {k: v for k, v in options.items() if k in EngineArgs.model_fields and k not in skip}

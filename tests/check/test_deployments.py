@@ -489,7 +489,7 @@ def test_yaml_without_a_deployment_fails(tmp_path):
 
 
 def test_specs_are_loaded_once_per_model_and_plans_reused(tmp_path):
-    from kvplan.check import Checker
+    from kvplan.check.checker import Checker
 
     files = []
     for i in range(3):
@@ -536,7 +536,7 @@ def test_random_input_never_raises(tmp_path):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from kvplan.check import Checker
+    from kvplan.check.checker import Checker
 
     checker = Checker(gpu="H100")
     pieces = st.sampled_from(
