@@ -1,9 +1,6 @@
-"""The vLLM version ``kvplan verify`` checks against: the one place verify/ names it.
-
-INTEGRATOR (issue 11): when kvplan/engines/vllm/versions.py lands, this module becomes
-``from kvplan.engines.vllm.versions import DEFAULT_VERSION as VERIFIED_VLLM`` (one line).
-"""
+"""The vLLM version ``kvplan verify`` checks against: kvplan's default version, from the one
+version table (kvplan/engines/vllm/versions.py; importing it loads no rule modules)."""
 
 from __future__ import annotations
 
-VERIFIED_VLLM = "0.26.0"  # INTEGRATOR: kvplan.engines.vllm.versions.DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_VERSION as VERIFIED_VLLM  # noqa: F401
