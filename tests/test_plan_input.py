@@ -1,4 +1,4 @@
-"""`kvplan plan` input checks (fresh-eyes review 1, items 1, 23 and 30).
+"""`kvplan plan` input checks: bad flags, lists and targets.
 
 Bad input is ONE line on stderr naming the flag, exit 2, nothing on stdout, no traceback - and it
 is caught before the model is loaded or the sweep runs. Exit 1 stays "checked, nothing meets

@@ -1,4 +1,4 @@
-"""Fresh-eyes review 2, items 1, 2, 4, 13-15, 20, 21, 24, 27: what kvplan reads and writes.
+"""What kvplan reads and writes: FIFOs, devices, caps, symbolic links and unwritable outputs.
 
 Reads: every user file is read only when it is a regular file (a FIFO would hang the read, a
 device such as /dev/zero never ends) and never past its cap, even when ``stat`` says 0.

@@ -1,4 +1,4 @@
-"""Fresh-eyes review 3: the advice `estimate` and `plan` give (items new 5-9, 17, 21, 22, old 26).
+"""The advice `estimate` and `plan` give: only flags that help, refusals that name the cause.
 
 Expected values are hand arithmetic written here, never read back from the code under test.
 """
@@ -270,7 +270,7 @@ def test_plot_of_a_plan_that_does_not_fit():
 
 
 def test_yaml_output_spells_a_negative_flag_so_vllm_keeps_it():
-    """Old review-2 item 11: vLLM 0.26.0's load_config_file (utils/argparse_utils.py) adds a flag
+    """vLLM 0.26.0's load_config_file (utils/argparse_utils.py) adds a flag
     only for `true` and drops `false`, so `enable-prefix-caching: false` would leave prefix caching
     on. The YAML must say `no-enable-prefix-caching: true` (-> --no-enable-prefix-caching)."""
     import yaml

@@ -1,7 +1,6 @@
-"""Fresh-eyes review 3 (docs/review/fresh-eyes-3.md), the model-source findings: 10 (shard paths
-outside the model directory, implausible safetensors headers, wrong messages for device/FIFO
-shards), 16 (config.json a broken symbolic link), 17 (--revision '', a NUL in config.json), 22
-(the bundled granite-4.0-h-small spec).
+"""Model sources that must be refused or noted: shard paths outside the model directory,
+implausible safetensors headers, device/FIFO shards, config.json a broken symbolic link,
+--revision '', a NUL in config.json, and the bundled granite-4.0-h-small spec.
 
 Safetensors files are written byte by byte (8-byte little-endian header length, JSON header,
 zero-filled data); expected values are worked out by hand in each test.

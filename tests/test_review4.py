@@ -1,7 +1,9 @@
-"""The findings of docs/review/fresh-eyes-4.md fixed here (new 1, 5, 6, 8, 9, 11, 13).
+"""Inputs that must be refused or noted: GPU compute capabilities, configs without
+architectures (pooling), impossible or conflicting log result lines, config.json paths that are
+FIFOs or devices, kv-cache dtypes plan cannot size, workload and kv-cache-memory errors.
 
-Expected values are written by hand from the fixture lines and the review, never computed by the
-code under test.
+Expected values are written by hand from the fixture lines, never computed by the code under
+test.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from test_verify import config_dir, record
 
 MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled spec: resolves offline
 
-# TinyLlama-1.1B's geometry (the review's c_arch_missing / c_arch_empty), without 'architectures'.
+# TinyLlama-1.1B's geometry (cases c_arch_missing / c_arch_empty), without 'architectures'.
 TINY = {
     "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
     "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,

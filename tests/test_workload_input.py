@@ -1,4 +1,4 @@
-"""--workload input (fresh-eyes review 1, items 7 and 29): files are bounded before they are
+"""--workload input: files are bounded before they are
 read, token counts are finite whole numbers (not booleans), human-readable numbers read as
 vLLM reads --max-model-len, a UTF-8 BOM is accepted, and MEAN,P95 reports the P95 given.
 """

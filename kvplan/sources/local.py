@@ -562,14 +562,16 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
     )
 
 
-# Files vLLM 0.26.0 never loads as weights (model_loader/weight_utils.py
-# filter_files_not_needed_for_inference: trainer state saved next to a checkpoint).
+# Files vLLM never loads as weights (model_loader/weight_utils.py
+# filter_files_not_needed_for_inference, in the default version of engines/vllm/versions.py:
+# trainer state saved next to a checkpoint).
 _NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 
 
 def _legacy_weight_files(directory: Path) -> list[Path]:
-    """The PyTorch weight files vLLM 0.26.0 loads from a directory without safetensors: with the
-    default load format ("auto" -> "hf"), model_loader/default_loader.py _prepare_weights tries
+    """The PyTorch weight files vLLM (the default version) loads from a directory without
+    safetensors: with the default load format ("auto" -> "hf"), model_loader/default_loader.py
+    _prepare_weights tries
     ``*.safetensors``, then ``*.bin``, then ``*.pt``, taking the first pattern that matches,
     minus the trainer files of _NOT_WEIGHTS. Regular files only, sorted by name."""
     for pattern in ("*.bin", "*.pt"):

@@ -288,7 +288,7 @@ def test_shell_script_failures_point_at_each_line():
         ("unknown-flag", 15),  # --max-num-sequences
     } <= found(doc, "error")
     assert "did you mean --max-num-seqs" in diag(doc, "unknown-flag")["message"]
-    assert "valid sizes: 1, 2, 4, 28" == diag(doc, "tp-divisibility")["hint"]  # 7 and 14 are refused (4 KV heads): fresh-eyes-4 new 10
+    assert "valid sizes: 1, 2, 4, 28" == diag(doc, "tp-divisibility")["hint"]  # 7 and 14 are refused (4 KV heads)
 
 
 def test_flag_spellings_on_the_command_line(tmp_path):
