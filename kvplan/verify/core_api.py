@@ -1,8 +1,7 @@
 """kvplan's planning API as verify uses it, through one indirection (issue 11).
 
-``plan_from_options`` (the path ``kvplan estimate`` takes) and the pydantic-error wording still
-live in kvplan.cli. Nothing else in kvplan/verify/ names kvplan.cli: INTEGRATOR, when
-kvplan/capacity/options.py lands, change the two imports below (and nothing else).
+``plan_from_options`` (the path ``kvplan estimate`` takes) and the pydantic-error wording live in
+kvplan.capacity.options; nothing in kvplan/verify/ imports kvplan.cli (the CLI sits above it).
 """
 
 from __future__ import annotations
@@ -17,13 +16,13 @@ def plan_from_options(**options: Any):
     Raises:
         KvplanError: bad options or model (exit 2).
     """
-    from kvplan.cli import plan_from_options as _impl  # INTEGRATOR: kvplan.capacity.options
+    from kvplan.capacity.options import plan_from_options as _impl
 
     return _impl(**options)
 
 
 def plain_message(err: dict) -> str:
     """A pydantic error (one entry of ``ValidationError.errors()``) as a short sentence."""
-    from kvplan.cli import _plain_message as _impl  # INTEGRATOR: next to plan_from_options
+    from kvplan.capacity.options import _plain_message as _impl
 
     return _impl(err)
