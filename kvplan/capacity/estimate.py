@@ -270,7 +270,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
     # to fix: a note, not a warning (Note.about_kvplan).
     remarks: list[Note] = [
-        Note(NoteKind.BUNDLED_SNAPSHOT if n.startswith("bundled spec ") else NoteKind.MODEL_SOURCE, n)
+        Note(NoteKind.BUNDLED_SNAPSHOT if n in spec.snapshot_notes else NoteKind.MODEL_SOURCE, n)
         for n in spec.notes
     ]
     remarks += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]

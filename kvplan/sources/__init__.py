@@ -132,6 +132,8 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,
+        # a bundled source's own notes say its snapshot is partial (sources/bundled.py)
+        "snapshot_notes": source.notes if source.origin == "bundled" else (),
     }
     if source.checkpoint_params or source.checkpoint_bytes:
         update["checkpoint_params"] = tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None
