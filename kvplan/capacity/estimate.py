@@ -406,7 +406,10 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
-            non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager),
+            # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
+            # charges them with the non-torch memory as consumed memory
+            non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager)
+            + getattr(a, "persistent_bytes", 0),
             cudagraph=cg,
             cudagraph_applied=cg_applied,
             kv_cache_memory=args.kv_cache_memory_bytes,
@@ -602,7 +605,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         "vllm_version": args.vllm_version,
         "usage": args.usage,
         "enable_prefix_caching": (
-            args.enable_prefix_caching if args.enable_prefix_caching is not None else not spec.is_hybrid
+            args.enable_prefix_caching if args.enable_prefix_caching is not None
+            else getattr(defaults, "default_prefix_caching", lambda s: not s.is_hybrid)(spec)
         ),
         "model_runner": "v2" if v2 else "v1",
         "async_scheduling": async_sched,

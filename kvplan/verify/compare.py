@@ -315,7 +315,8 @@ def comparison_document(
     for lineno, why in log.rejected_lines:
         notes.append(f"log line {lineno} set aside: {why}")
     version = log.vllm_version or (log.env or {}).get("vllm")
-    note = version_note(log, version)
+    predicted_with = ((plan_doc or {}).get("engine") or {}).get("vllm_version") or VERIFIED_VLLM
+    note = version_note(log, version, predicted_with)
     if note:
         notes.append(note)
     doc = {
@@ -350,15 +351,15 @@ def comparison_document(
     return doc, (EXIT_ENVIRONMENT if status == "failed" else EXIT_FAIL)
 
 
-def version_note(log: VllmLog, version: str | None) -> str | None:
+def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFIED_VLLM) -> str | None:
     """The note a log from another vLLM gets (docs/verify.md): its version when it names one,
     else the V0 engine's line formats (vLLM before the V1 engine), else None.
 
     A V0 start sized its KV cache with other rules (another memory profile, its own block
     manager), so a difference against VERIFIED_VLLM's rules is expected, not a kvplan error."""
-    if version and version != VERIFIED_VLLM:
+    if version and version != predicted_with:
         return (
-            f"the log is from vLLM {version}; kvplan predicts with vLLM {VERIFIED_VLLM} rules, so differences "
+            f"the log is from vLLM {version}; kvplan predicts with vLLM {predicted_with} rules, so differences "
             "may come from the version"
         )
     if not version and "v0" in log.families and "v1" not in log.families:

@@ -240,6 +240,13 @@ def verify_log(
         usage = log.usage or "serve"
         notes.append(f"usage {usage}: " + (log.usage_evidence or "the log does not show the entry point; assumed `vllm serve`"))
     record_gpu = (record or {}).get("gpu") if isinstance((record or {}).get("gpu"), dict) else None
+    # issue 13: a log names its own vLLM version; kvplan predicts with that version's rules when
+    # it has them (engines/vllm/versions.py SUPPORTED), else with --vllm-version
+    from kvplan.engines.vllm.versions import SUPPORTED
+
+    logged_version = log.vllm_version or (log.env or {}).get("vllm")
+    if isinstance(logged_version, str) and logged_version in SUPPORTED:
+        vllm_version = logged_version
     plan_doc = None
     prediction_error = None
     gpu_source = ""

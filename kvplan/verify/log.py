@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.engines.vllm.v0_26 import log_grammar as _v0_26
+from kvplan.engines.vllm.v0_33 import log_grammar as _v0_33
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -383,7 +384,7 @@ def _check_counts(b: _Builder, what: str, values: dict) -> None:
 # vLLM version -> its log grammar (engines/vllm/v<version>/log_grammar.py). A version whose log
 # changed adds its module and one line here; a log of a version not listed is read with
 # DEFAULT_GRAMMAR (the version kvplan predicts with), older formats where their lines match.
-GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26,)}
+GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26, _v0_33)}
 DEFAULT_GRAMMAR = _v0_26
 # The log names its version in its first lines (server banner, engine config line).
 _VERSION_SCAN_LINES = 400

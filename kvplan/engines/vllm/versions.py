@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # version as `--vllm-version` spells it -> the package whose RULES are that version's rules.
 _PACKAGES: dict[str, str] = {
     "0.26.0": "kvplan.engines.vllm.v0_26",
+    "0.33.0": "kvplan.engines.vllm.v0_33",
 }
 DEFAULT_VERSION = "0.26.0"
 
