@@ -1,4 +1,4 @@
-"""A fictitious family for tests/test_families.py: FooForCausalLM, the generic decoder except
+"""A fictitious family for tests/model/test_families.py: FooForCausalLM, the generic decoder except
 that every 3rd layer (3rd, 6th, ...) uses sliding-window attention of ``sliding_window`` tokens.
 It is the whole of what adding a family takes: this module plus one registry line."""
 

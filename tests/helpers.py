@@ -39,3 +39,13 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     finally:
         sys.argv = old_argv
     return code, out.getvalue(), err.getvalue()
+
+
+def error_line(code: int, out: str, err: str) -> str:
+    """The single `error: ...` line of an exit-2 run (a hint line may follow)."""
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err
+    lines = [s for s in err.splitlines() if s.strip()]
+    assert lines and lines[0].startswith("error: "), err
+    assert all(s.lstrip().startswith("hint:") for s in lines[1:]), err
+    return lines[0]

@@ -14,7 +14,7 @@ import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.gpus import bundled_profiles, find_gpu, load_profiles, suggest
-from tests.helpers import run_cli
+from tests.helpers import error_line, run_cli
 
 MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled spec: resolves offline
 H200_CUDA_BYTES = 150_109_880_320  # torch.cuda.mem_get_info() total on the lent H200
@@ -497,3 +497,34 @@ def test_memory_source_cites_no_internal_search_ids():
     for r in rows:
         assert "code index" not in (r["memory_source"] or ""), r["id"]
         assert not re.search(r"\bid \d{6,}", r["memory_source"] or ""), r["id"]
+
+
+@pytest.mark.parametrize("cc", ["abc", "12.x", "-1.0", "", "9", "9.0.1", " 9.0"])
+@pytest.mark.parametrize("command", ["gpus", "estimate"])
+def test_bad_compute_capability_is_refused_at_load(tmp_path, cc, command):
+    f = tmp_path / "gp9.yaml"
+    f.write_text(
+        "gpus:\n  - {id: x, name: X, memory_bytes: 85899345920, compute_capability: " + json.dumps(cc) + "}\n"
+    )
+    args = ["gpus", "--gpu-profiles", str(f)] if command == "gpus" else [
+        "estimate", "deepseek-ai/DeepSeek-V2-Lite", "--gpu-profiles", str(f), "--gpu", "x"]
+    line = error_line(*run_cli(*args))
+    assert str(f) in line and "gpus[0].compute_capability (id 'x')" in line, line
+    assert "MAJOR.MINOR" in line and repr(cc) in line, line
+
+
+def test_bad_compute_capability_in_plan_is_exit_2(tmp_path):
+    f = tmp_path / "gp9.yaml"
+    f.write_text("gpus:\n  - {id: x, memory_bytes: 85899345920, compute_capability: abc}\n")
+    line = error_line(*run_cli("plan", "deepseek-ai/DeepSeek-V2-Lite", "--gpus", "x", "--gpu-profiles", str(f),
+                                   "--max-model-len", "4096", "--concurrency", "1"))
+    assert "gpus[0].compute_capability" in line
+
+
+@pytest.mark.parametrize("cc", ["9.0", "10.0", "12.1", 8.9])
+def test_good_compute_capability_is_kept(tmp_path, cc):
+    from kvplan.gpus import load_profiles
+
+    f = tmp_path / "ok.yaml"
+    f.write_text(f"gpus:\n  - {{id: x, memory_bytes: 85899345920, compute_capability: {json.dumps(cc)}}}\n")
+    assert load_profiles([str(f)])["x"].compute_capability == str(cc)

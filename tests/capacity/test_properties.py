@@ -22,7 +22,7 @@ Properties:
 Every test is deterministic (``derandomize=True``; no example database) and bounded. Set
 KVPLAN_PROPERTY_SCALE=20 (say) to run 20x as many examples when hunting for bugs locally.
 
-Bugs these properties found are pinned, shrunk, in tests/test_properties_regressions.py
+Bugs these properties found are pinned, shrunk, in tests/capacity/test_estimate_extremes.py
 (xfail strict). While such a bug is open the properties steer around it (``_known_open_bug``)
 so this file stays green and keeps testing everything else; fixing the bug means deleting its
 entry here and the xfail marker there.
@@ -290,14 +290,14 @@ EXTRA_KEYS = [
 
 
 def _known_open_bug(cfg, gpu_name: str, kw: dict, where: str) -> str | None:
-    """The open bug (a test in test_properties_regressions.py) this input would hit, or None.
+    """The open bug (a test in test_estimate_extremes.py) this input would hit, or None.
 
     ``where``: "plan" (parse + plan), an output format ("table", "json", ...) or
     "recommendations". The properties steer around these so they stay green, and keep testing
     everything else, while the bugs are open. Delete an entry when its bug is fixed (and the
     xfail marker of its regression test with it).
     """
-    # All the bugs the properties found are fixed (tests/test_properties_regressions.py keeps
+    # All the bugs the properties found are fixed (tests/capacity/test_estimate_extremes.py keeps
     # their minimal examples as plain regression tests); nothing to steer around today.
     return None
 

@@ -15,7 +15,7 @@ import pytest
 
 from helpers import run_cli
 
-RECORDS = Path(__file__).parent / "data" / "vllm-0.26.0-h200"
+RECORDS = Path(__file__).parents[1] / "data" / "vllm-0.26.0-h200"
 MiB = 1 << 20
 
 

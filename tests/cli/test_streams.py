@@ -12,7 +12,7 @@ import pytest
 
 from helpers import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
 # Linux refuses a path component over NAME_MAX (255 bytes) with ENAMETOOLONG.
 LONG = "a/" + "b" * 5000

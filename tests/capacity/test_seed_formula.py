@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import run_cli
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SEED = (DOCS / "seed-formula.md").read_text(encoding="utf-8")
 HOW = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
 

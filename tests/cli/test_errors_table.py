@@ -29,7 +29,7 @@ from hf_server import fake_hub, safetensors_bytes, set_hf_env  # noqa: F401 - fi
 
 from kvplan.sources.bundled import find_bundled
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"  # bundled (32 heads, 8 KV heads, 32 layers, 8192 positions)
 LLAMA_CFG = find_bundled(LLAMA3_8B).config
 
@@ -886,7 +886,7 @@ def test_check_input_rows_are_in_docs_errors_md():
 # -- verify --record and 0 counts in --from-log -----------------------------------------------------
 
 _VERIFY_EXCERPT = json.loads(
-    (Path(__file__).parent / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text()
+    (Path(__file__).parents[1] / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text()
 )["log_excerpt"]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from helpers import run_cli
 
+GiB = 1 << 30
 ARGS = ["plan", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "8192", "--concurrency", "16", "--gpus", "H200",
         "--kv-cache-dtype", "auto", "--quantization", "none"]
 
@@ -63,3 +64,32 @@ def test_curve_data_is_monotonic_where_vllm_is():
     assert by_util == sorted(by_util)
     # the breakdown adds up to the GPU's CUDA-visible memory
     assert sum(n for _, n in memory_parts(p)) == p.gpu.memory_bytes
+
+
+def test_plot_of_a_plan_that_does_not_fit():
+    pytest.importorskip("matplotlib")
+    from kvplan.gpus import find_gpu, load_profiles
+    from kvplan.planner import EngineArgs, plan
+    from kvplan.plots import figure, pictures
+    from kvplan.sources import load_spec
+
+    spec, _ = load_spec("meta-llama/Llama-3.1-70B-Instruct", None)
+    gpu = find_gpu("H100", load_profiles(None))
+    p = plan(spec, gpu, EngineArgs(max_model_len=8192))
+    assert not p.fits
+    fig = figure(pictures(p))
+    try:
+        ax_len, ax_util, ax_mem = fig.axes[:3]
+        total_gib = gpu.memory_bytes / GiB  # the profile's CUDA total (input data)
+        requested_gib = total_gib * 0.92  # vLLM's default utilization
+        levels = [line.get_ydata()[0] for line in ax_mem.get_lines()]
+        assert any(abs(y - total_gib) < 1e-6 for y in levels), levels
+        assert any(abs(y - requested_gib) < 1e-6 for y in levels), levels
+        assert ax_mem.get_ylim()[1] >= total_gib
+        for ax in (ax_len, ax_util):
+            texts = " ".join(t.get_text() for t in ax.texts)
+            assert "does not start" in texts, texts
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

@@ -45,3 +45,19 @@ def test_yaml_carries_the_same_flags():
     import yaml
 
     assert yaml.safe_load(out) == {"model": NEXT, "tensor-parallel-size": 2, "max-model-len": 32768}
+
+
+def test_yaml_output_spells_a_negative_flag_so_vllm_keeps_it():
+    """vLLM 0.26.0's load_config_file (utils/argparse_utils.py) adds a flag
+    only for `true` and drops `false`, so `enable-prefix-caching: false` would leave prefix caching
+    on. The YAML must say `no-enable-prefix-caching: true` (-> --no-enable-prefix-caching)."""
+    import yaml
+
+    code, out, err = run_cli(
+        "estimate", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len", "8192",
+        "--no-enable-prefix-caching", "--format", "yaml",
+    )
+    assert code == 0, err
+    doc = yaml.safe_load(out)
+    assert doc.get("no-enable-prefix-caching") is True
+    assert "enable-prefix-caching" not in doc

@@ -54,3 +54,49 @@ def test_gpus_help_promise_of_a_price_column_holds(monkeypatch):
     assert "price" in out
     code, out, err = run_cli("gpus")
     assert "$/h" in out.splitlines()[1]
+
+
+def test_cuda_graph_row_fits_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    # a GPU too small for the weights: the "(none left)" GiB cells make the table widest
+    code, out, err = run_cli("estimate", LLAMA3_8B, "--gpu", "H200", "--max-model-len", "8192", "--gpu-memory", "1GiB")
+    assert code == 1, err
+    rows = [line for line in out.splitlines() if "CUDA graphs" in line]
+    assert rows
+    for line in rows:
+        assert line.rstrip().endswith(tuple("0123456789")), line  # the GiB cell on the same line
+        assert line.count("(") == line.count(")"), line  # the label is not cut onto a second line
+    assert all(len(line) <= 80 for line in out.splitlines() if "CUDA graphs" in line)
+
+
+def test_gpus_ids_whole_at_80_columns(monkeypatch):
+    from kvplan.gpus import load_profiles
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli("gpus")
+    assert code == 0, err
+    ids = [line.split()[0] for line in out.splitlines() if line[:2].strip() and line.strip()[0].isalnum()]
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    for pid in load_profiles(None):
+        assert pid in ids, (pid, out)
+    assert "…" not in "".join(ids)
+
+
+def test_gpus_price_column_shows_a_user_profile_price(monkeypatch, tmp_path):
+    # the $/h column is always there (bundled list prices, `?` where none; issue 14 item 13)
+    monkeypatch.setenv("COLUMNS", "200")
+    prof = tmp_path / "p.yaml"
+    prof.write_text("gpus:\n  - id: mygpu\n    memory_bytes: 80GiB\n    price_per_hour_usd: 2.5\n")
+    code, out, err = run_cli("gpus", "--gpu-profiles", str(prof))
+    assert code == 0, err
+    assert "$/h" in out and "2.50" in out
+
+
+@pytest.mark.parametrize("cmd", ["gpus", "estimate"])
+def test_help_metavars_are_readable(cmd, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(cmd, "--help")
+    assert code == 0
+    options = [line for line in out.splitlines() if line.lstrip().startswith("-")]
+    assert not [line for line in options if "<" in line], out  # typer's <str>, <list[str]> on options
+    assert "--gpu-profiles FILE" in out and "--format FORMAT" in out

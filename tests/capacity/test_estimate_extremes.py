@@ -1,4 +1,6 @@
-"""Bugs found by tests/test_properties.py, shrunk to minimal examples.
+"""Estimate at extreme inputs (absurd --kv-cache-memory or batch sizes, memory bar width, advice
+with multi-GPU non-torch memory): bugs found by tests/capacity/test_properties.py, shrunk to
+minimal examples.
 
 Each test states the behaviour kvplan should have. While a bug was open its test was marked
 ``xfail(strict=True)``; all five are fixed now and run as plain regression tests (when a new bug

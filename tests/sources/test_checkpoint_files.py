@@ -1,6 +1,6 @@
-"""Model sources that must be refused or noted: shard paths outside the model directory,
-implausible safetensors headers, device/FIFO shards, config.json a broken symbolic link,
---revision '', a NUL in config.json, and the bundled granite-4.0-h-small spec.
+"""The files of a local model directory: shard paths outside the model directory, implausible
+safetensors headers, device/FIFO/broken-link shards, config.json a broken symbolic link, a FIFO or
+a device, --revision '', a NUL in config.json, and the bundled granite-4.0-h-small spec.
 
 Safetensors files are written byte by byte (8-byte little-endian header length, JSON header,
 zero-filled data); expected values are worked out by hand in each test.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import huggingface_hub.constants  # noqa: F401 - see below
 import pytest
-from helpers import TINY_LLAMA, run_cli
+from helpers import TINY_LLAMA, error_line, run_cli
 from hf_server import fake_hub  # noqa: F401 - fixture
 
 from kvplan.errors import KvplanError
@@ -277,3 +277,33 @@ def test_hub_absurd_shape_is_not_sized(fake_hub):  # noqa: F811
 
     walk(doc)
     assert max(numbers) < 10**15, max(numbers)
+
+
+def test_config_json_path_that_is_a_fifo(tmp_path):
+    d = tmp_path / "ff"
+    d.mkdir()
+    os.mkfifo(d / "config.json")
+    line = error_line(*run_cli("estimate", str(d / "config.json"), "--gpu", "H100"))
+    assert "is a FIFO" in line and "Hugging Face" not in line, line
+
+
+def test_relative_config_json_path_that_is_a_fifo(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("ff")
+    os.mkfifo("ff/config.json")
+    line = error_line(*run_cli("estimate", "ff/config.json", "--gpu", "H100"))
+    assert line.startswith("error: ff/config.json") and "is a FIFO" in line, line
+
+
+def test_config_json_symlink_to_dev_zero(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("zl")
+    os.symlink("/dev/zero", "zl/config.json")
+    line = error_line(*run_cli("estimate", "zl/config.json", "--gpu", "H100"))
+    assert "is a character device" in line and "Hugging Face" not in line, line
+
+
+def test_missing_config_json_path_is_not_looked_up_on_the_hub(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = error_line(*run_cli("estimate", "nothere/config.json", "--gpu", "H100"))
+    assert "nothere/config.json" in line and "Hugging Face" not in line, line

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import error_line, run_cli
 from test_verify import CAL, MEMINFO, config_dir, fake, from_log_llama3_8b, record  # noqa: F401 - fake is a fixture
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"  # bundled
 
 
@@ -272,3 +272,58 @@ def test_closed_stdout_is_one_error_line(args):
     r = _closed_stdout(*args)
     assert r.stderr == "error: cannot write the output: standard output is closed\n"
     assert r.returncode == 2
+
+
+def _llama_lines() -> list[str]:
+    return list(record("llama3-8b_eager")["log_excerpt"])
+
+
+def _write_log(tmp_path: Path, lines: list[str]) -> Path:
+    p = tmp_path / "vllm.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _verify(tmp_path, log, *extra):
+    model = config_dir(tmp_path, "llama3-8b_eager")
+    return run_cli("verify", str(model), "--from-log", str(log), "--gpu", "H200", "--usage", "llm", *extra)
+
+
+@pytest.mark.parametrize("value", ["-5", "nan", "inf", "-inf"])
+def test_result_line_with_impossible_block_count_is_bad_input(tmp_path, value):
+    lines = _llama_lines()
+    i = next(k for k, s in enumerate(lines) if s.startswith("RESULT "))
+    lines[i] = lines[i].replace("num_gpu_blocks=57197", f"num_gpu_blocks={value}")
+    log = _write_log(tmp_path, lines)
+    line = error_line(*_verify(tmp_path, log, "--max-model-len", "8192", "--enforce-eager"))
+    assert line.startswith(f"error: --from-log: {log}:{i + 1}: "), line
+    assert "num_gpu_blocks" in line and value in line, line
+
+
+def test_conflicting_result_lines_are_bad_input(tmp_path):
+    lines = _llama_lines()
+    i = next(k for k, s in enumerate(lines) if s.startswith("RESULT "))
+    lines.append(lines[i].replace("num_gpu_blocks=57197", "num_gpu_blocks=40000"))
+    log = _write_log(tmp_path, lines)
+    line = error_line(*_verify(tmp_path, log, "--max-model-len", "8192", "--enforce-eager"))
+    last = len(lines)
+    assert line.startswith(f"error: --from-log: {log}:{last}: "), line
+    assert f"line {i + 1}" in line and "57197" in line and "40000" in line, line
+
+
+def test_repeated_identical_result_lines_are_fine(tmp_path):
+    lines = _llama_lines()
+    lines += [s for s in lines if s.startswith("RESULT ")]
+    code, out, err = _verify(tmp_path, _write_log(tmp_path, lines), "--max-model-len", "8192", "--enforce-eager")
+    assert code == 0, (out, err)
+
+
+@pytest.mark.parametrize("value, word", [("NaN", "nan"), ("-8192", "-8192"), ("Infinity", "inf")])
+def test_case_line_with_invalid_engine_arg_names_file_and_line(tmp_path, value, word):
+    case = '{"name":"x","model":"m","engine_args":{"enforce_eager":true,"max_model_len":%s},"usage":"llm"}' % value
+    lines = ["KVPLAN_CASE " + case, *_llama_lines()]
+    log = _write_log(tmp_path, lines)
+    line = error_line(*_verify(tmp_path, log))
+    assert line.startswith(f"error: --from-log: {log}:1: "), line
+    assert "max_model_len" in line and word in line.lower(), line
+    assert "--max-model-len" not in line  # a flag the user did not type

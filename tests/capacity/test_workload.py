@@ -25,7 +25,7 @@ from kvplan.capacity.workload import (
 )
 
 GiB = 1 << 30
-DATA = __import__("pathlib").Path(__file__).parent / "data" / "workload"
+DATA = __import__("pathlib").Path(__file__).parents[1] / "data" / "workload"
 FULL16 = (GroupRule("full", 16),)
 
 

@@ -24,7 +24,7 @@ import pytest
 from helpers import run_cli
 
 # $KVPLAN_REPLAY_DIR replays another folder (e.g. records just fetched from the GPU machine).
-RECORDS = Path(os.environ.get("KVPLAN_REPLAY_DIR") or Path(__file__).parent / "data" / "vllm-0.26.0-h200")
+RECORDS = Path(os.environ.get("KVPLAN_REPLAY_DIR") or Path(__file__).parents[1] / "data" / "vllm-0.26.0-h200")
 TOLERANCE_PCT = 1.0
 KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 RESULT_BLOCKS = re.compile(r"^RESULT .*\bnum_gpu_blocks=(\d+)")

@@ -11,12 +11,12 @@ import tracemalloc
 
 import pytest
 
-from helpers import run_cli
+from helpers import error_line, run_cli
 
 from kvplan.errors import KvplanError
 from kvplan.capacity.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS, load_pairs_file, parse_workload
 
-DATA = __import__("pathlib").Path(__file__).parent / "data" / "workload"
+DATA = __import__("pathlib").Path(__file__).parents[1] / "data" / "workload"
 LLAMA8B = "meta-llama/Meta-Llama-3-8B"
 
 
@@ -235,3 +235,31 @@ def test_workload_flags_on_the_cli_take_human_numbers():
     assert code == 0, err
     doc = json.loads(out)
     assert doc["workload"]["mean_prompt_tokens"] == 2000 and doc["workload"]["mean_output_tokens"] == 500
+
+
+MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled spec: resolves offline
+
+
+@pytest.mark.parametrize("name, suffix", [("bad_line.jsonl", ":2: not valid JSON"), ("bad_value.csv", ":3: output_tokens")])
+def test_workload_row_errors_name_the_flag(name, suffix):
+    path = str(DATA / name)
+    line = error_line(*run_cli("plan", MODEL, "--workload", path, "--max-model-len", "8192", "--concurrency", "1"))
+    assert line.startswith(f"error: --workload: {path}{suffix}"), line
+
+
+@pytest.mark.parametrize("text, name, suffix", [
+    ("prompt_tokens,output_tokens\n100,-5\n", "w1.csv", ":2: output_tokens"),
+    ('{"prompt_tokens": 100}\n', "w4.jsonl", ":1: missing output_tokens"),
+    ("[1]\n", "w5.jsonl", ":1: expected an object"),
+])
+def test_workload_file_errors_name_the_flag(tmp_path, text, name, suffix):
+    p = tmp_path / name
+    p.write_text(text)
+    line = error_line(*run_cli("plan", MODEL, "--workload", str(p), "--max-model-len", "8192", "--concurrency", "1"))
+    assert line.startswith(f"error: --workload: {p}{suffix}"), line
+
+
+def test_workload_spec_duplicate_key_is_bad_input():
+    line = error_line(*run_cli("plan", MODEL, "--workload", "prompt=100 output=20 prompt=5",
+                                   "--max-model-len", "8192", "--concurrency", "1"))
+    assert line.startswith("error: --workload: ") and "prompt" in line and "twice" in line, line

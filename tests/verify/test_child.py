@@ -20,7 +20,7 @@ import pytest
 
 from kvplan.verify.log import parse_log
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_TORCH = '''
 import os
@@ -282,7 +282,7 @@ def test_verify_end_to_end_with_the_real_child(fake_site, tmp_path):
     site, _ = fake_site
     model = tmp_path / "llama"
     model.mkdir()
-    cal = json.loads((Path(__file__).parent / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text())
+    cal = json.loads((Path(__file__).parents[1] / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text())
     (model / "config.json").write_text(json.dumps(cal["config"]))
     env = dict(os.environ)
     env.pop("KVPLAN_VERIFY_CHILD", None)

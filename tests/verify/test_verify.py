@@ -23,8 +23,8 @@ import pytest
 from helpers import run_cli
 from kvplan.verify import predict, records, run
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data" / "logs"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data" / "logs"
 CAL = DATA / "vllm-0.26.0-h200"
 FAKE_CHILD = DATA / "fake_vllm_child.py"
 OLDER = DATA / "older"
@@ -662,3 +662,10 @@ def test_from_log_of_a_real_child_log_needs_nothing_else():
     assert doc["measured_source"]["non_torch_bytes"] == "exact: worker"
     assert doc["predicted"]["total_bytes"] == 150_109_880_320  # the GPU the child measured
     assert code in (0, 1)
+
+
+def test_verify_md_exit_1_covers_predicted_refusals():
+    text = (Path(__file__).parents[2] / "docs" / "verify.md").read_text()
+    row = next(s for s in text.splitlines() if s.startswith("| 1 |"))
+    assert "kvplan predicted it would start" not in row
+    assert "whether or not kvplan predicted" in row

@@ -1,4 +1,4 @@
-"""Review 5 (lower-severity note): a ModelOpt FP8 checkpoint in `plan` and `estimate`.
+"""A ModelOpt FP8 checkpoint in `plan` and `estimate`.
 
 vLLM 0.26.0 reads the checkpoint's method from hf_quant_config.json as "modelopt"; a different
 --quantization is refused (config/model.py _verify_quantization: "Quantization method specified in

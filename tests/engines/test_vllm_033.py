@@ -17,7 +17,7 @@ from kvplan.gpus import find_gpu, load_profiles
 from kvplan.sources import load_spec
 from kvplan.verify.log import grammar_for, parse_log
 
-DATA = Path(__file__).parent / "data" / "vllm-0.33.0-h200"
+DATA = Path(__file__).parents[1] / "data" / "vllm-0.33.0-h200"
 LOGS = sorted(p for p in DATA.glob("*.log") if p.name != "install33.log")
 GiB = 1 << 30
 

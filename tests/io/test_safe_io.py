@@ -1,4 +1,4 @@
-"""What kvplan reads and writes: FIFOs, devices, caps, symbolic links and unwritable outputs.
+"""What kvplan reads and writes (the guarded reads and writes of safe_io, through every command).
 
 Reads: every user file is read only when it is a regular file (a FIFO would hang the read, a
 device such as /dev/zero never ends) and never past its cap, even when ``stat`` says 0.
@@ -25,7 +25,7 @@ from kvplan import safe_io
 from kvplan.safe_io import InputError
 from tests.helpers import run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # bundled
 
 
@@ -328,7 +328,7 @@ def test_junit_xml_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_pa
 
 
 def test_junit_xml_to_a_dangling_symlink_is_refused(tmp_path):
-    # Review 3, item 19: following a dangling link created its target anywhere (even /nonexistent).
+    # Following a dangling link once created its target anywhere (even /nonexistent).
     link = tmp_path / "junit.xml"
     link.symlink_to(tmp_path / "made.xml")
     code, out, err = run_cli("check", _pass_config(tmp_path), "--gpu", "H100", "--junit-xml", str(link))

@@ -17,7 +17,7 @@ import pytest
 
 from kvplan.verify.log import engine_arguments, message_of, parse_log, parse_python_dict
 
-DATA = Path(__file__).parent / "data" / "logs"
+DATA = Path(__file__).parents[1] / "data" / "logs"
 CALIBRATION = sorted((DATA / "vllm-0.26.0-h200").glob("*.json"))
 GiB = 1 << 30
 MiB = 1 << 20

@@ -1,4 +1,6 @@
-"""Hostile and incomplete model inputs: bad config keys, implausible headers, missing shapes.
+"""Hostile and incomplete model configs: nesting, bounded counts and sizes, numeric keys that
+fail closed, position limits and rope factors, partial specs that carry notes, unknown quant
+methods and architectures.
 
 Every bad config/header must end in ONE line naming the file or key (exit 2, no traceback);
 every incomplete one must still be planned but carry a note in ``ModelSpec.notes``. Expected
@@ -8,76 +10,15 @@ values are written by hand; nothing here touches the network.
 from __future__ import annotations
 
 import json
-import struct
 import time
-from pathlib import Path
 
 import pytest
-from helpers import TINY_LLAMA, run_cli
+from helpers import run_cli
+from model_files import LLAMA, model_dir, one_error
 
 from kvplan.errors import KvplanError
 from kvplan.sources import load_spec, resolve_model
 from kvplan.model.parse import parse_config
-
-LLAMA = {**TINY_LLAMA, "tie_word_embeddings": False}
-
-# Every tensor vLLM loads for LLAMA (hand-written from the Llama layout; 2 layers, hidden 256,
-# head_dim 64, 2 KV heads -> k/v 128 rows, intermediate 512, vocab 1000).
-def _llama_layer(i: int) -> dict[str, tuple[str, list[int]]]:
-    p = f"model.layers.{i}."
-    return {
-        p + "self_attn.q_proj.weight": ("BF16", [256, 256]),
-        p + "self_attn.k_proj.weight": ("BF16", [128, 256]),
-        p + "self_attn.v_proj.weight": ("BF16", [128, 256]),
-        p + "self_attn.o_proj.weight": ("BF16", [256, 256]),
-        p + "mlp.gate_proj.weight": ("BF16", [512, 256]),
-        p + "mlp.up_proj.weight": ("BF16", [512, 256]),
-        p + "mlp.down_proj.weight": ("BF16", [256, 512]),
-        p + "input_layernorm.weight": ("BF16", [256]),
-        p + "post_attention_layernorm.weight": ("BF16", [256]),
-    }
-
-
-EMBED = {"model.embed_tokens.weight": ("BF16", [1000, 256])}
-HEAD = {"model.norm.weight": ("BF16", [256]), "lm_head.weight": ("BF16", [1000, 256])}
-# 2 x (256*256*2 + 128*256*2 + 512*256*3 + 256*2) + 1000*256*2 + 256 = 1,631,488 elements
-FULL_LLAMA_ELEMENTS = 2 * (131072 + 65536 + 393216 + 512) + 512000 + 256
-
-BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "U8": 1}
-
-
-def header_bytes(header: dict) -> bytes:
-    raw = json.dumps(header).encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    header: dict = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, (dtype, shape) in tensors.items():
-        n = 1
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n * BYTES[dtype]]}
-        offset += n * BYTES[dtype]
-    path.write_bytes(header_bytes(header) + bytes(offset))
-
-
-def model_dir(tmp_path: Path, config: dict | None = None, name: str = "model") -> Path:
-    d = tmp_path / name
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps(LLAMA if config is None else config), encoding="utf-8")
-    return d
-
-
-def one_error(code: int, out: str, err: str) -> str:
-    """The single error line of a failed command (exit 2, nothing on stdout, no traceback)."""
-    assert code == 2, (code, out, err)
-    assert "Traceback" not in err and out == "", (out, err)
-    lines = err.strip().splitlines()
-    assert lines[0].startswith("error: ") and len(lines) <= 2, err  # the message (+ a hint line)
-    return lines[0]
-
 
 def parse_error(config: dict) -> str:
     with pytest.raises(KvplanError) as exc:
@@ -87,7 +28,7 @@ def parse_error(config: dict) -> str:
     return msg
 
 
-# -- item 2: deeply nested JSON ------------------------------------------------------------------
+# -- deeply nested JSON ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["estimate", "plan"])
@@ -118,22 +59,7 @@ def test_moderately_nested_config_value_is_refused(tmp_path):
     assert str(d / "config.json") in line and "nested" in line
 
 
-def test_deeply_nested_safetensors_header_names_the_file(tmp_path):
-    d = model_dir(tmp_path)
-    raw = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "model.safetensors") in line
-
-
-def test_deeply_nested_index_names_the_file(tmp_path):
-    d = model_dir(tmp_path)
-    (d / "model.safetensors.index.json").write_text("[" * 100_000 + "]" * 100_000)
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "model.safetensors.index.json") in line
-
-
-# -- item 3: counts and sizes are bounded --------------------------------------------------------
+# -- counts and sizes are bounded --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -187,7 +113,7 @@ def test_largest_sane_layer_count_still_parses():
     assert len(spec.layer_kinds) == 4096
 
 
-# -- item 4: every numeric key fails closed ------------------------------------------------------
+# -- every numeric key fails closed ------------------------------------------------------
 
 
 def _family(model_type: str, arch: str, **extra) -> dict:
@@ -279,7 +205,7 @@ def test_rope_factor_abc_through_check_is_model_unresolved(tmp_path):
     assert "model-unresolved" in out and "rope_scaling.factor" in out
 
 
-# -- item 16: position limits and rope factors -----------------------------------------------
+# -- position limits and rope factors -----------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["8192", 0, -1, True, 8192.5, None, [8192]])
@@ -320,7 +246,7 @@ def test_good_yarn_factor_still_scales():
     assert parse_config(cfg, "m").derived_max_model_len == 16384  # 4096 x 4
 
 
-# -- item 9: partial specs carry notes -----------------------------------------------------------
+# -- partial specs carry notes -----------------------------------------------------------
 
 
 def test_bundled_granite_spec_says_where_its_added_keys_come_from():
@@ -380,7 +306,7 @@ def test_complete_bundled_specs_carry_no_notes():
     assert noisy == {}
 
 
-# -- item 17: unknown quant_method / architecture ------------------------------------------------
+# -- unknown quant_method / architecture ------------------------------------------------
 
 
 def test_unknown_quant_method_is_not_silently_unquantized():
@@ -415,148 +341,7 @@ def test_unknown_architecture_through_cli_still_estimates(tmp_path):
     assert json.loads(out)["model"]["num_hidden_layers"] == 2
 
 
-# -- item 5 / 18: safetensors headers ------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "entry, why",
-    [
-        ({"dtype": "BF16", "shape": "x", "data_offsets": [0, 2]}, "shape"),
-        ({"dtype": "BF16", "shape": [-1, 4], "data_offsets": [0, 8]}, "shape"),
-        ({"dtype": "BF16", "shape": [2.5], "data_offsets": [0, 4]}, "shape"),
-        ({"dtype": "BF16", "shape": [True], "data_offsets": [0, 2]}, "shape"),
-        ({"dtype": "BF16", "shape": [4], "data_offsets": [0, 2]}, "data_offsets"),
-        ({"dtype": "BF16", "shape": [4], "data_offsets": "x"}, "data_offsets"),
-        ({"dtype": 7, "shape": [4], "data_offsets": [0, 8]}, "dtype"),
-        ({"shape": [4], "data_offsets": [0, 8]}, "dtype"),
-        ("not-a-mapping", "w"),
-    ],
-)
-def test_malformed_safetensors_header_is_one_line_naming_the_file(tmp_path, entry, why):
-    d = model_dir(tmp_path)
-    (d / "model.safetensors").write_bytes(header_bytes({"w": entry}) + bytes(16))
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "model.safetensors") in line and why in line
-
-
-def test_safetensors_header_that_is_a_list_is_one_line(tmp_path):
-    d = model_dir(tmp_path)
-    raw = b"[1, 2, 3]"
-    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "model.safetensors") in line
-
-
-def test_huge_declared_header_length_is_refused(tmp_path):
-    d = model_dir(tmp_path)
-    (d / "model.safetensors").write_bytes(struct.pack("<Q", 2**62) + b"{}")
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "model.safetensors") in line
-
-
-def _full_checkpoint() -> dict:
-    return {**EMBED, **_llama_layer(0), **_llama_layer(1), **HEAD}
-
-
-def test_complete_checkpoint_is_trusted(tmp_path):
-    d = model_dir(tmp_path)
-    write_safetensors(d / "model.safetensors", _full_checkpoint())
-    spec, src = load_spec(str(d))
-    assert spec.checkpoint_params == (("BF16", FULL_LLAMA_ELEMENTS),)
-    assert spec.checkpoint_bytes == FULL_LLAMA_ELEMENTS * 2
-    assert spec.notes == () and spec.checkpoint_tensors_visible
-
-
-def test_one_shard_without_index_is_ignored_with_a_note(tmp_path):
-    d = model_dir(tmp_path)
-    write_safetensors(d / "model-00002-of-00002.safetensors", {**_llama_layer(1), **HEAD})
-    spec, src = load_spec(str(d))
-    assert spec.checkpoint_params is None and spec.checkpoint_bytes is None
-    note = " ".join(spec.notes)
-    assert "model-00001-of-00002.safetensors" in note and "formula" in note
-    assert spec.checkpoint_tensors_visible  # the tensors vLLM would see are there, just not all
-
-
-def test_missing_decoder_layers_are_ignored_with_a_note(tmp_path):
-    d = model_dir(tmp_path)
-    write_safetensors(d / "model.safetensors", {**EMBED, **_llama_layer(0), **HEAD})  # layer 1 missing
-    spec, _ = load_spec(str(d))
-    assert spec.checkpoint_params is None
-    assert any("1 of 2 decoder layers" in n for n in spec.notes), spec.notes
-
-
-def test_index_naming_tensors_the_shards_lack_is_ignored_with_a_note(tmp_path):
-    d = model_dir(tmp_path)
-    tensors = _full_checkpoint()
-    write_safetensors(d / "model-00001-of-00001.safetensors", {k: v for k, v in tensors.items() if k != "lm_head.weight"})
-    weight_map = {name: "model-00001-of-00001.safetensors" for name in tensors}
-    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-    spec, _ = load_spec(str(d))
-    assert spec.checkpoint_params is None
-    assert any("lm_head.weight" in n for n in spec.notes), spec.notes
-
-
-def test_checkpoint_far_below_the_formula_is_ignored_with_a_note(tmp_path):
-    # Every layer is present by name, but the tensors are stubs: 2 x 9 + 3 one-element tensors.
-    d = model_dir(tmp_path)
-    write_safetensors(d / "model.safetensors", {name: ("BF16", [1]) for name in _full_checkpoint()})
-    spec, _ = load_spec(str(d))
-    assert spec.checkpoint_params is None and spec.checkpoint_bytes is None
-    assert any("formula" in n for n in spec.notes), spec.notes
-
-
-def test_incomplete_checkpoint_through_cli_uses_the_formula(tmp_path):
-    full = model_dir(tmp_path, name="full")
-    write_safetensors(full / "model.safetensors", _full_checkpoint())
-    cfg_only = model_dir(tmp_path, name="cfg")
-    part = model_dir(tmp_path, name="part")
-    write_safetensors(part / "model-00002-of-00002.safetensors", {**_llama_layer(1), **HEAD})
-
-    def weights(d: Path) -> int:
-        code, out, err = run_cli("estimate", str(d), "--gpu", "H200", "--format", "json")
-        assert code in (0, 1), err
-        return json.loads(out)["memory"]["weights_bytes"]
-
-    assert weights(part) == weights(cfg_only)
-
-
-# -- item 8: whether tensors were visible is recorded --------------------------------------------
-
-
-def test_tensor_visibility_is_recorded_per_source(tmp_path):
-    cfg_only = model_dir(tmp_path, name="cfg")
-    src = resolve_model(str(cfg_only))
-    assert src.tensors_visible is False and "no safetensors" in src.provenance["tensors"]
-    assert load_spec(str(cfg_only))[0].checkpoint_tensors_visible is False
-
-    src = resolve_model(str(cfg_only / "config.json"))
-    assert src.tensors_visible is False
-
-    with_st = model_dir(tmp_path, name="st")
-    write_safetensors(with_st / "model.safetensors", _full_checkpoint())
-    src = resolve_model(str(with_st))
-    assert src.tensors_visible is True
-
-    bundled = resolve_model("TheBloke/Llama-2-7B-GPTQ")
-    assert bundled.tensors_visible is None and "bundled" in bundled.provenance["tensors"]
-    assert load_spec("TheBloke/Llama-2-7B-GPTQ")[0].checkpoint_tensors_visible is True
-
-
-# -- local hf_quant_config.json (ModelOpt): read beside config.json as vLLM does -----------------
-
-
-def test_local_hf_quant_config_is_read(tmp_path):
-    d = model_dir(tmp_path)
-    (d / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
-    spec, _ = load_spec(str(d))
-    assert spec.quantization is not None and spec.quantization.method == "fp8" and spec.quantization.kv_cache_fp8
-
-
-def test_nested_hf_quant_config_names_the_file(tmp_path):
-    d = model_dir(tmp_path)
-    (d / "hf_quant_config.json").write_text("[" * 100_000 + "]" * 100_000)
-    line = one_error(*run_cli("estimate", str(d), "--gpu", "H200"))
-    assert str(d / "hf_quant_config.json") in line
+# -- keys of a nested text_config -------------------------------------------------------------
 
 
 def test_keys_inside_text_config_are_named_with_their_prefix():

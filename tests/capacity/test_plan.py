@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import run_cli
+from helpers import error_line, run_cli
 
 from kvplan.capacity.search import _dominates
 
@@ -277,3 +277,18 @@ def test_price_given_twice_for_one_gpu_under_two_aliases_is_an_error():
                              "--price", "H100=2", "--price", "h100-sxm=3")
     assert code == 2 and out == ""
     assert err.startswith("error: --price: 'H100' and 'h100-sxm' are the same GPU (h100-sxm)")
+
+
+MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled spec: resolves offline
+
+
+def test_plan_fp8_inc_says_cannot_size_yet():
+    line = error_line(*run_cli("plan", MODEL, "--kv-cache-dtype", "fp8_inc", "--max-model-len", "8192",
+                                   "--concurrency", "10"))
+    assert line.startswith("error: --kv-cache-dtype: vLLM 0.26.0 accepts 'fp8_inc' but kvplan cannot size it yet"), line
+
+
+def test_plan_unknown_kv_dtype_still_unknown():
+    line = error_line(*run_cli("plan", MODEL, "--kv-cache-dtype", "fp9", "--max-model-len", "8192",
+                                   "--concurrency", "10"))
+    assert "unknown value 'fp9'" in line
