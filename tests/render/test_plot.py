@@ -69,7 +69,7 @@ def test_curve_data_is_monotonic_where_vllm_is():
 def test_plot_of_a_plan_that_does_not_fit():
     pytest.importorskip("matplotlib")
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
     from kvplan.plots import figure, pictures
     from kvplan.sources import load_spec
 
