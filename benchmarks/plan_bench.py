@@ -32,7 +32,7 @@ def main() -> None:
 
     os.environ.pop("KVPLAN_GPU_PROFILES", None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from kvplan.cli_plan import load_spec
+    from kvplan.cli.plan import load_spec
     from kvplan.gpus import load_profiles
     from kvplan.capacity.search import SearchSpace, Target, search
 

@@ -8,42 +8,24 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kvplan.errors import KvplanError
 
 
 def build_engine_args(**kw):
-    """EngineArgs from CLI values; pydantic errors become one line naming the flag."""
+    """EngineArgs from CLI values; pydantic errors become one line naming the flag
+    (kvplan.io.errors.engine_args_error)."""
     from pydantic import ValidationError
 
     from kvplan.engines.vllm.args import EngineArgs
+    from kvplan.io.errors import engine_args_error
 
     try:
         return EngineArgs(**{k: v for k, v in kw.items() if v is not None})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else "argument"
-        flag = "--" + field.replace("_", "-")
-
-        raise KvplanError(f"{flag}: {_plain_message(err)} (got {err.get('input')!r})") from None
+        raise engine_args_error(exc) from None
 
 
-def _plain_message(err: dict) -> str:
-    """A pydantic error as a short sentence (no pydantic phrasing)."""
-    ctx = err.get("ctx") or {}
-    kind = err.get("type", "")
-    if kind == "greater_than_equal":
-        return f"must be >= {ctx.get('ge')}"
-    if kind == "greater_than":
-        return f"must be > {ctx.get('gt')}"
-    if kind == "less_than_equal":
-        return f"must be <= {ctx.get('le')}"
-    if kind == "less_than":
-        return f"must be < {ctx.get('lt')}"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return "must be a whole number"
-    if kind in ("float_parsing", "float_type", "finite_number"):
-        return "must be a finite number"
-    return err["msg"].removeprefix("Value error, ")
+# Moved to kvplan.io.errors.plain_message (issue 11); kept for kvplan.cli and verify.
+from kvplan.io.errors import plain_message as _plain_message  # noqa: E402,F401
 
 
 def plan_from_options(
@@ -69,7 +51,7 @@ def plan_from_options(
     from kvplan.engines.vllm import versions
     from kvplan.gpus import check_gpu_memory_flag, find_gpu, load_profiles
     from kvplan.sources import load_spec
-    from kvplan.units import parse_bytes
+    from kvplan.io.units import parse_bytes
 
     versions.select(engine_kw.get("vllm_version") or versions.DEFAULT_VERSION)
     args = build_engine_args(**engine_kw)

@@ -24,16 +24,8 @@ from kvplan.errors import KvplanError
 # Quantile points per length distribution built from MEAN,P95 (deterministic discretization).
 DISTRIBUTION_POINTS = 32
 _Z95 = NormalDist().inv_cdf(0.95)
-# --workload files: checked against the size before a byte is read (and counted while reading,
-# for pipes and devices that have no size), then row by row. 100,000 requests pin a length
-# distribution's percentiles far more finely than the block arithmetic needs, and keep the
-# sweep's per-layout block count (linear in distinct (prompt, output) pairs) to seconds;
-# 16 MiB leaves ~160 bytes per row for the other columns of an exported request log.
-MAX_WORKLOAD_BYTES = 16 * 2**20
-MAX_WORKLOAD_ROWS = 100_000
-# Token counts above this are beyond any model's context (the longest are ~10M tokens); they
-# are refused rather than carried through float arithmetic.
-MAX_TOKENS = 10**9
+# --workload caps and the largest token count (why each: kvplan.io.limits).
+from kvplan.io.limits import MAX_TOKENS, MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS  # noqa: E402
 _TOKEN_EXAMPLES = "e.g. 2000, 2k = 2000, 2K = 2048"
 
 
@@ -320,7 +312,7 @@ def load_pairs_file(path: str | Path) -> Workload:
             f"({MAX_WORKLOAD_ROWS:,} rows)",
             hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
         )
-    from kvplan.safe_io import InputError, open_regular
+    from kvplan.io.files import InputError, open_regular
 
     try:
         raw = open_regular(p)  # a FIFO or device is refused here instead of hanging or never ending

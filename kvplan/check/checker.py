@@ -76,7 +76,7 @@ from kvplan.check.sources.vllm_config import deployment_from_config, describe_ya
 from kvplan.check.version import DEFAULT_VLLM_VERSION
 from kvplan.engines.vllm.serve_flags import catalogue
 from kvplan.errors import KvplanError
-from kvplan.safe_io import MAX_FILE_BYTES, InputError, YamlDoc, load_yaml, read_text
+from kvplan.io.files import MAX_FILE_BYTES, InputError, YamlDoc, load_yaml, read_text
 
 
 class Checker:

@@ -35,7 +35,7 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         # before any Hub or cache lookup: huggingface_hub would take '' as the default branch
         raise KvplanError("--revision: empty", hint="give a branch, tag or commit hash, or leave --revision out for main")
     path = Path(model).expanduser()
-    from kvplan.safe_io import InputError, probe_path, shown_name
+    from kvplan.io.files import InputError, probe_path, shown_name
 
     try:
         # a name the file system cannot even look up (ENAMETOOLONG, a parent that may not be

@@ -28,21 +28,16 @@ from pathlib import Path
 from kvplan.errors import KvplanError
 from kvplan.sources.base import ModelSource
 
-CONFIG_MAX_BYTES = 16 * 1024 * 1024
-# Published config.json files nest 5 levels at most (quantization_config.config_groups.group_0.
-# weights.num_bits); deeper is a broken or hostile file. Python's json parser itself gives up
-# with a RecursionError near 1,000 levels, and anything that walks the dict later would too.
-MAX_JSON_DEPTH = 64
+# Size caps (why each: kvplan.io.limits).
+from kvplan.io.limits import (  # noqa: E402
+    CONFIG_MAX_BYTES,
+    MAX_JSON_DEPTH,
+    SAFETENSORS_MAX_HEADER_BYTES,
+    SAFETENSORS_MAX_TENSOR_BYTES,
+)
+
 INDEX_NAME = "model.safetensors.index.json"
 HF_QUANT_CONFIG_NAME = "hf_quant_config.json"
-# safetensors (safetensors/src/tensor.rs MAX_HEADER_SIZE) refuses headers above 100,000,000 bytes.
-SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
-# No real tensor comes near this: the largest published ones (embeddings of 100k-250k vocabularies
-# x 7-16k hidden, fp32 at worst) are a few GiB, and a whole checkpoint shard is at most tens of GiB.
-# A header claiming more (shape [10^12, 10^12]) is broken or hostile and is refused, never sized.
-# Local files are also held to their own size (data_offsets inside the file); Hub headers only to
-# this bound, since huggingface_hub reads the header alone.
-SAFETENSORS_MAX_TENSOR_BYTES = 1 << 40  # 1 TiB
 
 # Checkpoint tensors vLLM does not load into the served (target) model (its model load_weights; a
 # vLLM version that loads differently belongs in kvplan/engines/vllm/ version rules):
@@ -91,7 +86,7 @@ def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
             deeply (a "[[[[..." file that would otherwise end in a RecursionError); one line
             naming the file.
     """
-    from kvplan.safe_io import InputError, read_bytes
+    from kvplan.io.files import InputError, read_bytes
 
     try:
         # refused from its size before it is read, and never more than max_bytes + 1 read: a
@@ -281,7 +276,7 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
     def bad(why: str) -> KvplanError:
         return KvplanError(f"{path}: unreadable safetensors header ({why})")
 
-    from kvplan.safe_io import InputError, open_regular
+    from kvplan.io.files import InputError, open_regular
 
     try:
         f = open_regular(path)
@@ -661,7 +656,7 @@ def _shard_problem(directory: Path, path: Path) -> str | None:
     symbolic link the user placed in the directory is followed wherever it points (weights
     linked in from another disk, the Hugging Face cache's snapshots -> blobs), as vLLM follows
     it: only the *names* an index gives are confined to the directory (see _bad_shard_name)."""
-    from kvplan.safe_io import file_kind
+    from kvplan.io.files import file_kind
 
     problem = link_problem(path)
     if problem:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kvplan.errors import KvplanError
-from kvplan.units import GiB, MiB
+from kvplan.io.units import GiB, MiB
 from kvplan.verify.log import VllmLog
 from kvplan.verify.records import _slug
 from kvplan.verify.versions import VERIFIED_VLLM
@@ -126,16 +126,14 @@ def _check_logged_options(options: dict, *, skip: set) -> None:
     """
     from pydantic import ValidationError
 
+    from kvplan.io.errors import engine_args_error
     from kvplan.engines.vllm.args import EngineArgs
-    from kvplan.verify.core_api import plain_message
 
     given = {k: v for k, v in options.items() if k in EngineArgs.model_fields and k not in skip}
     try:
         EngineArgs(**given)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = str(err["loc"][0]) if err["loc"] else "engine_args"
-        raise KvplanError(f"engine_args.{key}: {plain_message(err)} (got {err.get('input')!r})") from None
+        raise engine_args_error(exc, prefix="engine_args.") from None
 
 
 def options_to_engine_kwargs(options: dict) -> dict:

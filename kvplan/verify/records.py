@@ -17,12 +17,10 @@ from typing import Optional
 
 from kvplan import __version__
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
-from kvplan.units import GiB
+from kvplan.io.units import GiB
 from kvplan.verify.log import VllmLog
 
-# --from-log and --skip-existing read at most this much: a vLLM start-up log is a few hundred KiB
-# even at DEBUG (tests/data/logs/*), and the whole file is held in memory while it is parsed.
-MAX_FROM_LOG_BYTES = 64 * 2**20
+from kvplan.io.limits import MAX_FROM_LOG_BYTES  # noqa: E402,F401 - what --from-log reads at most
 
 @dataclass
 class CaseResult:
@@ -232,7 +230,7 @@ def recorded_result(name: str, existing: Path) -> CaseResult:
     ``--batch --skip-existing``: status, compared_on and errors of its ``verify`` entry, blocks
     and tokens measured and predicted. An unreadable record (over MAX_FROM_LOG_BYTES, not JSON,
     nested too deeply) reads as status "recorded"; never raises."""
-    from kvplan.safe_io import InputError, read_bytes
+    from kvplan.io.files import InputError, read_bytes
 
     from kvplan.sources.local import MAX_JSON_DEPTH, json_text_depth
 

@@ -36,7 +36,7 @@ from kvplan.verify.versions import VERIFIED_VLLM
 
 DEFAULT_TIMEOUT_S = 15 * 60
 STOP_GRACE_S = 10.0
-MAX_LOG_LINES = 4000
+from kvplan.io.limits import MAX_LOG_LINES  # noqa: E402
 CHILD_OVERRIDE_ENV = "KVPLAN_VERIFY_CHILD"  # a Python script used instead of kvplan.verify.child (tests)
 
 

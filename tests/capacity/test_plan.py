@@ -234,7 +234,7 @@ def test_estimate_max_model_len_auto_is_the_largest_that_fits():
 
 def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     # The hook kvplan.cli's `estimate` can call for --workload (see docs/plan.md).
-    from kvplan.cli_plan import estimate_extras, load_spec
+    from kvplan.cli.plan import estimate_extras, load_spec
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.estimate import EngineArgs, plan
 
@@ -243,7 +243,7 @@ def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     estimate_extras(p, fmt="json", doc=doc, workload="prompt=100 output=29", enable_prefix_caching=False)
     assert doc["workload"]["paged"]["kv_sequences_steady_state"] == pytest.approx(512 * 29 / 219, abs=0.01)
     assert doc["workload"]["static"]["sequences"] == 4  # 512 blocks / 128 per 2048-token sequence
-    from kvplan.cli_plan import workload_model_from_flags
+    from kvplan.cli.plan import workload_model_from_flags
 
     doc = {}
     wl = workload_model_from_flags("prompt=100 output=29", 64, 1, True)

@@ -1,4 +1,4 @@
-"""`kvplan plan` input checks: bad flags, lists and targets.
+"""`kvplan plan` input checks (fresh-eyes review 1, items 1, 23 and 30).
 
 Bad input is ONE line on stderr naming the flag, exit 2, nothing on stdout, no traceback - and it
 is caught before the model is loaded or the sweep runs. Exit 1 stays "checked, nothing meets
@@ -91,7 +91,7 @@ def test_numeric_flags_are_checked_before_the_model_is_loaded():
 
 
 def test_search_refuses_a_non_finite_target():
-    from kvplan.cli_plan import load_spec
+    from kvplan.cli.plan import load_spec
     from kvplan.errors import KvplanError
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.search import SearchSpace, Target, search
@@ -109,7 +109,7 @@ def test_search_refuses_a_non_finite_target():
 def test_search_skips_a_parallel_size_the_engine_model_refuses():
     # EngineArgs caps TP/PP at 1024; a library caller asking for more gets a skip with the
     # reason (never a pydantic traceback), and the CLI refuses it up front (test above).
-    from kvplan.cli_plan import load_spec
+    from kvplan.cli.plan import load_spec
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.search import SearchSpace, Target, search
 
@@ -215,7 +215,7 @@ def test_plot_without_matplotlib_exits_3_before_any_output(tmp_path, monkeypatch
 
 
 def test_validate_plot_is_the_early_check_estimate_can_call(tmp_path, monkeypatch):
-    from kvplan.cli_plan import validate_plot
+    from kvplan.cli.plan import validate_plot
     from kvplan.errors import EnvironmentMissing, KvplanError
 
     assert validate_plot(None) is None
@@ -236,11 +236,11 @@ def test_a_failed_plot_write_leaves_no_file(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
 
-    from kvplan.cli_plan import load_spec
+    from kvplan.cli.plan import load_spec
     from kvplan.errors import KvplanError
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.estimate import EngineArgs, plan
-    from kvplan.plots import pictures, save_plot
+    from kvplan.render.plots import pictures, save_plot
 
     p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=8192))
     pics = pictures(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.cli_plan import load_spec
+from kvplan.cli.plan import load_spec
 from kvplan.gpus import find_gpu, load_profiles
 from kvplan.capacity.search import SearchSpace, Target, search
 

@@ -15,7 +15,7 @@ Properties:
   4. doubling --block-size halves num_gpu_blocks (non-hybrid models, where the block is free);
   5. TP never gives a rank fewer than one KV head: page > 0 and bytes per token follow
      max(1, num_key_value_heads // tp);
-  6. the --format json document validates against kvplan.estimate_schema's JSON Schema (and
+  6. the --format json document validates against kvplan.render.schema's JSON Schema (and
      agrees with itself: GPU count, stages, the minimum over stages, layer counts);
   7. (extra) a recommendation for a configuration that does not start, applied, helps.
 
@@ -821,7 +821,7 @@ def test_recommendations_for_a_failed_start_help(cfg, gpu_name, kw):
 def _validator():
     """A callable(doc) that raises on an invalid document: jsonschema when installed, else the
     pydantic model the schema is generated from."""
-    from kvplan.estimate_schema import EstimateDocument, estimate_json_schema
+    from kvplan.render.schema import EstimateDocument, estimate_json_schema
 
     try:
         import jsonschema
@@ -867,7 +867,7 @@ def test_cli_json_output_validates_against_its_schema(config_file, cfg, gpu_name
 
 def test_schema_rejects_documents_that_break_the_contract():
     """The validator can fail: a missing key, an extra key, a negative block count, a wrong kind."""
-    from kvplan.estimate_schema import EstimateDocument
+    from kvplan.render.schema import EstimateDocument
 
     code, out, err = run_cli("estimate", "google/gemma-2-9b", "--format", "json", "--max-model-len", "8192")
     assert code == 0, err
@@ -900,7 +900,7 @@ def test_schema_rejects_documents_that_break_the_contract():
 
 
 def test_schema_is_json_schema_of_the_pydantic_model():
-    from kvplan.estimate_schema import EstimateDocument, estimate_json_schema
+    from kvplan.render.schema import EstimateDocument, estimate_json_schema
 
     schema = estimate_json_schema()
     assert schema["type"] == "object"

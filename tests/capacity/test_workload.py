@@ -30,7 +30,7 @@ FULL16 = (GroupRule("full", 16),)
 
 
 def _plan(model="meta-llama/Meta-Llama-3-8B", kv_bytes=GiB, **kw):
-    from kvplan.cli_plan import load_spec
+    from kvplan.cli.plan import load_spec
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.estimate import EngineArgs, plan
 

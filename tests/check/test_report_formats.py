@@ -215,7 +215,7 @@ def test_run_check_keeps_the_check_verdict_when_stdout_goes_away(tmp_path, monke
     run_check then returns the checks' own exit code, never 1 for a passing run."""
     import builtins
 
-    from kvplan.cli_check import run_check
+    from kvplan.cli.check import run_check
 
     real_print = builtins.print
 

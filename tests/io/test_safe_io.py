@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import safe_io
-from kvplan.safe_io import InputError
+from kvplan.io import files as safe_io
+from kvplan.io.files import InputError
 from tests.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

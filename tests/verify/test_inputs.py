@@ -139,7 +139,7 @@ def test_compare_does_not_judge_on_a_division_by_zero():
 def test_renderer_never_formats_a_none_percentage(status):
     from rich.console import Console
 
-    from kvplan.cli_verify import print_comparison
+    from kvplan.cli.verify import print_comparison
 
     doc = {"model": "m", "usage": "llm", "status": status, "tolerance_pct": 1.0, "compared_on": "num_gpu_blocks",
            "predicted": {"num_gpu_blocks": 100}, "measured": {"num_gpu_blocks": 0},

@@ -21,7 +21,7 @@ from kvplan.check.sources.vllm_config import (
     kvplan_key_warning,
 )
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import InputError, load_yaml, read_text
+from kvplan.io.files import InputError, load_yaml, read_text
 
 
 def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: FlagCatalogue) -> list[Tok]:

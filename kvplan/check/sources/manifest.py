@@ -29,7 +29,7 @@ from kvplan.check.sources.vllm_config import (
     duplicate_top_keys,
     multiple_documents_problem,
 )
-from kvplan.safe_io import InputError, YamlDoc, load_yaml, read_text
+from kvplan.io.files import InputError, YamlDoc, load_yaml, read_text
 
 
 class Targets(BaseModel):

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from kvplan.safe_io import InputError, read_text
+from kvplan.io.files import InputError, read_text
 
 
-_MAX_QUOTE_LINES = 50  # lines a quoted shell string may span
+from kvplan.io.limits import MAX_QUOTE_LINES as _MAX_QUOTE_LINES  # noqa: E402 - lines a quoted string may span
 
 
 _DIRECTIVE = re.compile(r"#\s*kvplan:\s*(.*)$")

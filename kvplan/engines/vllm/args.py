@@ -75,6 +75,8 @@ class EngineArg:
         help: one line for users.
         gt / ge / le: numeric range (pydantic constraints; None = unbounded).
         check: extra validation (raises ValueError with the message users see), or None.
+        metavar: the placeholder for the value in kvplan's --help ("N", "TOKENS"; None for a
+            bare flag).
     """
 
     name: str
@@ -87,6 +89,7 @@ class EngineArg:
     ge: float | None = None
     le: float | None = None
     check: Callable[[Any], Any] | None = None
+    metavar: str | None = None
 
     def field_info(self):
         """The pydantic Field for this argument (default and range)."""
@@ -96,31 +99,31 @@ class EngineArg:
 
 ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("tensor_parallel_size", int, 1, "1", ("--tensor-parallel-size", "-tp"),
-              "GPUs per pipeline stage (tensor parallel).", ge=1, le=1024),
+              "GPUs per pipeline stage (tensor parallel).", ge=1, le=1024, metavar="N"),
     EngineArg("pipeline_parallel_size", int, 1, "1", ("--pipeline-parallel-size", "-pp"),
-              "Pipeline stages.", ge=1, le=1024),
+              "Pipeline stages.", ge=1, le=1024, metavar="N"),
     EngineArg("max_model_len", int | None, None, "the model's limit (max_position_embeddings, rope scaling); "
-              "-1 = auto (largest that fits)", ("--max-model-len",), "Tokens per request.", check=_check_max_model_len),
+              "-1 = auto (largest that fits)", ("--max-model-len",), "Tokens per request.", check=_check_max_model_len, metavar="TOKENS"),
     EngineArg("gpu_memory_utilization", float, _RULES.defaults.DEFAULT_GPU_MEMORY_UTILIZATION,
               "the version's fixed default", ("--gpu-memory-utilization",),
-              "Fraction of CUDA-visible memory vLLM may use.", gt=0, le=1),
+              "Fraction of CUDA-visible memory vLLM may use.", gt=0, le=1, metavar="FRACTION"),
     EngineArg("kv_cache_dtype", str, "auto", "auto = the model's activation dtype (fp8 for checkpoints with fp8 KV scales)",
-              ("--kv-cache-dtype",), "KV-cache element type.", check=_check_kv_cache_dtype),
+              ("--kv-cache-dtype",), "KV-cache element type.", check=_check_kv_cache_dtype, metavar="DTYPE"),
     EngineArg("block_size", int | None, None, "the attention backend's preferred block (16; MLA backends differ)",
-              ("--block-size",), "Tokens per KV-cache block.", check=_check_block_size),
+              ("--block-size",), "Tokens per KV-cache block.", check=_check_block_size, metavar="TOKENS"),
     EngineArg("dtype", str, "auto", "auto = the checkpoint dtype (float32 runs as bfloat16)", ("--dtype",),
-              "Weight/activation dtype.", check=_check_dtype),
+              "Weight/activation dtype.", check=_check_dtype, metavar="DTYPE"),
     EngineArg("quantization", str | None, None, "the checkpoint's quantization_config", ("--quantization", "-q"),
-              "Weight quantization method."),
+              "Weight quantization method.", metavar="METHOD"),
     EngineArg("max_num_seqs", int | None, None, "the version's batch defaults (by GPU memory and usage)",
-              ("--max-num-seqs",), "Most sequences per step.", ge=1, le=1 << 24),
+              ("--max-num-seqs",), "Most sequences per step.", ge=1, le=1 << 24, metavar="N"),
     EngineArg("max_num_batched_tokens", int | None, None,
               "the version's batch defaults, clamped to max_num_seqs x max_model_len",
-              ("--max-num-batched-tokens",), "Most tokens per step.", ge=1, le=(1 << 31) - 1),
+              ("--max-num-batched-tokens",), "Most tokens per step.", ge=1, le=(1 << 31) - 1, metavar="TOKENS"),
     EngineArg("enforce_eager", bool, False, "False (CUDA graphs on)", ("--enforce-eager",), "Disable CUDA graphs."),
     EngineArg("kv_cache_memory_bytes", int | None, None, "unset (the utilization budget decides)",
               ("--kv-cache-memory-bytes",), "KV-cache bytes per GPU, bypassing the utilization budget.",
-              gt=0, le=1 << 50),
+              gt=0, le=1 << 50, metavar="BYTES"),
     EngineArg("enable_prefix_caching", bool | None, None, "on unless the model is hybrid",
               ("--enable-prefix-caching", "--no-enable-prefix-caching"), "Prefix caching."),
     EngineArg("disable_hybrid_kv_cache_manager", bool, False, "False", ("--disable-hybrid-kv-cache-manager",),
@@ -128,7 +131,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
               "(changes the batch defaults).", check=_check_usage),
     EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),
-              "Which vLLM version's rules to use (engines/vllm/versions.py)."),
+              "Which vLLM version's rules to use (engines/vllm/versions.py).", metavar="VERSION"),
 )
 
 _BY_NAME = {a.name: a for a in ENGINE_ARGS}

@@ -14,7 +14,7 @@ from kvplan.engines.vllm import versions
 # field -> (flag, the default version's fixed default or None when it depends on the model/GPU):
 # the version's rules (VllmRules.serve_flags, e.g. engines/vllm/v0_26/flag_catalogue.py).
 SERVE_FLAGS = versions.default().serve_flags
-SERVE_FLAGS_0_26 = SERVE_FLAGS  # the old name (render.py reads it); goes with the issue-11 shims
+SERVE_FLAGS_0_26 = SERVE_FLAGS  # the old name; nothing in kvplan reads it now (goes with the issue-11 shims)
 
 # Every `vllm serve` flag kvplan understands when reading command lines/configs (underscored).
 KNOWN_ENGINE_KEYS = {k for k in SERVE_FLAGS} | {"model"}

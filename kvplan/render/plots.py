@@ -2,8 +2,9 @@
 and the per-GPU memory breakdown - in the terminal (rich) and as a PNG/SVG file (matplotlib,
 the optional extra ``kvplan[plot]``, imported only when a file is asked for).
 
-The curves are re-plans of the same model, GPU and flags with one value changed (kvplan.planner,
-vLLM 0.26.0 rules); nothing here computes memory itself. Units: tokens, bytes (int); GiB appear
+The curves are re-plans of the same model, GPU and flags with one value changed
+(kvplan.capacity.estimate, under the plan's own vLLM version's rules); nothing here computes
+memory itself. Units: tokens, bytes (int); GiB appear
 only in labels.
 """
 
@@ -88,10 +89,10 @@ def pictures(plan, workload=None) -> PlanPictures:
     """Re-plan ``plan`` over max_model_len and gpu_memory_utilization.
 
     Args:
-        workload: an optional kvplan.workload.WorkloadModel (adds the workload's requests).
-    Rule source: kvplan.planner.plan (vLLM 0.26.0).
+        workload: an optional kvplan.capacity.workload.WorkloadModel (adds the workload's requests).
+    Rule source: kvplan.capacity.estimate.plan (the rules of the plan's --vllm-version).
     """
-    from kvplan.planner import plan as plan_fn
+    from kvplan.capacity.estimate import plan as plan_fn
 
     def point(x, update) -> CurvePoint:
         try:
@@ -186,7 +187,7 @@ def check_plot_path(path: str) -> Path:
     The name must end in .png or .svg (any case); what is there must be a regular file or
     nothing (a symbolic link is followed to the file it points to; a directory, FIFO or device
     is refused, never replaced); its directory must exist and accept a new file (tried, see
-    kvplan.safe_io.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
+    kvplan.io.files.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
 
     Returns:
         the file to write (absolute, symbolic links resolved).
@@ -199,7 +200,7 @@ def check_plot_path(path: str) -> Path:
         raise KvplanError("--plot: empty file name", hint="e.g. --plot plan.png")
     if Path(path).suffix.lower().lstrip(".") not in PLOT_FORMATS:
         raise KvplanError(f"--plot: {path}: expected a .png or .svg file name")
-    from kvplan.safe_io import output_target
+    from kvplan.io.files import output_target
 
     out = output_target(path, "--plot", "plan.png")
     try:
@@ -230,7 +231,7 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
 
     fig = figure(pics)
     try:
-        from kvplan.safe_io import write_file_atomically
+        from kvplan.io.files import write_file_atomically
 
         write_file_atomically(out, "--plot", path, lambda tmp: fig.savefig(tmp, format=fmt), suffix=f".{fmt}")
     finally:

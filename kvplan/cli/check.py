@@ -1,4 +1,4 @@
-"""`kvplan check` and `kvplan schema` (registered by kvplan.cli through ``register(app)``).
+"""`kvplan check` (registered by kvplan.cli through ``register(app)``; `kvplan schema` is kvplan.cli.schema).
 
 `kvplan check FILE...` reads vLLM deployment files (``vllm serve --config`` YAML, shell scripts,
 Dockerfiles, docker-compose and Kubernetes YAML, kvplan.yaml) and reports what the selected vLLM version
@@ -25,15 +25,15 @@ FORMATS = ("human", "json", "github")
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``check`` and ``schema`` commands to kvplan's typer app."""
-    from kvplan.check.version import DEFAULT_VLLM_VERSION
+    """Add the ``check`` command to kvplan's typer app."""
+    from kvplan.engines.vllm.versions import DEFAULT_VERSION
 
     @app.command("check")
     def check(
         files: list[str] = typer.Argument(..., help="Deployment files: vLLM --config YAML, scripts, Dockerfiles, compose, k8s, kvplan.yaml."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU profile for deployments that declare none (see `kvplan gpus`)."),
         gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-        vllm_version: str = typer.Option(DEFAULT_VLLM_VERSION, "--vllm-version", help="vLLM version whose flags and rules to check against."),
+        vllm_version: str = typer.Option(DEFAULT_VERSION, "--vllm-version", help="vLLM version whose flags and rules to check against."),
         fmt: str = typer.Option("human", "--format", help="human, json or github (workflow annotations)."),
         junit_xml: Optional[str] = typer.Option(None, "--junit-xml", help="Also write a JUnit XML report to this file."),
         strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),
@@ -63,28 +63,6 @@ def register(app: typer.Typer) -> None:
             return
         raise typer.Exit(code)
 
-    @app.command("schema")
-    def schema(
-        kind: str = typer.Argument("config", help="config (a `vllm serve --config` YAML file) or manifest (kvplan.yaml)."),
-        vllm_version: str = typer.Option(DEFAULT_VLLM_VERSION, "--vllm-version", help="vLLM version whose flags to describe."),
-    ) -> None:
-        """Print the JSON Schema of the config format (for editors: yaml-language-server)."""
-        from kvplan.check.schema import json_schema
-        from kvplan.errors import KvplanError
-
-        try:
-            doc = json_schema(kind, vllm_version)
-        except KvplanError as e:
-            from kvplan.cli import fail
-
-            fail(e.message, e.hint, e.exit_code)
-            return
-        try:
-            print(json.dumps(doc, indent=2))
-            sys.stdout.flush()
-        except BrokenPipeError:  # `kvplan schema | head`: the schema was asked for; not a failure
-            _drop_stdout()
-
 
 def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict, stdin_name=None) -> int:
     """Run the checks, write ``junit_xml``, print the report in ``fmt``; return the exit code.
@@ -105,7 +83,7 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict,
 
     if fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
-    from kvplan.safe_io import record_inputs
+    from kvplan.io.files import record_inputs
 
     named = named_inputs([*files, *(gpu_profiles or [])])
     target = check_junit_path(junit_xml) if junit_xml is not None else None
@@ -201,16 +179,16 @@ def check_junit_path(path: str):
     Raises:
         KvplanError: the path is empty, is (or points to) a directory or another non-regular
             file, its directory does not exist or no file can be created in it (names
-            --junit-xml). See kvplan.safe_io.output_target.
+            --junit-xml). See kvplan.io.files.output_target.
     """
-    from kvplan.safe_io import output_target
+    from kvplan.io.files import output_target
 
     return output_target(path, "--junit-xml", "kvplan-junit.xml")
 
 
 def write_junit(report, path: str, strict: bool, target=None) -> None:
     """Write the JUnit XML atomically (temporary file in the same directory, then rename); the
-    file gets the mode a normal write would give it (safe_io.new_file_mode).
+    file gets the mode a normal write would give it (kvplan.io.files.new_file_mode).
 
     Args:
         target: the file check_junit_path returned for ``path`` (checked again when None).
@@ -218,7 +196,7 @@ def write_junit(report, path: str, strict: bool, target=None) -> None:
         KvplanError: the path cannot be written (see check_junit_path), or something other
             than a regular file appeared there meanwhile (names --junit-xml).
     """
-    from kvplan.safe_io import write_file_atomically
+    from kvplan.io.files import write_file_atomically
 
     if target is None:
         target = check_junit_path(path)

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MAX_FILE_BYTES = 2 * 1024 * 1024  # larger inputs are refused, not read
-MAX_YAML_NODES = 100_000  # a YAML document expanding (through aliases) past this is refused
+from kvplan.io.limits import MAX_FILE_BYTES, MAX_YAML_NODES
 
 
 class InputError(Exception):

@@ -30,8 +30,7 @@ _UNITS = {
     "g": GiB,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
-# Byte counts reach torch and CUDA as int64; anything larger is a typo, not a size.
-MAX_BYTES = (1 << 63) - 1
+from kvplan.io.limits import MAX_BYTES  # noqa: E402 - int64: larger is a typo, not a size
 
 
 def parse_bytes(text: str | int, *, what: str = "size") -> int:

@@ -17,6 +17,7 @@ from typing import Optional
 
 import typer
 
+from kvplan.cli.options import ALIASES, engine_option
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, KvplanError
 from kvplan.verify.versions import VERIFIED_VLLM
 
@@ -74,20 +75,22 @@ def verify(
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU profile for the prediction (default: the GPU the run measured)."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Override CUDA-visible memory for the prediction."),
     gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-    tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", "-tp"),
-    pipeline_parallel_size: Optional[int] = typer.Option(None, "--pipeline-parallel-size", "-pp"),
-    max_model_len: Optional[str] = typer.Option(None, "--max-model-len", help="Tokens, or 'auto'."),
-    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
-    kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype"),
-    block_size: Optional[int] = typer.Option(None, "--block-size"),
-    dtype: Optional[str] = typer.Option(None, "--dtype"),
-    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
-    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens"),
-    enforce_eager: bool = typer.Option(False, "--enforce-eager"),
-    kv_cache_memory: Optional[str] = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes (bypasses --gpu-memory-utilization)."),
+    tensor_parallel_size: Optional[int] = engine_option("tensor_parallel_size", None),
+    pipeline_parallel_size: Optional[int] = engine_option("pipeline_parallel_size", None),
+    max_model_len: Optional[str] = engine_option("max_model_len", None, help="Tokens, or 'auto'."),
+    gpu_memory_utilization: Optional[float] = engine_option("gpu_memory_utilization", None),
+    kv_cache_dtype: Optional[str] = engine_option("kv_cache_dtype", None),
+    block_size: Optional[int] = engine_option("block_size", None),
+    dtype: Optional[str] = engine_option("dtype", None),
+    quantization: Optional[str] = engine_option("quantization", None),
+    max_num_seqs: Optional[int] = engine_option("max_num_seqs", None),
+    max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
+    enforce_eager: bool = engine_option("enforce_eager", False),
+    kv_cache_memory: Optional[str] = engine_option(
+        "kv_cache_memory_bytes", None, flags=ALIASES["kv_cache_memory_bytes"], help="KV-cache bytes (bypasses --gpu-memory-utilization)."
+    ),
     revision: Optional[str] = typer.Option(None, "--revision"),
-    vllm_version: str = typer.Option(VERIFIED_VLLM, "--vllm-version", help="The vLLM version to verify against."),
+    vllm_version: str = engine_option("vllm_version", VERIFIED_VLLM, help="The vLLM version to verify against."),
     usage: Optional[str] = typer.Option(
         None, "--usage", help="llm (offline LLM class; the default for runs) or serve (`vllm serve` defaults)."
     ),
@@ -125,17 +128,18 @@ def verify(
 
 def _options(kw: VerifyFlags) -> dict:
     """kvplan estimate options the user gave (validated as `kvplan estimate` does)."""
-    from kvplan.cli import parse_max_model_len, positive
-    from kvplan.units import parse_bytes
+    from kvplan.cli.options import check_fraction, parse_max_model_len, positive_engine_args
+    from kvplan.io.units import parse_bytes
 
-    positive("--tensor-parallel-size", kw.tensor_parallel_size)
-    positive("--pipeline-parallel-size", kw.pipeline_parallel_size)
-    positive("--max-num-seqs", kw.max_num_seqs)
-    positive("--max-num-batched-tokens", kw.max_num_batched_tokens)
-    positive("--block-size", kw.block_size)
+    positive_engine_args({
+        "tensor_parallel_size": kw.tensor_parallel_size,
+        "pipeline_parallel_size": kw.pipeline_parallel_size,
+        "max_num_seqs": kw.max_num_seqs,
+        "max_num_batched_tokens": kw.max_num_batched_tokens,
+        "block_size": kw.block_size,
+    })
     util = kw.gpu_memory_utilization
-    if util is not None and not (0 < util <= 1):
-        raise KvplanError(f"--gpu-memory-utilization: must be in (0, 1], got {util}")
+    check_fraction("gpu_memory_utilization", util)
     out = {
         "tensor_parallel_size": kw.tensor_parallel_size,
         "pipeline_parallel_size": kw.pipeline_parallel_size,
@@ -148,7 +152,7 @@ def _options(kw: VerifyFlags) -> dict:
         "max_num_seqs": kw.max_num_seqs,
         "max_num_batched_tokens": kw.max_num_batched_tokens,
         "enforce_eager": True if kw.enforce_eager else None,
-        "kv_cache_memory_bytes": parse_bytes(kw.kv_cache_memory, what="--kv-cache-memory") if kw.kv_cache_memory else None,
+        "kv_cache_memory_bytes": parse_bytes(kw.kv_cache_memory, what=ALIASES["kv_cache_memory_bytes"][0]) if kw.kv_cache_memory else None,
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -437,7 +441,7 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        from kvplan.render import hanging
+        from kvplan.render.table import hanging
 
         console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):

@@ -1,0 +1,205 @@
+"""`kvplan estimate`: the plan of one model on one GPU configuration (the core is
+kvplan.capacity.estimate through kvplan.capacity.options.plan_from_options).
+
+Thin: flags -> EstimateFlags -> plan_from_options -> kvplan.render (table, JSON, YAML, serve
+line) and, with --workload/--plot/--curves, kvplan.cli.plan.estimate_extras. Exit codes: 0 it
+starts, 1 it does not, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import typer
+
+from kvplan.cli.options import (
+    check_fraction,
+    engine_option,
+    parse_kv_cache_memory,
+    parse_max_model_len,
+    positive_engine_args,
+)
+from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
+
+FORMATS = ("table", "json", "yaml", "serve")
+
+
+@dataclass(frozen=True)
+class EstimateFlags:
+    """The flags of one ``kvplan estimate`` call as typer parsed them (text still unparsed where
+    the flag takes units: ``max_model_len``, ``kv_cache_memory``, ``gpu_memory``)."""
+
+    model: str
+    gpu: str
+    gpu_memory: Optional[str]
+    gpu_profiles: Optional[list[str]]
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: Optional[str]
+    gpu_memory_utilization: Optional[float]
+    kv_cache_dtype: str
+    block_size: Optional[int]
+    dtype: str
+    quantization: Optional[str]
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    kv_cache_memory: Optional[str]
+    revision: Optional[str]
+    vllm_version: str
+    usage: str
+    fmt: str
+    workload: Optional[str]
+    shared_prefix_tokens: int
+    n: int
+    enable_prefix_caching: Optional[bool]
+    plot: Optional[str]
+    curves: bool
+    verbose: bool
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``estimate`` command to ``app``."""
+    app.command("estimate")(estimate)
+
+
+def estimate(
+    model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
+    gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."),
+    tensor_parallel_size: int = engine_option("tensor_parallel_size", 1),
+    pipeline_parallel_size: int = engine_option("pipeline_parallel_size", 1),
+    max_model_len: Optional[str] = engine_option("max_model_len", None, help="Tokens, or 'auto' for the largest that fits."),
+    gpu_memory_utilization: Optional[float] = engine_option("gpu_memory_utilization", None),
+    kv_cache_dtype: str = engine_option("kv_cache_dtype", "auto", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2"),
+    block_size: Optional[int] = engine_option("block_size", None),
+    dtype: str = engine_option("dtype", "auto"),
+    quantization: Optional[str] = engine_option("quantization", None),
+    max_num_seqs: Optional[int] = engine_option("max_num_seqs", None),
+    max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
+    enforce_eager: bool = engine_option("enforce_eager", False),
+    kv_cache_memory: Optional[str] = engine_option(
+        "kv_cache_memory_bytes", None, help="KV-cache bytes (bypasses --gpu-memory-utilization)."
+    ),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
+    fmt: str = typer.Option(
+        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
+    ),
+    workload: Optional[str] = typer.Option(
+        None, "--workload", metavar="WORKLOAD", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
+    ),
+    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", metavar="TOKENS", help="System-prompt tokens shared by all requests."),
+    n: int = typer.Option(1, "--n", "--beam-width", metavar="N", help="Parallel samples / beams per request."),
+    enable_prefix_caching: Optional[bool] = engine_option("enable_prefix_caching", None),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
+    curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
+    ),
+) -> None:
+    """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
+    from kvplan.cli import fail
+
+    flags = EstimateFlags(
+        model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
+        block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
+        revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
+        shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
+        curves=curves, verbose=verbose,
+    )
+    try:
+        code = run_estimate(flags)
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    raise typer.Exit(code)
+
+
+def run_estimate(f: EstimateFlags) -> int:
+    """The body of `kvplan estimate`: check the flags, plan, render. Returns the exit code.
+
+    Raises:
+        KvplanError: a bad flag, file or model (exit 2), no matplotlib for --plot (exit 3).
+    """
+    from kvplan.capacity.options import plan_from_options
+
+    if f.fmt not in FORMATS:
+        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table, json, yaml or serve")
+    positive_engine_args({
+        "tensor_parallel_size": f.tensor_parallel_size,
+        "pipeline_parallel_size": f.pipeline_parallel_size,
+        "max_num_seqs": f.max_num_seqs,
+        "max_num_batched_tokens": f.max_num_batched_tokens,
+        "block_size": f.block_size,
+    })
+    check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
+    kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
+    max_model_len = parse_max_model_len(f.max_model_len)
+    extras = {"plot": f.plot, "curves": f.curves}
+    wl_args = (f.workload, f.shared_prefix_tokens, f.n, f.enable_prefix_caching)
+    if f.workload is not None or f.shared_prefix_tokens or f.n != 1 or f.plot is not None or f.curves:
+        from kvplan.cli.plan import estimate_extras, validate_plot, workload_model_from_flags
+
+        validate_plot(f.plot)  # exit 2 (bad path) or 3 (no matplotlib) before any output
+        extras["workload"] = workload_model_from_flags(*wl_args)  # bad input fails before any output
+    else:
+        estimate_extras = None
+    plan, source = plan_from_options(
+        model=f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
+        tensor_parallel_size=f.tensor_parallel_size, pipeline_parallel_size=f.pipeline_parallel_size,
+        max_model_len=max_model_len, gpu_memory_utilization=f.gpu_memory_utilization,
+        kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
+        max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
+        vllm_version=f.vllm_version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+    )
+    _warn_multi_node(plan)
+
+    from kvplan import render
+
+    revision = f.revision
+    if f.fmt == "json":
+        doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
+        if estimate_extras:
+            estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
+        print(json.dumps(doc, indent=2))
+    elif f.fmt in ("yaml", "serve"):
+        if not plan.fits:
+            print(render.no_start_warning(plan), file=sys.stderr)
+        sys.stdout.write(render.config_yaml(plan, revision) if f.fmt == "yaml" else render.serve_command(plan, revision) + "\n")
+        if estimate_extras:
+            estimate_extras(plan, fmt=f.fmt, **extras)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        render.print_table(plan, console, revision, verbose=f.verbose)
+        if estimate_extras:
+            estimate_extras(plan, fmt=f.fmt, console=console, **extras)
+    return EXIT_OK if plan.fits else EXIT_FAIL
+
+
+def _warn_multi_node(plan) -> None:
+    """Add a warning when --tensor-parallel-size spans more GPUs than one node holds. GPU profiles
+    record no node size, so kvplan assumes 8 (kvplan.gpus.GPUS_PER_NODE) and says so; `plan`
+    keeps TP within --gpus-per-node instead."""
+    from kvplan.gpus import GPUS_PER_NODE
+
+    tp = plan.effective["tensor_parallel_size"]
+    if tp > GPUS_PER_NODE:
+        plan.warnings.append(
+            f"--tensor-parallel-size {tp} spans more than one node (kvplan assumes {GPUS_PER_NODE} GPUs per node; "
+            "GPU profiles do not record it): tensor parallelism across nodes all-reduces over the network "
+            f"and is slow; prefer --tensor-parallel-size {GPUS_PER_NODE} with --pipeline-parallel-size "
+            f"{max(1, tp // GPUS_PER_NODE) * plan.effective['pipeline_parallel_size']} (needs a Ray cluster)"
+        )

@@ -1,0 +1,42 @@
+"""`kvplan gpus`: list the GPU profiles (kvplan.gpus) as a table or JSON (kvplan.render.table)."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from kvplan.errors import KvplanError
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``gpus`` command to ``app``."""
+    app.command("gpus")(gpus)
+
+
+def gpus(
+    gpu_profiles: Optional[list[str]] = typer.Option(
+        None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."
+    ),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table or json."),
+) -> None:
+    """List GPU profiles (CUDA-visible memory, fp8 support, price)."""
+    from kvplan.cli import fail
+
+    try:
+        from kvplan.gpus import load_profiles
+
+        profiles = load_profiles(gpu_profiles)
+        if fmt == "json":
+            print(json.dumps([p.model_dump() for p in profiles.values()], indent=2))
+            return
+        if fmt != "table":
+            raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+        from rich.console import Console
+
+        from kvplan.render.table import print_gpus
+
+        print_gpus(profiles.values(), Console())
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)

@@ -1,0 +1,134 @@
+"""The engine-argument options shared by `estimate`, `plan` and `verify`, derived from the one
+table of engine arguments (kvplan.engines.vllm.args.ENGINE_ARGS): their `vllm serve` spellings
+(-tp, -pp, -q included), value placeholders and lower bounds come from the table, so a flag is
+spelled and range-checked the same way by every command. Only what differs per command is given
+here: the default (``plan`` takes lists, ``verify`` reads missing values from the run) and the
+help line.
+
+Also the flag parsers every command shares (--max-model-len, --kv-cache-memory-bytes): values
+as `vllm serve` reads them, errors as one line naming the flag as typed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import typer
+
+from kvplan.engines.vllm.args import ENGINE_ARGS, engine_arg
+from kvplan.errors import KvplanError
+
+# kvplan's own shorter spelling of a `vllm serve` flag, accepted after vLLM's.
+ALIASES: dict[str, tuple[str, ...]] = {"kv_cache_memory_bytes": ("--kv-cache-memory",)}
+
+
+def flag_of(name: str) -> str:
+    """The long `vllm serve` spelling of engine argument ``name`` ("--max-num-seqs")."""
+    return engine_arg(name).flags[0]
+
+
+def engine_option(name: str, default: Any, *, help: Optional[str] = None, flags: Optional[tuple[str, ...]] = None) -> Any:
+    """A typer option for engine argument ``name`` (a row of ENGINE_ARGS): its `vllm serve`
+    spellings (plus kvplan's alias, see ALIASES) and metavar from the table.
+
+    Args:
+        default: the command's default (None = not given; vLLM's default applies).
+        help: the command's help line (None = none).
+        flags: the spellings to accept when a command takes fewer than the table lists.
+    """
+    arg = engine_arg(name)
+    decls = flags or (arg.flags + ALIASES.get(name, ()))
+    if len(decls) == 2 and decls[1] == "--no-" + decls[0][2:]:
+        decls = (f"{decls[0]}/{decls[1]}",)  # a tri-state switch: --X/--no-X
+    return typer.Option(default, *decls, metavar=arg.metavar, help=help)
+
+
+def positive_engine_args(values: dict[str, Optional[int]]) -> None:
+    """Each given int engine argument is >= 1 (the table's lower bound; --block-size too, whose
+    rule in the table is "a positive multiple of 16": the CLI says >= 1 first).
+
+    Raises:
+        KvplanError: "<flag>: must be >= 1, got <value>" for the first one below (in ``values``' order).
+    """
+    for name, value in values.items():
+        positive(flag_of(name), value)
+
+
+def check_fraction(name: str, value: Optional[float]) -> None:
+    """A fraction engine argument (--gpu-memory-utilization) inside the table's range (gt, le].
+
+    Raises:
+        KvplanError: "<flag>: must be in (0, 1], got <value>".
+    """
+    arg = engine_arg(name)
+    if value is not None and not (arg.gt < value <= arg.le):
+        raise KvplanError(f"{flag_of(name)}: must be in ({arg.gt:g}, {arg.le:g}], got {value}")
+
+
+def positive(name: str, value: Optional[int]) -> Optional[int]:
+    """``value`` unless it is below 1 (``name`` is the flag, for the message).
+
+    Raises:
+        KvplanError: "<name>: must be >= 1, got <value>".
+    """
+    if value is not None and value < 1:
+        raise KvplanError(f"{name}: must be >= 1, got {value}")
+    return value
+
+
+def parse_max_model_len(value: Optional[str]) -> Optional[int]:
+    """--max-model-len as `vllm serve` reads it: tokens, "32k" (x1000) / "32K" (x1024), or "auto" (-1).
+
+    Raises:
+        KvplanError: not a positive number or auto (names the flag).
+    """
+    if value is None:
+        return None
+    from kvplan.engines.vllm.serve_flags import parse_max_model_len as vllm_parse
+
+    try:
+        n = vllm_parse(value)
+    except ValueError:
+        raise KvplanError(
+            f"--max-model-len: expected a number of tokens (8192, 32k = 32000, 32K = 32768) or 'auto', got {value!r}"
+        ) from None
+    if n != -1 and n <= 0:
+        raise KvplanError(f"--max-model-len: must be positive, got {value!r}")
+    return n
+
+
+def parse_kv_cache_memory(value: Optional[str]) -> Optional[int]:
+    """--kv-cache-memory-bytes as `vllm serve` reads it ("80g" = 80e9, "80G" = 80 GiB) or with
+    an IEC unit ("80GiB"), in bytes. Raises KvplanError naming the flag as typed
+    (--kv-cache-memory or --kv-cache-memory-bytes)."""
+    if value is None:
+        return None
+    from kvplan.engines.vllm.serve_flags import parse_human_int
+    from kvplan.io.units import parse_bytes
+
+    flag = flag_typed(*ALIASES["kv_cache_memory_bytes"], flag_of("kv_cache_memory_bytes"))
+    try:
+        n = parse_human_int(value)
+    except ValueError:
+        n = parse_bytes(value, what=flag)
+    if n <= 0:
+        raise KvplanError(f"{flag}: must be a positive number of bytes, got {value!r}")
+    return n
+
+
+def flag_typed(*spellings: str) -> str:
+    """Which of an option's ``spellings`` the command line used (the last one given, as click
+    keeps the last value), for messages; all of them joined by "/" when none is on it."""
+    used = None
+    for a in sys.argv[1:]:
+        for flag in spellings:
+            if a == flag or a.startswith(flag + "="):
+                used = flag
+    return used or "/".join(spellings)
+
+
+__all__ = [
+    "ALIASES", "ENGINE_ARGS", "check_fraction", "engine_option", "flag_of", "flag_typed", "parse_kv_cache_memory",
+    "parse_max_model_len", "positive", "positive_engine_args",
+]

@@ -1,0 +1,437 @@
+"""`kvplan plan`: from a model, a context length and a concurrency target to the GPUs to rent.
+
+Registered by kvplan.cli through ``register(app)``. Thin: parse flags -> kvplan.capacity.search (reverse
+planner), kvplan.capacity.workload (capacity for real request lengths), kvplan.render.plots (pictures) -> render.
+Exit codes: 0 options found, 1 no option meets the target (the closest is named), 2 bad input,
+3 matplotlib missing for --plot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+import typer
+
+from kvplan.cli.options import engine_option, positive, positive_engine_args
+from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
+
+GiB = 1 << 30
+
+
+def _csv(value: str, flag: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise KvplanError(f"{flag}: empty list")
+    return items
+
+
+def _ints(value: str, flag: str, most: int | None = None) -> tuple[int, ...]:
+    out = []
+    for v in _csv(value, flag):
+        try:
+            n = int(v)
+        except ValueError:
+            raise KvplanError(f"{flag}: expected whole numbers separated by commas, got {v!r}") from None
+        if n < 1 or (most is not None and n > most):
+            raise KvplanError(f"{flag}: must be between 1 and {most}, got {n}" if most else f"{flag}: must be >= 1, got {n}")
+        out.append(n)
+    return tuple(dict.fromkeys(out))
+
+
+def _engine_arg_max(field: str) -> int | None:
+    """The upper bound kvplan's EngineArgs puts on an int field (``le``), None when it has none."""
+    from kvplan.capacity.estimate import EngineArgs
+
+    for m in EngineArgs.model_fields[field].metadata:
+        if getattr(m, "le", None) is not None:
+            return int(m.le)
+    return None
+
+
+def _shown(x: float) -> str:
+    """A float as the user would recognise it (1e400 arrives from the option parser as inf)."""
+    return repr(x) if math.isfinite(x) else str(x)
+
+
+def check_numbers(kw: PlanFlags) -> None:
+    """Every numeric flag of `plan`: finite and in range, before anything is loaded or searched.
+
+    --concurrency: finite, >= 1; --gpu-memory-utilization: finite, in (0, 1]; --max-gpus,
+    --gpus-per-node, --top, --n, --block-size, --max-num-seqs, --max-num-batched-tokens: >= 1;
+    --shared-prefix-tokens: >= 0. (--tensor-parallel-size / --pipeline-parallel-size lists,
+    --price, --max-model-len and --workload are checked where they are parsed.)
+
+    Raises:
+        KvplanError: one line naming the flag (exit 2).
+    """
+    c = kw.concurrency
+    if not (math.isfinite(c) and c >= 1):
+        # a target below one request is not a load to plan for (1e-300 made the spare % absurd)
+        raise KvplanError(f"--concurrency: must be a finite number >= 1 (concurrent requests), got {_shown(c)}")
+    u = kw.gpu_memory_utilization
+    if u is not None and not (math.isfinite(u) and 0 < u <= 1):
+        raise KvplanError(f"--gpu-memory-utilization: must be a finite fraction in (0, 1], got {_shown(u)}")
+    for flag, key in (("--max-gpus", "max_gpus"), ("--gpus-per-node", "gpus_per_node"), ("--top", "top"), ("--n", "n")):
+        positive(flag, getattr(kw, key))
+    positive_engine_args({
+        "block_size": kw.block_size, "max_num_seqs": kw.max_num_seqs, "max_num_batched_tokens": kw.max_num_batched_tokens,
+    })
+    if kw.shared_prefix_tokens < 0:
+        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {kw.shared_prefix_tokens}")
+
+
+def validate_plot(plot: str | None):
+    """--plot, checked before anything is printed: a .png/.svg name in an existing, writable
+    directory, and matplotlib importable. Writes nothing. For `plan` and (through kvplan.cli)
+    `estimate`; see kvplan.render.plots.check_plot_path.
+
+    Returns:
+        the Path, or None without --plot.
+    Raises:
+        KvplanError: bad name/directory (exit 2); EnvironmentMissing: no matplotlib (exit 3).
+    """
+    if plot is None:
+        return None
+    from kvplan.render.plots import check_plot_path
+
+    return check_plot_path(plot)
+
+
+@lru_cache(maxsize=8)
+def load_spec(model: str, revision: str | None):
+    """The parsed ModelSpec for (model, revision), once per process (kvplan.sources.load_spec).
+
+    Raises:
+        KvplanError: model not found / config not understood.
+    """
+    from kvplan.sources import load_spec as _load
+
+    return _load(model, revision)[0]
+
+
+def _gpus(names: Optional[str], profiles: dict) -> tuple:
+    from kvplan.gpus import find_gpu
+
+    if names is None:  # no --gpus: all of them; an explicit '' is an empty list (as ',,' is)
+        return tuple(profiles.values())
+    out = {}
+    for name in _csv(names, "--gpus"):
+        try:
+            p = find_gpu(name, profiles)
+        except KvplanError as e:
+            raise KvplanError(e.message.replace("--gpu:", "--gpus:", 1), e.hint) from None
+        out[p.id] = p
+    return tuple(out.values())
+
+
+def parse_prices(values: Optional[list[str]], profiles: dict) -> dict[str, float]:
+    """``--price GPU=USD`` (repeatable, or comma-separated) -> {profile id: USD per GPU-hour}.
+
+    Raises:
+        KvplanError: malformed entry, unknown GPU, negative price, one GPU priced twice
+            (under two aliases or the same name; names both) (names --price).
+    """
+    from kvplan.gpus import find_gpu
+
+    out: dict[str, float] = {}
+    given: dict[str, str] = {}  # profile id -> the name it was priced under
+    for value in values or []:
+        for item in _csv(value, "--price"):
+            name, sep, usd = item.partition("=")
+            if not sep or not name.strip():
+                raise KvplanError(f"--price: expected GPU=USD, got {item!r}", hint="e.g. --price H200=3.50")
+            try:
+                p = find_gpu(name.strip(), profiles)
+            except KvplanError as e:
+                raise KvplanError(e.message.replace("--gpu:", "--price:", 1), e.hint) from None
+            try:
+                price = float(usd)
+            except ValueError:
+                raise KvplanError(f"--price: {name.strip()}: {usd!r} is not a number of USD per GPU-hour") from None
+            if not (math.isfinite(price) and price >= 0):
+                raise KvplanError(f"--price: {name.strip()}: must be a finite number >= 0 (USD per GPU-hour), got {usd!r}")
+            if p.id in given:
+                # two spellings of one GPU (H100 and h100-sxm): which price is meant is unclear
+                raise KvplanError(
+                    f"--price: {given[p.id]!r} and {name.strip()!r} are the same GPU ({p.id}); give it one price",
+                )
+            given[p.id] = name.strip()
+            out[p.id] = price
+    return out
+
+
+def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_prefix_caching=None):
+    """--workload/--shared-prefix-tokens/--n/--enable-prefix-caching -> WorkloadModel (None without
+    --workload). Raises KvplanError naming the flag."""
+    if n < 1:
+        raise KvplanError(f"--n: must be >= 1, got {n}")
+    if shared_prefix_tokens < 0:
+        raise KvplanError(f"--shared-prefix-tokens: must be >= 0, got {shared_prefix_tokens}")
+    if workload is None:
+        if shared_prefix_tokens or n != 1:
+            raise KvplanError(
+                "--shared-prefix-tokens/--n: need --workload (the request lengths they apply to)",
+                hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'",
+            )
+        return None
+    from kvplan.capacity.workload import WorkloadModel, parse_workload
+
+    return WorkloadModel(
+        parse_workload(workload, shared_prefix_tokens),
+        shared_prefix_tokens=shared_prefix_tokens,
+        n=n,
+        enable_prefix_caching=enable_prefix_caching,
+    )
+
+
+def run_plan(kw: PlanFlags) -> int:
+    """The body of `kvplan plan` (see register)."""
+    from kvplan.capacity.options import build_engine_args
+    from kvplan.cli.options import parse_max_model_len
+    from kvplan.capacity.estimate import QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES
+    from kvplan.capacity.search import SearchSpace, Target, search
+    from kvplan.engines.vllm import versions
+    from kvplan.gpus import load_profiles
+
+    KV_CACHE_DTYPES = versions.default().kv_spec.KV_CACHE_DTYPES
+    fmt = kw.fmt
+    if fmt not in ("table", "json"):
+        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+    versions.select(kw.vllm_version)  # an unknown version is refused here (exit 2)
+    # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
+    # printed or written until every input has been read.
+    check_numbers(kw)
+    validate_plot(kw.plot)
+    kv_dtypes = tuple(dict.fromkeys(_csv(kw.kv_cache_dtype, "--kv-cache-dtype")))
+    for kv in kv_dtypes:
+        if kv in VLLM_ONLY_KV_CACHE_DTYPES:
+            build_engine_args(kv_cache_dtype=kv)  # raises estimate's message: vLLM takes it, kvplan cannot size it
+        if kv not in KV_CACHE_DTYPES:
+            raise KvplanError(f"--kv-cache-dtype: unknown value {kv!r}", hint="use " + ", ".join(KV_CACHE_DTYPES))
+    quants: list[str | None] = []
+    for q in _csv(kw.quantization, "--quantization"):
+        if q.lower() == "none":
+            quants.append(None)
+        elif q.lower() in QUANTIZATIONS:
+            quants.append(q.lower())
+        else:
+            raise KvplanError(f"--quantization: unknown value {q!r}", hint="use none or " + ", ".join(QUANTIZATIONS))
+    tps = _ints(kw.tensor_parallel_size, "--tensor-parallel-size", _engine_arg_max("tensor_parallel_size"))
+    pps = _ints(kw.pipeline_parallel_size, "--pipeline-parallel-size", _engine_arg_max("pipeline_parallel_size"))
+    mml = parse_max_model_len(kw.max_model_len)
+    if mml == -1:
+        raise KvplanError("--max-model-len: `plan` needs a number of tokens (auto is for `estimate`)")
+
+    base_fields = {
+        "gpu_memory_utilization": kw.gpu_memory_utilization,
+        "block_size": kw.block_size,
+        "dtype": kw.dtype,
+        "max_num_seqs": kw.max_num_seqs,
+        "max_num_batched_tokens": kw.max_num_batched_tokens,
+        "enforce_eager": kw.enforce_eager or None,
+        "enable_prefix_caching": kw.enable_prefix_caching,
+        "usage": kw.usage,
+        "vllm_version": kw.vllm_version,
+    }
+    build_engine_args(**base_fields)  # one-line errors naming the flag
+    base = {k: v for k, v in base_fields.items() if v is not None}
+
+    profiles = load_profiles(kw.gpu_profiles)
+    gpus = _gpus(kw.gpus, profiles)
+    prices = parse_prices(kw.price, profiles)
+    wl = workload_model_from_flags(kw.workload, kw.shared_prefix_tokens, kw.n, kw.enable_prefix_caching)
+
+    spec = load_spec(kw.model, kw.revision)
+    if mml is None:
+        mml = spec.derived_max_model_len
+    target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
+    space = SearchSpace(
+        gpus=gpus,
+        tensor_parallel_sizes=tps,
+        pipeline_parallel_sizes=pps,
+        kv_cache_dtypes=kv_dtypes,
+        quantizations=tuple(quants),
+        max_gpus=kw.max_gpus,
+        gpus_per_node=kw.gpus_per_node,
+    )
+    import os
+
+    result = search(spec, target, space, base, prices=prices, workload=wl, env=dict(os.environ))
+    if result.refusal:
+        # Every combination was refused before an engine was sized, for the flags' own values
+        # (TP not dividing the heads, a quantization the checkpoint lacks, ...): bad input, as
+        # `estimate` says for the same flag - not "nothing meets the target".
+        raise KvplanError(
+            result.refusal,
+            hint=result.refusal_hint or "every combination was refused before sizing an engine; change the flag(s) named",
+        )
+
+    focus = result.options[0] if result.options else result.closest
+    capacity = None
+    if wl is not None and focus is not None:
+        capacity = wl.capacity_with_fixes(focus.plan)
+    pics = None
+    if focus is not None and (kw.plot is not None or kw.curves):
+        from kvplan.render.plots import pictures, save_plot
+
+        pics = pictures(focus.plan, wl)
+        if kw.plot is not None:
+            save_plot(pics, kw.plot)
+
+    from kvplan.render.plan import print_result, to_dict
+
+    if fmt == "json":
+        print(json.dumps(to_dict(result, kw, capacity, wl), indent=2))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        print_result(result, console, kw, capacity, wl)
+        if pics is not None and kw.curves:
+            from kvplan.render.plots import print_pictures
+
+            print_pictures(pics, console)
+        if kw.plot is not None and pics is not None:
+            console.print(f"plot written to {kw.plot}", soft_wrap=True)
+    return EXIT_OK if result.options else EXIT_FAIL
+
+
+def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,
+                    shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None,
+                    plot: str | None = None, curves: bool = False) -> None:
+    """The workload report and pictures for one `estimate` plan (for kvplan.cli, which owns
+    `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
+    writes --plot. Call after the plan is rendered; does nothing without those flags.
+    ``workload`` is the --workload text or a WorkloadModel already built with
+    workload_model_from_flags, and ``plot`` should have passed validate_plot: do both before
+    planning, so that a bad --workload or --plot fails before any output.
+
+    Raises:
+        KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
+    """
+    from kvplan.capacity.workload import WorkloadModel
+
+    validate_plot(plot)  # again here for callers that did not check it up front
+    wl = workload if isinstance(workload, WorkloadModel) else workload_model_from_flags(
+        workload, shared_prefix_tokens, n, enable_prefix_caching
+    )
+    cap = wl.capacity_with_fixes(plan) if (wl is not None and plan.fits) else None
+    if doc is not None:
+        doc["workload"] = cap.to_dict() if cap is not None else None
+    if console is not None and fmt == "table" and cap is not None:
+        from kvplan.render.plan import print_capacity
+
+        print_capacity(cap, wl, console)
+    if plot is not None or curves:
+        from kvplan.render.plots import pictures, print_pictures, save_plot
+
+        pics = pictures(plan, wl)
+        if plot is not None:
+            save_plot(pics, plot)
+        if curves and console is not None and fmt == "table":
+            print_pictures(pics, console)
+
+
+@dataclass(frozen=True)
+class PlanFlags:
+    """The flags of one ``kvplan plan`` call as typer parsed them (lists still comma-separated
+    text; ``show_all`` is --all)."""
+
+    model: str
+    max_model_len: Optional[str]
+    concurrency: float
+    gpus: Optional[str]
+    max_gpus: int
+    gpus_per_node: int
+    tensor_parallel_size: str
+    pipeline_parallel_size: str
+    kv_cache_dtype: str
+    quantization: str
+    price: Optional[list[str]]
+    gpu_profiles: Optional[list[str]]
+    gpu_memory_utilization: Optional[float]
+    block_size: Optional[int]
+    dtype: str
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    enable_prefix_caching: Optional[bool]
+    workload: Optional[str]
+    shared_prefix_tokens: int
+    n: int
+    top: int
+    show_all: bool
+    explain: bool
+    curves: bool
+    plot: Optional[str]
+    revision: Optional[str]
+    vllm_version: str
+    usage: str
+    fmt: str
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `plan` command to kvplan's typer app."""
+    app.command("plan")(plan_cmd)
+
+
+def plan_cmd(
+    model: str = typer.Argument(..., help="Hub repo id, local directory with config.json, or bundled spec id."),
+    max_model_len: Optional[str] = engine_option("max_model_len", None, help="Tokens per request (default: the model's limit)."),
+    concurrency: float = typer.Option(1.0, "--concurrency", help="Concurrent requests to serve."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU profiles to consider, comma-separated (default: all)."),
+    max_gpus: int = typer.Option(8, "--max-gpus", help="Most GPUs in one option (TP x PP x DP)."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node; TP stays within a node."),
+    tensor_parallel_size: str = engine_option("tensor_parallel_size", "1,2,4,8", help="TP sizes to try."),
+    pipeline_parallel_size: str = engine_option("pipeline_parallel_size", "1,2,4", help="PP sizes to try."),
+    kv_cache_dtype: str = engine_option("kv_cache_dtype", "auto,fp8", help="KV-cache dtypes to try."),
+    quantization: str = engine_option("quantization", "none,fp8", help="Weight quantizations to try (none = the checkpoint)."),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour (repeatable)."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
+    gpu_memory_utilization: Optional[float] = engine_option("gpu_memory_utilization", None),
+    block_size: Optional[int] = engine_option("block_size", None),
+    dtype: str = engine_option("dtype", "auto"),
+    max_num_seqs: Optional[int] = engine_option("max_num_seqs", None),
+    max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
+    enforce_eager: bool = engine_option("enforce_eager", False),
+    enable_prefix_caching: Optional[bool] = engine_option(
+        "enable_prefix_caching", None, help="Default: vLLM's (on unless the model is hybrid)."
+    ),
+    workload: Optional[str] = typer.Option(None, "--workload", help="'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL of prompt_tokens,output_tokens."),
+    shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Tokens every prompt starts with (a system prompt)."),
+    n: int = typer.Option(1, "--n", "--beam-width", help="Sequences per request (parallel sampling n / beam width)."),
+    top: int = typer.Option(10, "--top", help="Options to show."),
+    show_all: bool = typer.Option(False, "--all", help="Also show dominated options (marked *)."),
+    explain: bool = typer.Option(False, "--explain", help="List skipped combinations and why."),
+    curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    usage: str = typer.Option("serve", "--usage"),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
+    from kvplan.cli import fail
+
+    flags = PlanFlags(
+        model=model, max_model_len=max_model_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
+        gpus_per_node=gpus_per_node, tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size, kv_cache_dtype=kv_cache_dtype,
+        quantization=quantization, price=price, gpu_profiles=gpu_profiles,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size, dtype=dtype,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
+        enable_prefix_caching=enable_prefix_caching, workload=workload,
+        shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
+        curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt
+    )
+    try:
+        code = run_plan(flags)
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    raise typer.Exit(code)

@@ -1,0 +1,118 @@
+"""Plan -> the ``kvplan estimate --format json`` document (a stable contract; its JSON Schema is
+kvplan.render.schema).
+
+The JSON shape (bytes as ints, per GPU of the stage with the fewest blocks):
+{"kvplan_version", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
+ "recommendations", "serve_command", "warnings", "fits", "failure", "largest_max_model_len",
+ "stages"}.
+"""
+
+from __future__ import annotations
+
+from kvplan import __version__
+from kvplan.capacity.estimate import Plan
+from kvplan.capacity.recommend import recommendations
+from kvplan.render.serve import serve_command, serve_settings
+
+
+def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
+    """The --format json document (see module docstring)."""
+    worst = plan.worst_stage
+    b = worst.budget
+    spec = plan.spec
+    groups = []
+    for g in worst.layout.groups:
+        groups.append(
+            {
+                "kind": g.kind,
+                "num_layers": g.num_layers,
+                "padding_layers": g.padding_layers,
+                "block_size": g.block_size,
+                "page_size_bytes": g.page_size_bytes,
+                "sliding_window": g.sliding_window,
+                "attention_chunk_size": g.chunk_size,
+                "blocks_per_max_len_request": g.blocks_per_request(
+                    max(plan.effective["max_model_len"], 1), plan.max_in_flight_tokens
+                ),
+            }
+        )
+    recs = {
+        r.flag: {"value": r.value, "reason": r.reason, "kind": r.kind} for r in recommendations(plan)
+    }
+    return {
+        "kvplan_version": __version__,
+        "model": {
+            "name": spec.name,
+            "architecture": spec.architecture,
+            "model_type": spec.model_type,
+            "num_hidden_layers": spec.num_hidden_layers,
+            "num_attention_heads": spec.attention.num_attention_heads,
+            "num_key_value_heads": spec.attention.num_key_value_heads,
+            "head_dim": spec.attention.head_dim,
+            "layer_kinds": {k.value: spec.count(k) for k in dict.fromkeys(spec.layer_kinds)},
+            "sliding_window": spec.sliding_window,
+            "mla": spec.mla.model_dump() if spec.mla else None,
+            "moe": spec.moe.model_dump() if spec.moe else None,
+            "checkpoint_dtype": spec.dtype,
+            "quantization": spec.quantization.model_dump() if spec.quantization else None,
+            "derived_max_model_len": spec.derived_max_model_len,
+            "source": source_provenance or {},
+        },
+        "gpu": {
+            "name": plan.gpu.id,
+            "display_name": plan.gpu.display_name,
+            "memory_bytes": plan.gpu.memory_bytes,
+            "memory_quality": plan.gpu.memory_quality,
+            "memory_source": plan.gpu.memory_source,
+            "count": plan.effective["tensor_parallel_size"] * plan.effective["pipeline_parallel_size"],
+        },
+        "engine": dict(plan.effective),
+        "memory": {
+            "total_bytes": b.total_bytes,
+            "requested_bytes": b.requested_bytes,
+            "weights_bytes": b.weights_bytes,
+            "activation_peak_bytes": b.activation_peak_bytes,
+            "non_torch_bytes": b.non_torch_bytes,
+            "cudagraph_bytes": b.cudagraph_bytes,
+            "cudagraph_subtracted_bytes": b.cudagraph_applied_bytes,
+            "kv_cache_bytes": b.kv_cache_bytes,
+            "kv_cache_memory_override": b.kv_cache_memory_override,
+            "suggested_kv_cache_memory_bytes": b.suggested_kv_cache_memory_bytes,
+            "weights_breakdown": dict(worst.weights_breakdown),
+        },
+        "kv_cache": {
+            "num_gpu_blocks": plan.num_gpu_blocks,
+            "block_size": plan.block_size,
+            "page_size_bytes": plan.page_size_bytes,
+            "bytes_per_token": plan.bytes_per_token,
+            "bytes_per_block": worst.layout.bytes_per_block,
+            "gpu_kv_cache_tokens": plan.gpu_kv_cache_tokens,
+            "max_concurrency": round(plan.max_concurrency, 2),
+            "max_model_len": plan.effective["max_model_len"],
+            "padding_layers": worst.layout.padding_layers,
+            "groups": groups,
+        },
+        "binding_limit": plan.binding_limit,
+        "fits": plan.fits,
+        "outcome": plan.outcome.value,
+        "failure": plan.failure,
+        "largest_max_model_len": plan.largest_max_model_len,
+        "recommendations": recs,
+        "serve_command": serve_command(plan, revision),
+        "serve_flags": [
+            {"flag": st["flag"], "value": st["value"], "origin": st["origin"]} for st in serve_settings(plan, revision)
+        ],
+        "warnings": list(plan.warnings),
+        "notes": list(plan.notes),
+        "stages": [
+            {
+                "pipeline_rank": s.pipeline_rank,
+                "layers": [s.layers.start, s.layers.stop],
+                "num_gpu_blocks": s.num_blocks,
+                "weights_bytes": s.budget.weights_bytes,
+                "activation_peak_bytes": s.budget.activation_peak_bytes,
+                "kv_cache_bytes": s.budget.kv_cache_bytes,
+            }
+            for s in plan.stages
+        ],
+    }

@@ -1,0 +1,184 @@
+"""The `kvplan plan` views: the --format json document and the ranked table, serve lines, price
+notes, the workload report (capacity for real request lengths) and --explain.
+
+``flags`` is the command's parsed flags (kvplan.cli.plan.PlanFlags; read here: model, top,
+show_all, explain, revision). Units: tokens, requests, USD per hour; bytes never appear.
+"""
+
+from __future__ import annotations
+
+
+def to_dict(result, flags, capacity=None, wl=None) -> dict:
+    """The --format json document: {"kvplan_version", "model", "target", "options", "closest",
+    "closest_note", "unpriced_gpus", "search", "workload", "skipped" (with --explain)}."""
+    from kvplan import __version__
+
+    rev = flags.revision
+    top = flags.top
+    out = {
+        "kvplan_version": __version__,
+        "model": flags.model,
+        "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},
+        "options": [o.to_dict(rev) for o in result.options[:top]],
+        "options_total": len(result.options),
+        "closest": result.closest.to_dict(rev) if (result.closest is not None and not result.options) else None,
+        "closest_note": result.closest_note,
+        "unpriced_gpus": result.unpriced,
+        "search": {
+            "combinations": result.combinations,
+            "planner_calls": result.evaluated,
+            "elapsed_s": round(result.elapsed_s, 4),
+            "dominated": len(result.dominated),
+        },
+        "workload": None,
+    }
+    if wl is not None:
+        w = wl.workload
+        out["workload"] = {
+            "description": w.description,
+            "mean_prompt_tokens": round(w.mean_prompt_tokens, 2),
+            "mean_output_tokens": round(w.mean_output_tokens, 2),
+            "p95_prompt_tokens": w.percentile("prompt", 0.95),
+            "p95_output_tokens": w.percentile("output", 0.95),
+            "capacity_of_first_option": capacity.to_dict() if capacity is not None else None,
+        }
+    if flags.show_all:
+        out["dominated_options"] = [o.to_dict(rev) for o in result.dominated]
+    if flags.explain:
+        out["skipped"] = [s.to_dict() for s in result.skipped]
+    return out
+
+
+_LIMIT_SHORT = {"kv_cache": "KV", "kv_state": "state", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens"}
+
+
+def _short(dtype: str) -> str:
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+
+
+def _money(o) -> str:
+    return "?" if o.hourly_cost is None else f"{o.hourly_cost:.2f}"
+
+
+def _ranges(nums: list[int]) -> str:
+    """[1, 2, 3, 5] -> '1-3,5'."""
+    out, start, prev = [], nums[0], nums[0]
+    for x in nums[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ",".join(out)
+
+
+def print_result(result, console, flags, capacity=None, wl=None) -> None:
+    """The human view: ranked options, serve lines, price notes, workload report, --explain."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = result.target
+    head = f"{flags.model}: {t.concurrency:g} concurrent requests at --max-model-len {t.max_model_len}"
+    if wl is not None:
+        head += f", workload {wl.workload.description}"
+    console.print(Text(head, style="bold"))
+    shown = result.options[: flags.top]
+    if flags.show_all:
+        shown = sorted(result.options + result.dominated, key=__import__("kvplan.capacity.search", fromlist=["rank_key"]).rank_key)[: flags.top]
+    if shown:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col, just in (("#", "right"), ("GPUs", "left"), ("TP/PP/DP", "left"), ("kv", "left"), ("wts", "left"),
+                          ("$/h", "right"), ("req", "right"), ("spare", "right"), ("limit", "left")):
+            table.add_column(col, justify=just, no_wrap=True)
+        for i, o in enumerate(shown, 1):
+            eff = o.plan.effective
+            table.add_row(
+                str(i), f"{o.num_gpus}x {o.gpu.id}", f"{o.tensor_parallel_size}/{o.pipeline_parallel_size}/{o.data_parallel_size}",
+                _short(eff["kv_cache_dtype"] if eff["kv_cache_dtype"] != "auto" else eff["dtype"]),
+                _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
+                _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
+            )
+        console.print(table)
+        lines: dict[str, list[int]] = {}
+        nodes: dict[str, int] = {}
+        for i, o in enumerate(shown, 1):
+            cmd = o.serve_command(flags.revision)
+            lines.setdefault(cmd, []).append(i)
+            if o.multi_node:
+                nodes[cmd] = -(-o.engine_gpus // o.gpus_per_node)
+        for cmd, idx in lines.items():
+            console.print(Text(f"{_ranges(idx)}: ", style="bold") + Text(cmd), soft_wrap=True)
+            if cmd in nodes:
+                console.print(f"   (one engine spans {nodes[cmd]} nodes: pipeline stages across nodes need a Ray cluster)")
+        if len(result.options) > len(shown) and not flags.show_all:
+            console.print(f"{len(result.options) - len(shown)} more option(s): --top N")
+    else:
+        console.print(Text("no option meets the target", style="bold red"))
+        if result.closest_note:
+            console.print(result.closest_note, soft_wrap=True)
+        if result.closest is not None:
+            console.print("   " + result.closest.serve_command(flags.revision), soft_wrap=True)
+    if result.unpriced:
+        from kvplan.render.table import hanging
+
+        console.print(hanging(
+            "price unknown: ",
+            ", ".join(result.unpriced) + ": ranked after the priced options (?), by GPU count; pass --price GPU=USD "
+            "or a --gpu-profiles YAML with price_per_hour_usd",
+        ))
+    if capacity is not None:
+        print_capacity(capacity, wl, console)
+    from kvplan.render.table import hanging
+
+    console.print(hanging(
+        "searched ", f"{result.combinations} combinations ({result.evaluated} planner calls) in {result.elapsed_s * 1000:.0f} ms"
+        + ("" if flags.explain else "; --explain lists what was skipped and why")
+    ))
+    if flags.explain:
+        ex = Table("GPU", "TP", "PP", "kv", "quant", "skipped", "why", box=None, header_style="bold")
+        for s in result.skipped:
+            ex.add_row(s.gpu, str(s.tensor_parallel_size), str(s.pipeline_parallel_size), s.kv_cache_dtype, s.quantization or "none", s.category, s.reason)
+        console.print(ex)
+
+
+def print_capacity(cap, wl, console) -> None:
+    """The workload report for one engine: paged vs static, sharing, binding limit, fixes."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kvplan.capacity.workload import LIMIT_NAMES
+
+    w = wl.workload
+    console.print(
+        Text("workload per engine", style="bold")
+        + Text(
+            f": prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
+            f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens"
+        )
+    )
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("")
+    t.add_column("PagedAttention", justify="right")
+    t.add_column("static max-length", justify="right")
+    t.add_row("blocks per sequence", f"{cap.blocks.per_sequence:.2f} (at completion {cap.blocks_at_completion.per_sequence:.2f})", str(cap.static_blocks_per_sequence))
+    t.add_row("concurrent sequences (KV)", f"{cap.kv_sequences:.1f} (at completion {cap.kv_sequences_at_completion:.1f})", str(cap.static_sequences))
+    t.add_row("KV memory holding tokens", f"{cap.paged_utilization:.1%}", f"{cap.static_utilization:.1%}")
+    console.print(t)
+    s = cap.sharing
+    if s.shared_prefix_tokens or s.n > 1:
+        console.print(
+            f"sharing: prefix caching {'on' if s.enable_prefix_caching else 'off'}; shared prefix {s.shared_prefix_tokens} tokens "
+            f"= {cap.blocks.global_shared:.0f} block(s) held once; n={s.n}"
+        )
+    console.print(
+        f"limits: KV blocks {cap.kv_sequences:.1f}, --max-num-seqs {cap.max_num_seqs}, "
+        f"--max-num-batched-tokens {cap.max_num_batched_tokens} sustains {cap.mbt_sequences:.1f} sequences"
+    )
+    console.print(Text("binding: ", style="bold") + Text(f"{LIMIT_NAMES[cap.binding]} -> {cap.sequences:.1f} sequences ({cap.requests:.1f} requests)"))
+    for c in cap.changes:
+        console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
+    if cap.excluded_fraction:
+        from kvplan.render.table import hanging
+
+        console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))

@@ -1,0 +1,193 @@
+"""The rich terminal views: the estimate table (memory bar, KV figures, binding limit,
+recommendations, serve line), the GPU profile list, and the hanging wrap every prose line uses.
+GiB appear only in rendering and in messages.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.capacity.estimate import Plan
+from kvplan.render.document import to_dict
+
+GiB = 1 << 30
+
+
+def hanging(head, body):
+    """``head`` then ``body``, the body wrapped to the console width with continuation lines
+    starting under its first character (hanging indent), never at column 0: on a terminal of any
+    width and in a pipe (rich's 80 columns). No trailing padding. Strings are plain text.
+
+    Returns:
+        a rich renderable for Console.print.
+    """
+    from rich.text import Text
+
+    head = head if isinstance(head, Text) else Text(head)
+    body = body if isinstance(body, Text) else Text(body)
+    return _Hanging(head, body)
+
+
+class _Hanging:
+    def __init__(self, head, body) -> None:
+        self.head, self.body = head, body
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        indent = self.head.cell_len
+        width = max(options.max_width - indent, 20)
+        lines = self.body.wrap(console, width, overflow="fold") or [Text("")]
+        for i, line in enumerate(lines):
+            line.rstrip()
+            yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
+
+def print_table(plan: Plan, console, revision: str | None = None, verbose: bool = False) -> None:
+    """The human view: memory bar, KV figures, binding limit, recommendations, serve line.
+    ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    doc = to_dict(plan, revision=revision)
+    b = plan.worst_stage.budget
+    eff = plan.effective
+    n_gpus = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
+    title = (
+        f"{plan.spec.name} on {n_gpus}x {plan.gpu.display_name} "
+        f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
+    )
+    console.print(Text(title, style="bold"), soft_wrap=True)
+
+    # Memory bar, per GPU.
+    width = 60
+    total = b.total_bytes
+    parts = [
+        ("weights", b.weights_bytes, "blue"),
+        ("activation", b.activation_peak_bytes, "magenta"),
+        ("non-torch", b.non_torch_bytes, "yellow"),
+        ("cuda graphs", b.cudagraph_applied_bytes, "cyan"),
+        ("KV cache", max(b.kv_cache_bytes, 0), "green"),
+    ]
+    bar = Text()
+    used = 0
+    # Scale by whichever is larger, the GPU or what the terms add up to (an over-large
+    # --kv-cache-memory-bytes can exceed the GPU): the bar never grows past `width` cells.
+    scale = max(total, sum(max(n, 0) for _, n, _ in parts), 1)
+    for _, n, style in parts:
+        cells = min(width - used, int(round(width * max(n, 0) / scale)))
+        used += cells
+        bar.append("█" * cells, style=style)
+    bar.append("░" * max(0, width - used), style="dim")
+    console.print(bar)
+
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("per GPU")
+    t.add_column("bytes", justify="right")
+    t.add_column("GiB", justify="right")
+    rows = [
+        ("total (CUDA-visible)", b.total_bytes),
+        (f"requested = total x {eff['gpu_memory_utilization']}", b.requested_bytes),
+        ("- weights", b.weights_bytes),
+        ("- peak activation", b.activation_peak_bytes),
+        ("- non-torch", b.non_torch_bytes),
+        ("- CUDA graphs (subtracted)", b.cudagraph_applied_bytes),
+        ("= KV cache", b.kv_cache_bytes),
+    ]
+    if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
+        rows.append(("CUDA graphs (added later)", b.cudagraph_bytes))
+    for name, n in rows:
+        gib_cell = f"{n / GiB:.2f}" if n >= 0 else f"{n / GiB:.2f} (none left)"
+        t.add_row(name, f"{n:,}", gib_cell)
+    console.print(t)
+
+    kv = doc["kv_cache"]
+    k = Table(show_header=False, box=None, pad_edge=False)
+    k.add_column()
+    k.add_column(justify="right")
+    k.add_row("KV bytes per token (all layers)", f"{kv['bytes_per_token']:,}")
+    k.add_row("KV bytes per block (all layers)", f"{kv['bytes_per_block']:,}")
+    k.add_row("block_size (tokens)", str(kv["block_size"]))
+    k.add_row("num_gpu_blocks", f"{kv['num_gpu_blocks']:,}")
+    k.add_row("GPU KV cache size (tokens)", f"{kv['gpu_kv_cache_tokens']:,}")
+    k.add_row(f"Maximum concurrency for {eff['max_model_len']:,} tokens per request", f"{plan.max_concurrency:.2f}x")
+    by_kind: dict[str, list[dict]] = {}
+    for g in kv["groups"]:
+        by_kind.setdefault(g["kind"], []).append(g)
+    groups = ", ".join(
+        f"{kind} {len(gs)}x{max(g['num_layers'] for g in gs)}"
+        + (f" (+{sum(g['padding_layers'] for g in gs)} pad)" if any(g["padding_layers"] for g in gs) else "")
+        for kind, gs in by_kind.items()
+    )
+    k.add_row("KV-cache groups", groups)
+    console.print(k)
+
+    if plan.fits:
+        limit = (
+            f"KV cache: {plan.max_concurrency:.2f} max-length requests fit, below max_num_seqs={eff['max_num_seqs']}"
+            if plan.binding_limit == "kv_cache"
+            else f"max_num_seqs={eff['max_num_seqs']}: the KV cache would hold {math.floor(plan.max_concurrency + 1e-9)} "
+            "max-length requests"
+        )
+        console.print(hanging(Text("binding limit: ", style="bold"), limit))
+    else:
+        console.print(hanging(Text("will not start: ", style="bold red"), plan.failure or ""))
+
+    if doc["recommendations"]:
+        console.print(Text("recommended flags", style="bold"))
+        for flag, r in doc["recommendations"].items():
+            tag = "" if r["kind"] != "option" else " (optional, not in the serve line)"
+            console.print(hanging(f"  {flag} {r['value']}  - ", f"{r['reason']}{tag}"))
+    for w in plan.warnings:
+        console.print(hanging(Text("warning: ", style="yellow"), w))
+    if verbose:
+        for w in plan.notes:
+            console.print(hanging(Text("note: ", style="dim"), w))
+    console.print(Text("vllm serve line:", style="bold"))
+    # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
+    console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)
+    for origin, label in (("user", "your flags"), ("recommended", "kvplan's fixes"), ("pinned", "pinned by kvplan")):
+        shown = [f["flag"] + ("" if f["value"] is True else f" {f['value']}") for f in doc["serve_flags"] if f["origin"] == origin]
+        if shown:
+            console.print(Text(f"  {label}: " + ", ".join(shown)), highlight=False)
+
+
+def print_gpus(profiles, console) -> None:
+    """The `kvplan gpus` table: id (never cut: users copy it into --gpu), name, GiB, fp8, bf16,
+    $/h, aliases, CUDA-visible bytes, then a note on the price column. ``profiles`` is a list of
+    GPUProfile."""
+    from rich import box
+    from rich.table import Table
+
+    rows = list(profiles)
+    unpriced = [p.id for p in rows if p.price_per_hour_usd is None]
+    # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
+    t.add_column("name", overflow="fold", min_width=10)
+    t.add_column("GiB", justify="right", no_wrap=True)
+    t.add_column("fp8", no_wrap=True)
+    t.add_column("bf16", no_wrap=True)
+    t.add_column("$/h", justify="right", no_wrap=True)
+    t.add_column("aliases", overflow="fold", min_width=10)
+    t.add_column("CUDA bytes", justify="right", no_wrap=True)
+    for p in rows:
+        cells = [
+            p.id,
+            p.display_name,
+            f"{p.memory_bytes / 2**30:.2f}",
+            "yes" if p.fp8_supported else "no",
+            "yes" if p.bf16_supported else "no",
+        ]
+        cells.append("?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
+        cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
+        t.add_row(*cells)
+    console.print(t)
+    console.print(hanging(
+        "$/h: ",
+        "on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"
+        + (
+            "; ? = no price bundled: `kvplan plan` ranks it after priced GPUs (give one with --price GPU=USD)"
+            if unpriced
+            else ""
+        ),
+    ))
