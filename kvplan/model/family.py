@@ -115,6 +115,12 @@ class Family:
         """Rows of a learned position embedding; 0 for rotary positions."""
         return 0
 
+    def spec_fields(self, c: _Cfg, hidden: int, n_layers: int) -> dict[str, Any]:
+        """Extra ModelSpec fields this family sets from its config (per-layer shapes, norm
+        layouts, a vision tower's size, ...), by field name; none by default. Lets a family
+        carry a fact the generic parse does not read, without a parse change per family."""
+        return {}
+
     def has_o_bias(self, attention_bias: bool) -> bool:
         """o_proj has a bias: always for some families, else with ``attention_bias``."""
         return self.o_bias or (attention_bias and self.attention_bias_on_o)

@@ -376,6 +376,9 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
     attention_bias = c.flag("attention_bias", False)
 
+    extra = family.spec_fields(c, hidden, n_layers)  # a family's own facts (kvplan.model.family)
+    rotary_dim = extra.pop("rotary_dim", rotary_dim)
+    vision_params = extra.pop("vision_params", vision_params)
     _notes_on_defaults(c, family, filled, notes)
     _notes_on_family(architecture, model_type, family, c, notes, version)
 
@@ -424,6 +427,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             is_multimodal=vc is not None,
             vision_params=vision_params,
             notes=tuple(notes),
+            **extra,
         )
     except ValidationError as exc:  # a combination the per-key checks let through: still one line
         err = exc.errors()[0]

@@ -196,6 +196,8 @@ class ModelSpec(_Frozen):
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    # q_norm/k_norm span all heads (num_heads x head_dim, num_kv_heads x head_dim), not one head (OLMoE)
+    qk_norm_across_heads: bool = False
     norms_per_layer: int = 2
     norm_has_bias: bool = False  # LayerNorm with bias (OPT): 2 vectors per norm, not 1 (RMSNorm)
     attn_output_gate: bool = False  # q_proj also yields a sigmoid output gate: 2x its rows (Qwen3-Next)

@@ -45,6 +45,11 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "GraniteMoeHybridForCausalLM": ("granite_moe_hybrid", "GRANITE_MOE_HYBRID"),
     "Llama4ForConditionalGeneration": ("llama4", "LLAMA4"),
     "Llama4ForCausalLM": ("llama4", "LLAMA4"),
+    "OlmoeForCausalLM": ("olmoe", "OLMOE"),
+    "PhiMoEForCausalLM": ("phimoe", "PHIMOE"),
+    "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
+    "Exaone4ForCausalLM": ("exaone4", "EXAONE4"),
+    "MiniMaxM2ForCausalLM": ("minimax_m2", "MINIMAX_M2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -70,6 +75,11 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "granitemoehybrid": "GraniteMoeHybridForCausalLM",
     "llama4": "Llama4ForConditionalGeneration",
     "llama4_text": "Llama4ForCausalLM",
+    "olmoe": "OlmoeForCausalLM",
+    "phimoe": "PhiMoEForCausalLM",
+    "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
+    "exaone4": "Exaone4ForCausalLM",
+    "minimax_m2": "MiniMaxM2ForCausalLM",
 }
 
 

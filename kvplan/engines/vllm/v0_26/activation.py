@@ -147,10 +147,13 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
         ie = m.moe_intermediate_size / tp
         ffn = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(2 * ie, h))
         ffn += MOE_SHARED_TENSORS * m.shared_intermediate_size / tp
+        if quirks(spec.model_type).router_fp32_scratch:
+            ffn += m.num_experts * 4 / act_bytes
     elif spec.intermediate_size:
         ffn = _dense_elements(spec, tp)
     else:
         ffn = 3.0 * h
+    ffn += quirks(spec.model_type).unfused_norm_hidden_tensors * h
     ffn_bytes = ffn * act_bytes
     if fp8_act_quant and not is_moe and spec.intermediate_size and quirks(spec.model_type).mlp_keeps_gate_up:
         ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)

@@ -34,6 +34,28 @@ class FamilyQuirks:
         extra_bytes_first_stage: untraced load-time bytes once, on the first pipeline stage.
         router_bias_fp32: the MoE router's bias (e_score_correction_bias) is kept in fp32
             (deepseek_v2.py).
+        lm_head_bias: the LM head is built with a bias (one per padded vocabulary row) whatever
+            the config says (phimoe.py PhiMoEForCausalLM: ParallelLMHead(bias=True), though
+            transformers' PhimoeConfig.lm_head_bias defaults to False).
+        unfused_norm_hidden_tensors: hidden-size tensors per token the feed-forward peak holds
+            beyond the fused add+RMSNorm path, because the layer norms are torch LayerNorms and
+            the residual add is a separate tensor (phimoe.py PhiMoEDecoderLayer: 1; exaone4.py
+            Exaone4DecoderLayer, post-norm ``residual + norm(mlp(x))``: 1, which reproduces the
+            worker's exact peak of families/exaone4-32b_eager, 3,397,403,136 B).
+        router_fp32_scratch: the MoE routing function keeps an fp32 [tokens, num_experts]
+            tensor live at the feed-forward peak (phimoe.py sparsemixer).
+        router_fp32: the MoE router (gate) weight is an fp32 nn.Linear, its correction bias fp32
+            too (glm4_moe.py Glm4MoE.gate, used by glm4_moe_lite.py).
+        mla_bf16_absorbed_copies: an unquantized MLA layer also holds W_UK^T / W_UV copies of
+            kv_b_proj. vLLM 0.26.0 mla_attention.py process_weights_after_loading registers them
+            as views of the bf16 kv_b_proj weight (get_and_maybe_dequant_weights returns the
+            weight itself when unquantized), so no copy is made; the DeepSeek rule keeps the
+            copies it was fitted with (calibration dsv2-lite_eager, log precision: 31.55 vs
+            31.50 GB logged) so that existing predictions do not move; Glm4MoeLite uses the
+            source's rule (families/glm4.7-flash_eager: without the copies 0.13 % under the
+            worker's exact 59,993,332,224 B, with them 0.58 % over).
+        unfused_norm_hidden_tensors and router_fp32_scratch reproduce the worker's exact peak activation of families/phi3.5-moe_eager
+        (2,165,309,440 B at 16384 tokens: +4096 + 32 elements per token over the MoE rule).
     """
 
     mlp_keeps_gate_up: bool = False
@@ -41,6 +63,11 @@ class FamilyQuirks:
     extra_bytes_per_layer: int = 0
     extra_bytes_first_stage: int = 0
     router_bias_fp32: bool = False
+    lm_head_bias: bool = False
+    unfused_norm_hidden_tensors: float = 0.0
+    router_fp32_scratch: bool = False
+    router_fp32: bool = False
+    mla_bf16_absorbed_copies: bool = True
 
 
 NONE = FamilyQuirks()
@@ -54,6 +81,10 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_next": FamilyQuirks(mlp_keeps_gate_up=True),
     "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
+    "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
+    "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
+    "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),

@@ -218,6 +218,8 @@ def weight_bytes_per_rank(
     if last:
         if not spec.tie_word_embeddings or not first:
             t.add("lm_head", vocab_rows * h * db)
+        if quirks(spec.model_type).lm_head_bias:
+            t.add("lm_head", vocab_rows * db)
         t.add("norm", h * db * (2 if spec.norm_has_bias else 1))
     t.add("rotary_cache", _rope_cache_bytes(spec, db))
 
@@ -244,8 +246,10 @@ def weight_bytes_per_rank(
             t.add("attn", m.kv_lora_rank * db)  # kv_a_layernorm
             t.add("attn", _linear(ctx, m.kv_lora_rank, q_heads * (m.qk_nope_head_dim + m.v_head_dim)))
             t.add("attn", _linear(ctx, q_heads * m.v_head_dim, h))
-            # process_weights_after_loading keeps bf16 W_UK^T and W_UV copies of kv_b_proj.
-            t.add("mla_absorbed", m.kv_lora_rank * q_heads * (m.qk_nope_head_dim + m.v_head_dim) * db)
+            # process_weights_after_loading keeps bf16 W_UK^T and W_UV copies of kv_b_proj
+            # (views of it when unquantized: family_quirks.mla_bf16_absorbed_copies).
+            if ctx.quant is not None or quirks(spec.model_type).mla_bf16_absorbed_copies:
+                t.add("mla_absorbed", m.kv_lora_rank * q_heads * (m.qk_nope_head_dim + m.v_head_dim) * db)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
             q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
             qkv_out = q_out + 2 * kv_heads * a.head_dim
@@ -253,7 +257,10 @@ def weight_bytes_per_rank(
             t.add("attn", _linear(ctx, q_heads * a.head_dim_v, h))
             if spec.o_bias:
                 t.add("attn", h * db)
-            if spec.qk_norm:
+            if spec.qk_norm and spec.qk_norm_across_heads:
+                # one RMSNorm over all heads, replicated on every rank (olmoe.py q_norm/k_norm)
+                t.add("attn", (a.num_attention_heads + a.num_key_value_heads) * a.head_dim * db)
+            elif spec.qk_norm:
                 t.add("attn", 2 * a.head_dim * db)
             if spec.attention_sinks:
                 t.add("attn", q_heads * 4)
@@ -297,7 +304,10 @@ def weight_bytes_per_rank(
             moe = spec.moe
             inter_rank = moe.moe_intermediate_size // tp
             t.add("experts", _experts(ctx, spec, h, inter_rank, moe.num_experts))
-            t.add("router", h * moe.num_experts * db + (moe.num_experts * (4 if quirks(spec.model_type).router_bias_fp32 else db) if moe.router_bias else 0))
+            fq_r = quirks(spec.model_type)
+            router_db = 4 if fq_r.router_fp32 else db
+            bias_db = 4 if (fq_r.router_bias_fp32 or fq_r.router_fp32) else db
+            t.add("router", h * moe.num_experts * router_db + (moe.num_experts * bias_db if moe.router_bias else 0))
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
                 t.add("shared_expert", _linear(ctx, h, 2 * si, n_shards=2) + _linear(ctx, si, h))
