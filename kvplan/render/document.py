@@ -13,8 +13,8 @@ keys (issue 12); ``approximate`` (only then) lists the reasons, one line each.
 from __future__ import annotations
 
 from kvplan import __version__
-from kvplan.planner import Plan
-from kvplan.recommend import recommendations
+from kvplan.capacity.estimate import Plan
+from kvplan.capacity.recommend import recommendations
 from kvplan.render.serve import serve_command, serve_settings
 
 
