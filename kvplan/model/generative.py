@@ -6,17 +6,20 @@ model (embeddings, classification, reward: BERT, RoBERTa, XLM-R, ``*ForSequenceC
 model (T5, BART) is not served by vLLM as a generative model; sizing either "as a decoder" gives
 a number that describes no deployment, so the parse refuses them (exit 2, saying why).
 
-Rule source: vLLM 0.26.0 model_executor/models/registry.py (the tables below are its names) and
+Rule source: vLLM's model_executor/models/registry.py, read in the version kvplan's default rules
+name (kvplan.engines.vllm.versions DEFAULT_VERSION; the tables below are its names), and
 config/model.py ``_SUFFIX_TO_DEFAULTS`` (an architecture the registry does not list gets its
 runner from its name's suffix: ``ForCausalLM`` / ``ForConditionalGeneration`` / ``ChatModel`` /
 ``LMHeadModel`` generate, ``ForSequenceClassification``, ``EmbeddingModel``, ``Model``, ... pool).
+The messages name the version the estimate is for (``vllm_version``); a vLLM version whose registry
+serves one of these names generatively would need its own table beside its rules.
 """
 
 from __future__ import annotations
 
 from kvplan.errors import KvplanError
 
-# Names in vLLM 0.26.0's pooling tables (_EMBEDDING_MODELS, _LATE_INTERACTION_MODELS,
+# Names in vLLM's pooling tables (_EMBEDDING_MODELS, _LATE_INTERACTION_MODELS,
 # _REWARD_MODELS, _TOKEN_CLASSIFICATION_MODELS, _SEQUENCE_CLASSIFICATION_MODELS, the pooling
 # entries of _TRANSFORMERS_BACKEND_MODELS) and in none of its generative tables
 # (_TEXT_GENERATION_MODELS, _MULTIMODAL_MODELS, _TRANSFORMERS_SUPPORTED_MODELS).
@@ -40,7 +43,7 @@ POOLING_ONLY_ARCHITECTURES = frozenset({
     "XLMRobertaForSequenceClassification", "XLMRobertaForTokenClassification", "XLMRobertaModel",
 })
 
-# Names in vLLM 0.26.0's generative tables whose suffix alone would say "pooling" (or nothing):
+# Names in vLLM's generative tables whose suffix alone would say "pooling" (or nothing):
 # the registry entry wins over the suffix (ChatGLM's published config names ChatGLMModel).
 GENERATIVE_DESPITE_SUFFIX = frozenset({
     "ChatGLMModel", "Cheers", "DiffusionGemmaForBlockDiffusion", "GritLM", "HfMoondream", "Llama_Nemotron_Nano_VL",
@@ -49,7 +52,7 @@ GENERATIVE_DESPITE_SUFFIX = frozenset({
     "Phi4ForCausalLMV", "Qwen2_5OmniModel", "Qwen3ASRRealtimeGeneration", "UltravoxModel", "VoxtralRealtimeGeneration",
 })
 
-# vLLM 0.26.0 config/model.py _SUFFIX_TO_DEFAULTS, in its order (the first match wins).
+# vLLM config/model.py _SUFFIX_TO_DEFAULTS, in its order (the first match wins).
 _SUFFIX_RUNNER: tuple[tuple[str, str], ...] = (
     ("ForCausalLM", "generate"),
     ("ForConditionalGeneration", "generate"),
@@ -77,14 +80,14 @@ ENCODER_ONLY_MODEL_TYPES = frozenset({
 })
 
 # Encoder-decoder model types (transformers), for configs that omit ``is_encoder_decoder``.
-# vLLM 0.26.0 removed every encoder-decoder model but Whisper with the V0 engine (registry.py
+# vLLM removed every encoder-decoder model but Whisper with the V0 engine (registry.py
 # _PREVIOUSLY_SUPPORTED_MODELS comment); BART/mBART/Florence-2 live only in the
 # vllm-project/bart-plugin (_OOT_SUPPORTED_MODELS).
 ENCODER_DECODER_MODEL_TYPES = frozenset({
     "t5", "mt5", "umt5", "longt5", "switch_transformers", "bart", "mbart", "pegasus", "pegasus_x", "marian",
     "led", "prophetnet", "blenderbot", "blenderbot-small", "plbart", "fsmt", "t5gemma", "encoder-decoder",
 })
-# Encoder-decoder architectures vLLM 0.26.0 does serve generatively (_MULTIMODAL_MODELS).
+# Encoder-decoder architectures vLLM does serve generatively (_MULTIMODAL_MODELS).
 _SERVED_ENCODER_DECODER = frozenset({"WhisperForConditionalGeneration"})
 
 
