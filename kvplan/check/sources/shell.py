@@ -213,19 +213,59 @@ def read_dotenv(path: Path) -> dict[str, str]:
     return env
 
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")  # kept for kvplan.check's re-export
 
 
-def _assignments(line: str, env: dict[str, str]) -> None:
-    """Record a shell assignment (``NAME=value``, ``export NAME=value``) in ``env``."""
-    m = _ASSIGN.match(line)
-    if m:
-        try:
-            words = shlex.split(m.group(2), comments=True)
-        except ValueError:
-            return
-        value = words[0] if words else ""
-        env[m.group(1)] = expand_vars(value, env)[0]
+_ASSIGN_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+_DECLARE = ("export", "local", "readonly", "declare", "typeset")
+
+
+def _assignments(line: str, env: dict[str, str], exported: dict[str, int] | None = None, line_no: int = 0) -> None:
+    """Record the shell assignments of one logical line in ``env``: ``NAME=value`` commands
+    and ``export NAME=value`` (also local/readonly/declare), each command of the line in turn.
+
+    A command ends at ``;``, ``&&``, ``||``, ``&`` or ``|``, which is never part of the value
+    (``MODEL=x; vllm serve $MODEL`` sets MODEL to ``x``). ``NAME=value cmd`` sets NAME for
+    ``cmd`` only, not for the shell (POSIX shell "Simple Commands"; _command_env reads those).
+    ``exported``: NAME -> 1-based line of the ``export`` that put NAME in the environment of
+    the commands after it (an assignment to an exported name keeps it exported)."""
+    if "=" not in line:
+        return
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    try:
+        words = list(lex)
+    except ValueError:
+        return
+    commands: list[list[str]] = [[]]
+    for w in words:
+        if _is_operator(w):
+            commands.append([])
+        else:
+            commands[-1].append(w)
+    for cmd in commands:
+        keyword = None
+        if cmd and cmd[0] in _DECLARE:
+            keyword, cmd = cmd[0], [w for w in cmd[1:] if not w.startswith("-")]
+        pairs = []
+        for w in cmd:
+            m = _ASSIGN_NAME.match(w)
+            if m is None:
+                if keyword == "export" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w) and exported is not None:
+                    exported[w] = line_no  # `export NAME`: exports the value it has
+                    continue
+                if keyword is None:  # `NAME=value cmd`: for cmd only
+                    pairs = []
+                    break
+                continue
+            pairs.append((m.group(1), m.group(2)))
+        for name, value in pairs:
+            env[name] = expand_vars(value, env)[0]
+            if exported is not None and (keyword == "export" or name in exported):
+                exported[name] = line_no
 
 
 _API_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
