@@ -20,10 +20,10 @@ from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import VllmRules
 from kvplan.gpus import GPUProfile
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
-# The default version's rule modules, for the types below and for importers of the old
-# kvplan.planner (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
+# The default version's rule modules, for the types below and for importers that read them from
+# here (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
 _DEFAULT = versions.default()
 act_mod = _DEFAULT.activation
 memory = _DEFAULT.memory
@@ -270,7 +270,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
     # to fix: a note, not a warning (Note.about_kvplan).
     remarks: list[Note] = [
-        Note(NoteKind.BUNDLED_SNAPSHOT if n.startswith("bundled spec ") else NoteKind.MODEL_SOURCE, n)
+        Note(NoteKind.BUNDLED_SNAPSHOT if n in spec.snapshot_notes else NoteKind.MODEL_SOURCE, n)
         for n in spec.notes
     ]
     remarks += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]
@@ -406,7 +406,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
-            # a version whose profile leaves tensors allocated (0.33.0: ``persistent_bytes``)
+            # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
             # charges them with the non-torch memory as consumed memory
             non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager)
             + getattr(a, "persistent_bytes", 0),

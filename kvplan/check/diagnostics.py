@@ -127,7 +127,7 @@ class Diagnostic(BaseModel):
     """One finding about one deployment file.
 
     Attributes:
-        check_id: stable id, e.g. "max-model-len-fits" (see the constants in kvplan.check).
+        check_id: stable id, e.g. "max-model-len-fits" (see the constants in kvplan.check.diagnostics).
         severity: "error" (the check failed), "warning" (passes unless --strict), "info".
         file: the file as given on the command line.
         line: 1-based line of the key (None when the file could not be read at all).

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.model.config import (  # noqa: F401  (re-exported for the kvplan.specs.parse alias)
+from kvplan.model.config import (  # noqa: F401  (re-exported: importers read the config readers from here)
     _DEFAULT_LIMIT,
     _DTYPES,
     _LIMITS,
@@ -249,9 +249,9 @@ def _default_vllm_version() -> str:
     """The engine version notes name when the caller gives none (kvplan.sources.load_spec
     passes it). The engine side owns the version table; read lazily so the model layer does not
     import the engine at module level."""
-    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+    from kvplan.engines.vllm.versions import DEFAULT_VERSION
 
-    return DEFAULT_VLLM_VERSION
+    return DEFAULT_VERSION
 
 
 def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool = False,
@@ -265,7 +265,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             may leave out ``architectures`` although the published config gives it; no note is
             added for the missing key then.
         vllm_version: the vLLM version whose behaviour the notes describe (default: the engine's
-            default version, kvplan.engines.vllm.defaults).
+            default version, kvplan.engines.vllm.versions).
     Returns:
         the ModelSpec (whole-model shapes, before tensor parallelism); ``notes`` says what was
         filled with a default or cannot be modelled (a partial config, an unknown architecture or

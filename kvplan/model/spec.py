@@ -160,6 +160,8 @@ class ModelSpec(_Frozen):
         notes: one-line warnings from parsing and from the source, for the plan's warnings: keys a
             partial config lacks (transformers defaults used), an architecture or quant_method
             kvplan has no rules for, checkpoint tensors ignored as incomplete.
+        snapshot_notes: those of ``notes`` that say a bundled snapshot is partial (kvplan's own
+            uncertainty, not the user's to fix: the estimate makes them notes, not warnings).
 
     The model is frozen and hashable, so planner results can be cached per spec.
     """
@@ -207,6 +209,7 @@ class ModelSpec(_Frozen):
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
     notes: tuple[str, ...] = ()
+    snapshot_notes: tuple[str, ...] = ()
 
     @cached_property
     def is_hybrid(self) -> bool:

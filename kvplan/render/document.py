@@ -10,8 +10,8 @@ The JSON shape (bytes as ints, per GPU of the stage with the fewest blocks):
 from __future__ import annotations
 
 from kvplan import __version__
-from kvplan.planner import Plan
-from kvplan.recommend import recommendations
+from kvplan.capacity.estimate import Plan
+from kvplan.capacity.recommend import recommendations
 from kvplan.render.serve import serve_command, serve_settings
 
 

@@ -85,7 +85,7 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
     console.print(Text(head, style="bold"))
     shown = result.options[: flags.top]
     if flags.show_all:
-        shown = sorted(result.options + result.dominated, key=__import__("kvplan.search", fromlist=["rank_key"]).rank_key)[: flags.top]
+        shown = sorted(result.options + result.dominated, key=__import__("kvplan.capacity.search", fromlist=["rank_key"]).rank_key)[: flags.top]
     if shown:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for col, just in (("#", "right"), ("GPUs", "left"), ("TP/PP/DP", "left"), ("kv", "left"), ("wts", "left"),
@@ -147,7 +147,7 @@ def print_capacity(cap, wl, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvplan.workload import LIMIT_NAMES
+    from kvplan.capacity.workload import LIMIT_NAMES
 
     w = wl.workload
     console.print(

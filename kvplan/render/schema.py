@@ -226,7 +226,7 @@ class EstimateDocument(_Strict):
         "max_model_len_too_long",
         "no_kv_tokens",
         "cuda_graph_capture_oom",
-    ] = Field(description="what vLLM does at start-up (kvplan.planner.StartOutcome); fits is outcome == starts")
+    ] = Field(description="what vLLM does at start-up (kvplan.capacity.estimate.StartOutcome); fits is outcome == starts")
     failure: Optional[str] = Field(description="why vLLM would not start; null when it fits")
     largest_max_model_len: Optional[int] = Field(ge=0)
     recommendations: dict[str, Recommendation] = Field(description="flag (as vllm serve spells it) -> value, reason")
@@ -238,7 +238,7 @@ class EstimateDocument(_Strict):
     workload: Optional[dict[str, Any]] = Field(
         default=None,
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
-        "(kvplan.workload CapacityReport.to_dict); absent otherwise",
+        "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
     )
 
 

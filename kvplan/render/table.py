@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.planner import Plan
+from kvplan.capacity.estimate import Plan
 from kvplan.render.document import to_dict
 
 GiB = 1 << 30

@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 from kvplan import render
 from kvplan.errors import KvplanError
 from kvplan.gpus import find_gpu, load_profiles
-from kvplan.planner import EngineArgs, plan
+from kvplan.capacity.estimate import EngineArgs, plan
 from kvplan.model.spec import LayerKind
 from kvplan.model.parse import parse_config
 
@@ -785,7 +785,7 @@ def test_recommendations_for_a_failed_start_help(cfg, gpu_name, kw):
     """`recommend._unblock` promises "never a change that cannot help": applying the recommended
     flags (together, as the output presents them) to a plan that does not start must make it
     start, or at least end the failure it names first and leave more KV memory per GPU."""
-    from kvplan.recommend import recommendations
+    from kvplan.capacity.recommend import recommendations
 
     p = _plan_or_error(cfg, gpu_name, kw)
     assume(p is not None and not p.fits)

@@ -719,7 +719,7 @@ def test_every_row_is_in_docs_errors_md():
         assert f"`{r.id}`" in text, f"docs/errors.md has no row named `{r.id}`"
 
 
-# -- model directories: shard names, implausible headers, symbolic links (fresh-eyes-3 10/16/17) ----
+# -- model directories: shard names, implausible headers, symbolic links -----------------------
 
 
 def _index_dir(tmp: Path, shard: str, fifo: bool = False) -> str:
@@ -739,7 +739,7 @@ def _link_dir(tmp: Path, target: str) -> str:
     return str(d)
 
 
-SOURCE_ROWS_REVIEW3 = [
+SOURCE_FILE_ROWS = [
     Row(
         "index-shard-dotdot",
         lambda t: ["estimate", _index_dir(t, "../../../../etc/passwd")],
@@ -800,21 +800,21 @@ SOURCE_ROWS_REVIEW3 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(SOURCE_ROWS_REVIEW3))
-def test_source_row_review3(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(SOURCE_FILE_ROWS))
+def test_source_file_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_source_rows_review3_are_in_docs_errors_md():
+def test_source_file_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in SOURCE_ROWS_REVIEW3:
+    for r in SOURCE_FILE_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
 
 
-# -- fresh-eyes review 3: estimate/plan advice (appended) -----------------------------------------
+# -- estimate/plan advice --------------------------------------------------------------------------
 
-ESTIMATE_ROWS_REVIEW3 = [
+ADVICE_ROWS = [
     Row(
         "gpu-memory-no-unit",
         lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "80"],
@@ -853,19 +853,19 @@ ESTIMATE_ROWS_REVIEW3 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(ESTIMATE_ROWS_REVIEW3))
-def test_estimate_row_review3(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(ADVICE_ROWS))
+def test_advice_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_estimate_rows_review3_are_in_docs_errors_md():
+def test_advice_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in ESTIMATE_ROWS_REVIEW3:
+    for r in ADVICE_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0].removeprefix("error: ")[:60] in text, r.id
 
 
-# -- fresh-eyes-5 H3 / H4: `kvplan check` inputs (appended) -------------------------------------
+# -- `kvplan check` inputs: outputs onto inputs, files outside the repository ---------------------
 
 
 def _outside_config_script(t: Path) -> str:
@@ -876,7 +876,7 @@ def _outside_config_script(t: Path) -> str:
     return _file(t / "repo" / "sub", "serve.sh", f"vllm serve meta-llama/Llama-3.1-8B-Instruct --config {t / 'creds.yaml'}\n")
 
 
-CHECK_ROWS_REVIEW5: list[Row] = [
+CHECK_INPUT_ROWS: list[Row] = [
     Row(
         "check-junit-onto-input",
         lambda t: ["check", _file(t, "in.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
@@ -894,8 +894,8 @@ CHECK_ROWS_REVIEW5: list[Row] = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(CHECK_ROWS_REVIEW5))
-def test_check_row_review5(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(CHECK_INPUT_ROWS))
+def test_check_input_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
     if row.id == "check-junit-onto-input":
@@ -904,13 +904,13 @@ def test_check_row_review5(row: Row, tmp_path: Path):
         assert "sk-SECRET" not in out + err
 
 
-def test_check_rows_review5_are_in_docs_errors_md():
+def test_check_input_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in CHECK_ROWS_REVIEW5:
+    for r in CHECK_INPUT_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
 
 
-# -- fresh-eyes review 5: verify --record and 0 counts in --from-log (appended) -------------------
+# -- verify --record and 0 counts in --from-log -----------------------------------------------------
 
 _VERIFY_EXCERPT = json.loads(
     (Path(__file__).parents[1] / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text()
@@ -924,7 +924,7 @@ def _zero_log(tmp: Path, prefix: str, replacement: str | None, drop: tuple[str, 
     return _file(tmp, "zero.log", "\n".join(lines) + "\n")
 
 
-VERIFY_ROWS_REVIEW5 = [
+VERIFY_RECORD_ROWS = [
     Row(
         "verify-record-regular-file",
         lambda t: ["verify", LLAMA3_8B, "--record", _file(t, "rec.json", "keep\n")],
@@ -968,13 +968,13 @@ VERIFY_ROWS_REVIEW5 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(VERIFY_ROWS_REVIEW5))
-def test_verify_row_review5(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(VERIFY_RECORD_ROWS))
+def test_verify_record_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_verify_rows_review5_are_in_docs_errors_md():
+def test_verify_record_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in VERIFY_ROWS_REVIEW5:
+    for r in VERIFY_RECORD_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id

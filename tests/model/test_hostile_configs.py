@@ -250,7 +250,7 @@ def test_good_yarn_factor_still_scales():
 
 
 def test_bundled_granite_spec_says_where_its_added_keys_come_from():
-    # fresh-eyes-3 item 22: the snapshot was completed (layer_types, Mamba heads, positions) from
+    # The partial snapshot was completed (layer_types, Mamba heads, positions) from
     # the config of the H200 run record, so the parser no longer falls back to all-Mamba / 2048;
     # the source's note still says the snapshot is not the live config.json
     spec, _ = load_spec("ibm-granite/granite-4.0-h-small")

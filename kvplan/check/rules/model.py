@@ -45,9 +45,9 @@ def load_spec(ctx, dep: Deployment, targets: Targets, model: str | None, revisio
 
 def overridden_spec(ctx, dep: Deployment, model: str, revision: str | None, spec, eng: "_EngineInputs"):
     """``spec`` rebuilt from the config with ``--hf-overrides`` applied (vLLM
-    config/model.py; see kvplan.specs.overrides), with an info naming the keys that changed;
+    config/model.py; see kvplan.model.overrides), with an info naming the keys that changed;
     a warning, and the checkpoint's own spec, when the overridden config cannot be parsed."""
-    from kvplan.specs.overrides import apply_hf_overrides, shadowed_flat_keys
+    from kvplan.model.overrides import apply_hf_overrides, shadowed_flat_keys
 
     s = eng.hf_overrides_setting
     line, key = (s.line, s.key) if s is not None else (None, "--hf-overrides")
@@ -89,7 +89,7 @@ def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]
     checks.append(TP_DIVISIBILITY)
     heads = spec.attention.num_attention_heads
     kv = spec.attention.num_key_value_heads
-    from kvplan.planner import valid_tensor_parallel_sizes
+    from kvplan.capacity.estimate import valid_tensor_parallel_sizes
 
     # the hint lists the sizes the planner's own refusal predicate accepts (one rule, not two)
     valid = valid_tensor_parallel_sizes(spec)
