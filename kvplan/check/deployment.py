@@ -97,6 +97,8 @@ class Deployment:
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
+    # CUDA_VISIBLE_DEVICES of the vLLM process: (value or None when unknown, line, why unknown)
+    visible_devices: tuple | None = None
     # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
     gpu_group: tuple | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)

@@ -148,7 +148,7 @@ def run_estimate(f: EstimateFlags) -> int:
     extras = {"plot": f.plot, "curves": f.curves}
     wl_args = (f.workload, f.shared_prefix_tokens, f.n, f.enable_prefix_caching)
     if f.workload is not None or f.shared_prefix_tokens or f.n != 1 or f.plot is not None or f.curves:
-        from kvplan.cli.plan import estimate_extras, validate_plot, workload_model_from_flags
+        from kvplan.cli.plan import estimate_extras, prepare_extras, validate_plot, workload_model_from_flags
 
         validate_plot(f.plot)  # exit 2 (bad path) or 3 (no matplotlib) before any output
         extras["workload"] = workload_model_from_flags(*wl_args)  # bad input fails before any output
@@ -164,6 +164,8 @@ def run_estimate(f: EstimateFlags) -> int:
         kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
     _warn_multi_node(plan)
+    if estimate_extras:  # a workload this plan cannot take fails here, before any output
+        extras = prepare_extras(plan, **extras)
 
     from kvplan import render
 

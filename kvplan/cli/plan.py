@@ -301,36 +301,56 @@ def run_plan(kw: PlanFlags) -> int:
     return EXIT_OK if result.options else EXIT_FAIL
 
 
-def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,
-                    shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None,
-                    plot: str | None = None, curves: bool = False) -> None:
-    """The workload report and pictures for one `estimate` plan (for kvplan.cli, which owns
-    `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
-    writes --plot. Call after the plan is rendered; does nothing without those flags.
-    ``workload`` is the --workload text or a WorkloadModel already built with
-    workload_model_from_flags, and ``plot`` should have passed validate_plot: do both before
-    planning, so that a bad --workload or --plot fails before any output.
+def prepare_extras(plan, *, workload=None, shared_prefix_tokens: int = 0, n: int = 1,
+                   enable_prefix_caching: bool | None = None, plot: str | None = None, curves: bool = False) -> dict:
+    """Everything estimate_extras needs from the plan, worked out before anything is printed:
+    a workload that does not fit this plan (every request over --max-model-len, a shared
+    prefix longer than a prompt) raises here, so the command prints one error and nothing on
+    stdout. Returns the keyword arguments for estimate_extras.
 
     Raises:
-        KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
+        KvplanError: bad --workload/--plot for this plan (exit 2); EnvironmentMissing (3).
     """
     from kvplan.capacity.workload import WorkloadModel
 
-    validate_plot(plot)  # again here for callers that did not check it up front
+    validate_plot(plot)
     wl = workload if isinstance(workload, WorkloadModel) else workload_model_from_flags(
         workload, shared_prefix_tokens, n, enable_prefix_caching
     )
     cap = wl.capacity_with_fixes(plan) if (wl is not None and plan.fits) else None
+    pics = None
+    if plot is not None or curves:
+        from kvplan.render.plots import pictures
+
+        pics = pictures(plan, wl)
+    return {"prepared": (wl, cap, pics), "plot": plot, "curves": curves}
+
+
+def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, workload=None,
+                    shared_prefix_tokens: int = 0, n: int = 1, enable_prefix_caching: bool | None = None,
+                    plot: str | None = None, curves: bool = False, prepared=None) -> None:
+    """The workload report and pictures for one `estimate` plan (for kvplan.cli, which owns
+    `estimate`): adds doc["workload"] for --format json, prints the report/curves for table,
+    writes --plot. Call after the plan is rendered; does nothing without those flags.
+    ``prepared``: what prepare_extras worked out before any output (give it, so that a bad
+    --workload fails before anything is printed); without it, it is worked out here.
+
+    Raises:
+        KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
+    """
+    if prepared is None:
+        prepared = prepare_extras(plan, workload=workload, shared_prefix_tokens=shared_prefix_tokens, n=n,
+                                  enable_prefix_caching=enable_prefix_caching, plot=plot, curves=curves)["prepared"]
+    wl, cap, pics = prepared
     if doc is not None:
         doc["workload"] = cap.to_dict() if cap is not None else None
     if console is not None and fmt == "table" and cap is not None:
         from kvplan.render.plan import print_capacity
 
         print_capacity(cap, wl, console)
-    if plot is not None or curves:
-        from kvplan.render.plots import pictures, print_pictures, save_plot
+    if pics is not None:
+        from kvplan.render.plots import print_pictures, save_plot
 
-        pics = pictures(plan, wl)
         if plot is not None:
             save_plot(pics, plot)
         if curves and console is not None and fmt == "table":

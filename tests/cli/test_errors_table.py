@@ -540,6 +540,33 @@ ROWS: list[Row] = [
         2,
         ("w.csv is 100.0 MiB; kvplan reads at most 16 MiB (100,000 rows)",),
     ),
+    Row(
+        # M's max_model_len is 8192: a 100,000-token prompt is over it, and so is every request;
+        # the workload is refused before the table output is written (nothing on stdout)
+        "workload-all-over-max-model-len",
+        lambda t: ["estimate", LLAMA3_8B, "--workload", "prompt=100000 output=200"],
+        2,
+        ("error: --workload: every request has prompt + output tokens > --max-model-len 8192",
+         "hint: raise --max-model-len or check the workload's lengths"),
+    ),
+    Row(
+        # M's max_model_len is 8192: a 100,000-token prompt is over it, and so is every request;
+        # the workload is refused before the YAML output is written (nothing on stdout)
+        "workload-all-over-max-model-len-yaml",
+        lambda t: ["estimate", LLAMA3_8B, "--workload", "prompt=100000 output=200", "--format", "yaml"],
+        2,
+        ("error: --workload: every request has prompt + output tokens > --max-model-len 8192",
+         "hint: raise --max-model-len or check the workload's lengths"),
+    ),
+    Row(
+        # M's max_model_len is 8192: a 100,000-token prompt is over it, and so is every request;
+        # the workload is refused before the serve output is written (nothing on stdout)
+        "workload-all-over-max-model-len-serve",
+        lambda t: ["estimate", LLAMA3_8B, "--workload", "prompt=100000 output=200", "--format", "serve"],
+        2,
+        ("error: --workload: every request has prompt + output tokens > --max-model-len 8192",
+         "hint: raise --max-model-len or check the workload's lengths"),
+    ),
     # -- valid flags, absurd values: the configuration is checked and does not start ------------
     Row(
         "kv-cache-memory-above-gpu",

@@ -41,14 +41,17 @@ def resolve_gpu(ctx, dep: Deployment, targets: Targets, checks: list[str]):
         return None, gpu_name
 
 
+def _visible_count(value: str) -> int:
+    """GPUs a CUDA_VISIBLE_DEVICES value makes visible: its comma-separated entries ("" is none)."""
+    return len([e for e in value.split(",") if e.strip()])
+
+
 def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
     """vLLM starts tensor x pipeline x data-parallel workers, one GPU each (per node:
     divided by --nnodes); fewer GPUs than that and it cannot start (vLLM
-    config/parallel.py world_size)."""
+    config/parallel.py world_size). CUDA_VISIBLE_DEVICES in the process's environment limits
+    the GPUs it can use to the entries listed (CUDA; "" hides them all)."""
     count = targets.gpu_count if targets.gpu_count is not None else dep.gpu_count
-    if count is None:
-        return
-    checks.append(GPU_COUNT)
     tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
     dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
     nnodes = max(eng.other.get("nnodes") or 1, 1)
@@ -58,7 +61,7 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
         cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
     else:
         cline, ckey = dep.gpu_count_line, dep.gpu_count_key
-        if dep.gpu_group is not None:
+        if dep.gpu_group is not None and count is not None:
             own, size, leader, worker = dep.gpu_group
             if nnodes > 1:  # `--nnodes N`: vLLM counts the GPUs of each node (pod)
                 count = own
@@ -67,6 +70,29 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
                     f" in the LeaderWorkerSet group of {size} pods (leader {leader}"
                     + f" + {size - 1} worker(s) x {worker})"
                 )
+    fix = None
+    if dep.visible_devices is not None:
+        value, vline, why = dep.visible_devices
+        if value is None:
+            checks.append(GPU_COUNT)
+            dep.diag(
+                GPU_COUNT,
+                "warning",
+                f"CUDA_VISIBLE_DEVICES is {why}: kvplan cannot tell how many GPUs vLLM sees "
+                f"(it needs {need} for tensor x pipeline x data parallel)",
+                line=vline,
+                key="CUDA_VISIBLE_DEVICES",
+            )
+        else:
+            visible = _visible_count(value)
+            if count is None or visible < count:
+                count, cline, ckey = visible, vline, "CUDA_VISIBLE_DEVICES"
+                where = f" visible (CUDA_VISIBLE_DEVICES={value!r})"
+                fix = f"list {need} GPUs in CUDA_VISIBLE_DEVICES"
+    if count is None:
+        return
+    if GPU_COUNT not in checks:
+        checks.append(GPU_COUNT)
     tp_key = eng.keys["tensor_parallel_size"].key if "tensor_parallel_size" in eng.keys else "--tensor-parallel-size"
     if need > count:
         dep.diag(
@@ -77,7 +103,7 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
             + f" needs {need}: vLLM cannot start its workers",
             line=cline,
             key=ckey,
-            hint=f"give {need} GPUs or lower {tp_key}",
+            hint=f"{fix or f'give {need} GPUs'} or lower {tp_key}",
         )
     elif need < count:
         dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)

@@ -213,19 +213,59 @@ def read_dotenv(path: Path) -> dict[str, str]:
     return env
 
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")  # kept for kvplan.check's re-export
 
 
-def _assignments(line: str, env: dict[str, str]) -> None:
-    """Record a shell assignment (``NAME=value``, ``export NAME=value``) in ``env``."""
-    m = _ASSIGN.match(line)
-    if m:
-        try:
-            words = shlex.split(m.group(2), comments=True)
-        except ValueError:
-            return
-        value = words[0] if words else ""
-        env[m.group(1)] = expand_vars(value, env)[0]
+_ASSIGN_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+_DECLARE = ("export", "local", "readonly", "declare", "typeset")
+
+
+def _assignments(line: str, env: dict[str, str], exported: dict[str, int] | None = None, line_no: int = 0) -> None:
+    """Record the shell assignments of one logical line in ``env``: ``NAME=value`` commands
+    and ``export NAME=value`` (also local/readonly/declare), each command of the line in turn.
+
+    A command ends at ``;``, ``&&``, ``||``, ``&`` or ``|``, which is never part of the value
+    (``MODEL=x; vllm serve $MODEL`` sets MODEL to ``x``). ``NAME=value cmd`` sets NAME for
+    ``cmd`` only, not for the shell (POSIX shell "Simple Commands"; _command_env reads those).
+    ``exported``: NAME -> 1-based line of the ``export`` that put NAME in the environment of
+    the commands after it (an assignment to an exported name keeps it exported)."""
+    if "=" not in line:
+        return
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    try:
+        words = list(lex)
+    except ValueError:
+        return
+    commands: list[list[str]] = [[]]
+    for w in words:
+        if _is_operator(w):
+            commands.append([])
+        else:
+            commands[-1].append(w)
+    for cmd in commands:
+        keyword = None
+        if cmd and cmd[0] in _DECLARE:
+            keyword, cmd = cmd[0], [w for w in cmd[1:] if not w.startswith("-")]
+        pairs = []
+        for w in cmd:
+            m = _ASSIGN_NAME.match(w)
+            if m is None:
+                if keyword == "export" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w) and exported is not None:
+                    exported[w] = line_no  # `export NAME`: exports the value it has
+                    continue
+                if keyword is None:  # `NAME=value cmd`: for cmd only
+                    pairs = []
+                    break
+                continue
+            pairs.append((m.group(1), m.group(2)))
+        for name, value in pairs:
+            env[name] = expand_vars(value, env)[0]
+            if exported is not None and (keyword == "export" or name in exported):
+                exported[name] = line_no
 
 
 _API_SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
@@ -367,6 +407,45 @@ class Invocation:
     issues: list = field(default_factory=list)
     process_env: dict[str, str] = field(default_factory=dict)  # NAME=value words before the command
     runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
+    # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
+    visible_devices: tuple[str | None, int | None, str] | None = None
+
+
+CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+def _visible_devices(
+    words: list[str], start: int, syntax: str, env: dict[str, str], exported: dict[str, int] | None,
+    runtime: frozenset[str] | None, line: int | None, argv_env: dict[str, str] | None = None,
+) -> tuple[str | None, int | None, str] | None:
+    """CUDA_VISIBLE_DEVICES in the environment of the `vllm serve` process whose arguments start
+    at ``start``: (value, line, "") when known, (None, line, why) when set to a value kvplan
+    cannot read, None when not set.
+
+    A shell command gets its ``NAME=value`` prefix and the exported variables (``exported``:
+    NAME -> line of the export; None: every name of ``env`` is in the environment, as in a
+    container's env, Dockerfile ENV or compose environment:). Rule source: POSIX shell
+    "Simple Commands" / "export"; CUDA reads the variable when the process starts."""
+    if syntax == "shell":
+        prefix = _command_env(words, start)
+        if CUDA_VISIBLE in prefix:
+            value, missing = expand_vars(prefix[CUDA_VISIBLE], env)
+            if missing:
+                return None, line, f"${missing[0]}, which is not set in this file"
+            return value, line, ""
+    if runtime is not None and CUDA_VISIBLE in runtime:
+        return None, line, "set from valueFrom, which kvplan cannot read"
+    if CUDA_VISIBLE not in env or (exported is not None and CUDA_VISIBLE not in exported):
+        return None
+    value = env[CUDA_VISIBLE]
+    where = (exported or {}).get(CUDA_VISIBLE) or line
+    if syntax == "compose" and "$" in value:
+        value, missing, _ = expand_word(value, "compose", argv_env or {})
+        if missing:
+            return None, where, f"${{{missing[0]}}}, which kvplan finds no .env value for"
+    elif "$" in value and _VAR.search(value):
+        return None, where, f"{value}, which kvplan cannot expand"
+    return value, where, ""
 
 
 def serve_calls_in_argv(
@@ -382,6 +461,7 @@ def serve_calls_in_argv(
     argv_env: dict[str, str] | None = None,
     notes: dict[str, str] | None = None,
     runtime: frozenset[str] | None = None,
+    exported: dict[str, int] | None = None,
 ) -> list[Invocation]:
     """`vllm serve` calls in one argv (a k8s/compose command, a Dockerfile exec form, a shell
     line).
@@ -397,6 +477,8 @@ def serve_calls_in_argv(
         argv_env: the values that expansion uses when they are not ``env`` (compose: .env).
         notes: $NAME -> why it is unset at runtime, for messages.
         runtime: k8s: names the pod sets to values kvplan cannot read (see expand_word).
+        exported: shell: the names of ``env`` in the process environment (NAME -> line of the
+            export); None: all of ``env`` (a container's environment).
 
     Kubernetes expands ``$(NAME)`` in a ``sh -c`` script before the shell runs it (so the
     shell never sees ``$(NAME)`` of a defined name); a ``$(NAME)`` left in the script (an
@@ -413,6 +495,7 @@ def serve_calls_in_argv(
         inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes, runtime=runtime)
         if syntax == "shell":
             inv.process_env = _command_env(words, start)
+        inv.visible_devices = _visible_devices(words, start, syntax, env, exported, runtime, inv.line, argv_env)
         return [inv]
     for i, w in enumerate(words[:-1]):
         if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:
@@ -435,12 +518,21 @@ def serve_calls_in_argv(
                     wl = [item_line] * len(inv.words)
                 out.append(
                     Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes,
-                               process_env=inv.process_env)
+                               process_env=inv.process_env, visible_devices=_placed(inv.visible_devices, wl, item_line))
                 )
             return out
     if implicit and words:
-        return [Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes, runtime=runtime)]
+        inv = Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes, runtime=runtime)
+        inv.visible_devices = _visible_devices(words, 0, syntax, env, exported, runtime, inv.line, argv_env)
+        return [inv]
     return []
+
+
+def _placed(visible, word_lines: list[int | None], line: int | None):
+    """visible_devices of a call in a ``sh -c`` script, on the line of the script's call."""
+    if visible is None:
+        return None
+    return visible[0], (word_lines[0] if word_lines and word_lines[0] else line), visible[2]
 
 
 _K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -546,6 +638,7 @@ def serve_calls_in_text(
         cannot be split (a quote never closed) is appended to ``problems`` as (line, message).
     """
     calls: list[Invocation] = []
+    exported: dict[str, int] = {k: 0 for k in env}  # the environment it starts with is exported
     logical = _logical_lines(lines)
     k = 0
     while k < len(logical):
@@ -558,7 +651,7 @@ def serve_calls_in_text(
             if instruction(first, last, text, calls):
                 continue
         else:
-            _assignments(text, env)
+            _assignments(text, env, exported, first + 1)
         if "vllm" not in text and "api_server" not in text:
             continue
         words = None
@@ -577,5 +670,8 @@ def serve_calls_in_text(
                 problems.append((first + 1, "cannot split this `vllm serve` command: a quote is never closed"))
             continue
         seen = line_env() if line_env is not None else env  # a Dockerfile RUN line runs at build time
-        calls += serve_calls_in_argv(words, list(_locate(words, lines, first, last)), first + 1, env=seen)
+        calls += serve_calls_in_argv(
+            words, list(_locate(words, lines, first, last)), first + 1, env=seen,
+            exported=None if line_env is not None else exported,
+        )
     return calls, env
