@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.capacity.outcomes import EstimateRefusal, Failure, Note, NoteKind, RefusalKind, StartOutcome  # noqa: F401
+from kvplan.capacity.outcomes import (  # noqa: F401
+    Approximation,
+    EstimateRefusal,
+    Failure,
+    Note,
+    NoteKind,
+    RefusalKind,
+    StartOutcome,
+)
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import VllmRules
@@ -79,6 +87,8 @@ class Plan:
         remarks: the typed warnings and notes (kind, message) in order; ``warnings`` are those
             not ``about_kvplan``, ``notes`` the others.
         rules: the vLLM version's rules the estimate used.
+        approximations: why the figures are approximate (the spec's: an architecture without a
+            kvplan family, sized from the standard keys); empty when exact.
     """
 
     spec: ModelSpec
@@ -105,6 +115,13 @@ class Plan:
     failure_info: Failure | None = None
     remarks: tuple[Note, ...] = ()
     rules: VllmRules | None = field(default=None, repr=False, compare=False)
+    approximations: tuple[Approximation, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """kvplan has rules for every layer and weight of the model (no approximations); every
+        output shows it (estimate JSON ``exact`` / ``approximate``, the table, plan, check)."""
+        return not self.approximations
 
     @property
     def env(self) -> dict[str, str]:
@@ -636,4 +653,5 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         failure_info=failure,
         remarks=tuple(remarks),
         rules=rules,
+        approximations=spec.approximations,
     )

@@ -227,7 +227,11 @@ class Option:
             "max_num_seqs": p.effective["max_num_seqs"],
             "serve_command": self.serve_command(revision),
             "warnings": list(p.warnings),
+            # issue 12: False when the model has no kvplan family (sized from the standard keys)
+            "exact": p.exact,
         }
+        if not p.exact:
+            out["approximate"] = [a.reason for a in p.approximations]
         if self.workload is not None:
             out["workload"] = self.workload.to_dict()
         return out
@@ -271,6 +275,8 @@ class SearchResult:
         closest: when no option meets the target, the one that comes nearest (highest fraction
             of the target among engines that start at max_model_len; else the largest context).
         evaluated: planner calls made; elapsed_s: wall time of the search.
+        approximations: the model's (ModelSpec.approximations): why every option's figures are
+            approximate; empty when kvplan has rules for the architecture (``exact``).
     """
 
     target: Target
@@ -285,6 +291,11 @@ class SearchResult:
     unpriced: list[str] = field(default_factory=list)
     refusal: str | None = None
     refusal_hint: str | None = None
+    approximations: tuple = ()
+
+    @property
+    def exact(self) -> bool:
+        return not self.approximations
 
 
 def _engine_args_error(exc) -> tuple[str, str]:
@@ -656,4 +667,5 @@ def search(
         unpriced=unpriced,
         refusal=refusal,
         refusal_hint=refusal_hint,
+        approximations=spec.approximations,
     )

@@ -71,6 +71,9 @@ KVPLAN_KEY_IN_VLLM_CONFIG = "kvplan-key-in-vllm-config"  # vLLM's --config loade
 NOT_MODELLED = "not-modelled"  # kvplan does not model this flag/value; figures may differ
 
 
+APPROXIMATE = "approximate"  # the model's architecture has no kvplan family: figures are approximate
+
+
 UTILIZATION_RANGE = "gpu-memory-utilization-range"
 
 

@@ -105,6 +105,14 @@ def _typed(raw: str):
     return raw
 
 
+def approximate_warning(plan: Plan) -> str | None:
+    """The stderr line of ``--format yaml/serve`` for an approximate estimate (``plan.exact``
+    False: an architecture without a kvplan family), None when exact."""
+    if plan.exact:
+        return None
+    return "warning: approximate estimate, not exact: " + "; ".join(a.reason for a in plan.approximations)
+
+
 def no_start_warning(plan: Plan) -> str:
     """The stderr line of ``--format yaml/serve`` for a plan that does not start: the failure
     and which of kvplan's fixes the line carries (kvplan.capacity.recommend)."""

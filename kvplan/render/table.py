@@ -43,8 +43,8 @@ class _Hanging:
             yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
 
 def print_table(plan: Plan, console, revision: str | None = None, verbose: bool = False) -> None:
-    """The human view: memory bar, KV figures, binding limit, recommendations, serve line.
-    ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
+    """The human view: memory bar, KV figures, binding limit, recommendations, serve line (an
+    ``approximate, not exact`` line under the title when ``plan.exact`` is False). ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -57,6 +57,13 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
         f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
     )
     console.print(Text(title, style="bold"), soft_wrap=True)
+    if not plan.exact:
+        # issue 12: an architecture without a kvplan family, sized from the standard keys; said at
+        # the top, not among the warnings (nor behind --verbose)
+        console.print(hanging(
+            Text("approximate, not exact: ", style="bold yellow"),
+            "; ".join(a.reason for a in plan.approximations),
+        ))
 
     # Memory bar, per GPU.
     width = 60

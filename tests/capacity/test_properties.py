@@ -890,6 +890,10 @@ def test_schema_rejects_documents_that_break_the_contract():
         broken(lambda d: d["engine"].pop("block_size")),
         broken(lambda d: d.__setitem__("fits", "yes")),
         broken(lambda d: d["stages"][0].__setitem__("layers", [0])),
+        # issue 12: exact is required, and approximate lists reasons exactly when it is false
+        broken(lambda d: d.pop("exact")),
+        broken(lambda d: d.__setitem__("exact", False)),
+        broken(lambda d: d.__setitem__("approximate", ["sized as a standard decoder"])),
     ]
     for doc in bad_docs:
         with pytest.raises(Exception) as info:
@@ -905,10 +909,12 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
+        "exact",
+        "approximate",
         "model",
         "gpu",
         "engine",

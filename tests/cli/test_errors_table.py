@@ -277,6 +277,72 @@ ROWS: list[Row] = [
         2,
         ("quantization_config.quant_method 'magic'",),
     ),
+    # -- architectures: not generative, or a guess (issue 12 part 3) ---------------------------
+    Row(
+        "pooling-only-architecture",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BertForMaskedLM"], model_type="bert"))],
+        2,
+        ("architecture 'BertForMaskedLM' (model_type 'bert') is an encoder-only model: vLLM 0.26.0 runs it only "
+         "as a pooling/encoder model (embedding, classification or scoring: `--runner pooling`), which keeps no KV "
+         "cache for generation; there is no generative start to size",),
+    ),
+    Row(
+        "pooling-head",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["LlamaForSequenceClassification"]))],
+        2,
+        ("architecture 'LlamaForSequenceClassification' (model_type 'llama') is not a generative model: vLLM 0.26.0 "
+         "runs it only as a pooling/encoder model",),
+    ),
+    Row(
+        "encoder-decoder",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["T5ForConditionalGeneration"], model_type="t5",
+                                                      is_encoder_decoder=True))],
+        2,
+        ("architecture 'T5ForConditionalGeneration' (model_type 't5') is an encoder-decoder model: vLLM 0.26.0 does "
+         "not serve it as a generative model (encoder-decoder models other than Whisper were removed with vLLM's V0 "
+         "engine; BART / mBART / Florence-2 only through the vllm-project/bart-plugin)",),
+    ),
+    Row(
+        "unknown-family-expert-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooMoeForCausalLM"], model_type="foo_moe",
+                                                      moe_intermediate_size=1024, moe_num_experts=64, moe_k=8))],
+        2,
+        ("model_type 'foo_moe' (FooMoeForCausalLM) has no kvplan family, and config.json has keys that change its "
+         "size which kvplan cannot read without one: 'moe_intermediate_size', 'moe_num_experts', 'moe_k' "
+         "(mixture-of-experts layout (routed/shared experts, dense-layer pattern)); sizing it as a standard dense "
+         "decoder would be wrong, so kvplan refuses to guess",
+         "hint: kvplan sizes an architecture without a family only from the standard keys"),
+    ),
+    Row(
+        "unknown-family-mla-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64))],
+        2,
+        ("'kv_lora_rank', 'q_lora_rank', 'qk_rope_head_dim' (multi-head latent attention (compressed KV latent, "
+         "sparse indexer))", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-state-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      ssm_state_size=128))],
+        2,
+        ("'ssm_state_size' (Mamba / SSM / linear-attention state)", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-layer-type",
+        lambda t: ["estimate", _config_dir(t, _llama(
+            architectures=["FooForCausalLM"], model_type="foo", num_hidden_layers=2,
+            layer_types=["full_attention", "linear_attention"]))],
+        2,
+        ("'layer_types[1]' (layer type 'linear_attention')", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-per-layer",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      num_key_value_heads=[8] * 32))],
+        2,
+        ("'num_key_value_heads' (per-layer list (one value per layer))", "has no kvplan family"),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",

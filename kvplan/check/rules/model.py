@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvplan.check.deployment import Deployment
 from kvplan.check.diagnostics import (
+    APPROXIMATE,
     KV_HEAD_REPLICATION,
     MAX_MODEL_LEN_LIMIT,
     MODEL_UNRESOLVED,
@@ -81,8 +82,22 @@ def overridden_spec(ctx, dep: Deployment, model: str, revision: str | None, spec
 def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]) -> bool:
     """Checks that need only the model: tensor-parallel divisibility and KV-head replication
     (vLLM config/parallel.py + model_executor attention layers), max_model_len over the
-    model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse."""
+    model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse.
+
+    A model kvplan sizes only approximately (``spec.exact`` False: an architecture without a
+    kvplan family) is a warning, so ``check --strict`` fails on it."""
     ok = True
+    if not spec.exact:
+        checks.append(APPROXIMATE)
+        dep.diag(
+            APPROXIMATE,
+            "warning",
+            "approximate: kvplan has no exact rules for this model, so its memory figures are approximate ("
+            + "; ".join(a.reason for a in spec.approximations) + ")",
+            line=dep.target_lines.get("model") or dep.model_line,
+            key=dep.target_keys.get("model") or dep.model_key,
+            hint="add a kvplan family for the architecture (kvplan/model/families), or verify with a real start",
+        )
     tp = args.tensor_parallel_size
     s = keys.get("tensor_parallel_size")
     tline, tkey = (s.line, s.key) if s else (dep.line, "--tensor-parallel-size")
