@@ -76,7 +76,7 @@ from kvplan.check.sources.vllm_config import deployment_from_config, describe_ya
 from kvplan.check.version import DEFAULT_VLLM_VERSION
 from kvplan.engines.vllm.serve_flags import catalogue
 from kvplan.errors import KvplanError
-from kvplan.io.files import MAX_FILE_BYTES, InputError, YamlDoc, load_yaml, read_text
+from kvplan.io.files import MAX_FILE_BYTES, InputError, YamlDoc, decode_text, load_yaml, read_text
 
 
 class Checker:
@@ -223,14 +223,7 @@ class Checker:
         data = self._stdin
         if len(data) > MAX_FILE_BYTES:
             raise InputError(f"standard input is over {MAX_FILE_BYTES:,} bytes; kvplan reads at most {MAX_FILE_BYTES:,} bytes per file")
-        if b"\x00" in data:
-            raise InputError("binary input (contains NUL bytes)")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            raise InputError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line) from None
-        return text.replace("\r\n", "\n").replace("\r", "\n")
+        return decode_text(data, "input")
 
     def _stdin_path(self, text: str) -> Path:
         """The file standard input stands for: ``--stdin-name``, else a name told from the text:

@@ -200,9 +200,18 @@ def read_text(path: Path | str, limit: int = MAX_FILE_BYTES) -> str:
         InputError: missing, not a regular file (a directory, FIFO, device), too large, binary
             or not UTF-8.
     """
-    data = read_bytes(path, limit)
+    return decode_text(read_bytes(path, limit))
+
+
+def decode_text(data: bytes, what: str = "file") -> str:
+    """``data`` as UTF-8 text (a BOM dropped) with newlines made ``\\n``; ``what`` names the source
+    in the NUL-byte message ("file", "input").
+
+    Raises:
+        InputError: binary (a NUL byte) or not UTF-8 (with the line of the first bad byte).
+    """
     if b"\x00" in data:
-        raise InputError("binary file (contains NUL bytes)")
+        raise InputError(f"binary {what} (contains NUL bytes)")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

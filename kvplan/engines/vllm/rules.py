@@ -4,13 +4,16 @@ behaves, chosen once per estimate (engines/vllm/versions.py select) and passed d
 A version's rules live in one package (engines/vllm/v0_26/ ...); its ``__init__`` builds one
 frozen VllmRules. A new version is one new package plus one line in versions.SUPPORTED; a
 version that differs from another in a few places can reuse the other's modules and replace
-only those fields (dataclasses.replace).
+only those fields (dataclasses.replace), and reuse the other's functions with only a parameter
+or a hook replaced (``override``).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,15 @@ class FittedCoefficients:
     non_torch_single_gpu: int
     non_torch_v1_cudagraph_extra: int
     non_torch_multi_gpu_extra: int
+
+    @classmethod
+    def of(cls, memory: ModuleType) -> "FittedCoefficients":
+        """The coefficients a version's memory module defines (NON_TORCH_* constants)."""
+        return cls(
+            non_torch_single_gpu=memory.NON_TORCH_SINGLE_GPU,
+            non_torch_v1_cudagraph_extra=memory.NON_TORCH_V1_CUDAGRAPH_EXTRA,
+            non_torch_multi_gpu_extra=memory.NON_TORCH_MULTI_GPU_EXTRA,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,3 +94,12 @@ class VllmRules:
             v1_cudagraph_extra=c.non_torch_v1_cudagraph_extra,
             multi_gpu_extra=c.non_torch_multi_gpu_extra,
         )
+
+
+def override(rule: Callable[..., Any], doc: str, **changed: Any) -> Callable[..., Any]:
+    """``rule`` (an earlier version's function) with only the keyword arguments in ``changed``
+    (a fitted default, a hook) bound to this version's, documented by ``doc`` (the version's
+    rule, its units and the vLLM source it restates). Callers may still pass those arguments."""
+    bound = functools.partial(rule, **changed)
+    bound.__doc__ = doc
+    return bound

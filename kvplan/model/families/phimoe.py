@@ -12,9 +12,7 @@ kvplan/engines/vllm/v0_26/family_quirks.py."""
 
 from __future__ import annotations
 
-from kvplan.model.config import _Cfg
-from kvplan.model.family import Family
-from kvplan.model.spec import MoESpec
+from kvplan.model.families.mistral import Mixtral
 
 _DEFAULTS = {
     "vocab_size": 32064,
@@ -25,23 +23,16 @@ _DEFAULTS = {
 }
 
 
-class PhiMoE(Family):
+class PhiMoE(Mixtral):
+    """Mixtral's layer layout (``moe``: every layer a MoE of ``num_local_experts`` experts of
+    ``intermediate_size``) with PhiMoE's biases and transformers defaults."""
+
     model_types = ("phimoe",)
     transformers_class = "PhimoeConfig"
     transformers_defaults = _DEFAULTS
     norm_has_bias = True
     qkv_bias = True
     o_bias = True
-
-    def moe(self, c: _Cfg, n_layers: int) -> tuple[MoESpec | None, tuple[bool, ...]]:
-        """Every layer routes to ``num_local_experts`` experts of ``intermediate_size``."""
-        e = c.int("num_local_experts")
-        spec = MoESpec(
-            num_experts=e,
-            top_k=c.int("num_experts_per_tok", maximum=e),
-            moe_intermediate_size=c.int("intermediate_size"),
-        )
-        return spec, (True,) * n_layers
 
 
 PHIMOE = PhiMoE()

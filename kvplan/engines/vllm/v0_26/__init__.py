@@ -32,10 +32,6 @@ RULES = VllmRules(
     weights=weights,
     runner=runner,
     family_quirks=family_quirks,
-    coefficients=FittedCoefficients(
-        non_torch_single_gpu=memory.NON_TORCH_SINGLE_GPU,
-        non_torch_v1_cudagraph_extra=memory.NON_TORCH_V1_CUDAGRAPH_EXTRA,
-        non_torch_multi_gpu_extra=memory.NON_TORCH_MULTI_GPU_EXTRA,
-    ),
+    coefficients=FittedCoefficients.of(memory),
     check_rules=check_rules,
 )

@@ -37,6 +37,7 @@ exact worker bytes are in each record's ``exact_bytes``). Units: bytes (int).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from kvplan.engines.vllm.v0_26.family_quirks import GEMMA_STYLE, MLP_KEEPS_GATE_UP, quirks  # noqa: F401
 from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
@@ -134,6 +135,32 @@ def _dense_elements(spec: ModelSpec, tp: int) -> float:
     return 3.0 * h + 3.0 * inter
 
 
+def mlp_bytes_per_token(
+    spec: ModelSpec,
+    tp: int,
+    act_bytes: int,
+    fp8_act_quant: int,
+    is_moe: bool,
+    moe_elements: float,
+    extra_elements: float = 0.0,
+) -> float:
+    """Bytes per token a decoder layer's MLP holds at its peak: ``moe_elements`` (the version's MoE
+    rule) for a MoE layer, else the dense rule (_dense_elements) or 3H without an MLP, plus
+    ``extra_elements``, in the activation dtype (``act_bytes``); plus the quantized down_proj input
+    of W8A8 fp8 MLPs that keep gate_up (fp8_down_proj_input_bytes)."""
+    if is_moe:
+        ffn = moe_elements
+    elif spec.intermediate_size:
+        ffn = _dense_elements(spec, tp)
+    else:
+        ffn = 3.0 * spec.hidden_size
+    ffn += extra_elements
+    ffn_bytes = ffn * act_bytes
+    if fp8_act_quant and not is_moe and spec.intermediate_size and quirks(spec.model_type).mlp_keeps_gate_up:
+        ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)
+    return ffn_bytes
+
+
 def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8_act_quant: int = 0) -> float:
     """Live bytes per token at the peak inside decoder layer ``i`` (eager).
 
@@ -142,21 +169,18 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
+    moe_elements = 0.0
     if is_moe:
         m = spec.moe
         ie = m.moe_intermediate_size / tp
-        ffn = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(2 * ie, h))
-        ffn += MOE_SHARED_TENSORS * m.shared_intermediate_size / tp
+        moe_elements = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(2 * ie, h))
+        moe_elements += MOE_SHARED_TENSORS * m.shared_intermediate_size / tp
         if quirks(spec.model_type).router_fp32_scratch:
-            ffn += m.num_experts * 4 / act_bytes
-    elif spec.intermediate_size:
-        ffn = _dense_elements(spec, tp)
-    else:
-        ffn = 3.0 * h
-    ffn += quirks(spec.model_type).unfused_norm_hidden_tensors * h
-    ffn_bytes = ffn * act_bytes
-    if fp8_act_quant and not is_moe and spec.intermediate_size and quirks(spec.model_type).mlp_keeps_gate_up:
-        ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)
+            moe_elements += m.num_experts * 4 / act_bytes
+    ffn = mlp_bytes_per_token(
+        spec, tp, act_bytes, fp8_act_quant, is_moe, moe_elements,
+        extra_elements=quirks(spec.model_type).unfused_norm_hidden_tensors * h,
+    )
 
     mixer_bytes = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
@@ -177,7 +201,7 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
         mixer_bytes = (
             3.0 * h + heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2 + m.kv_lora_rank + heads * m.v_head_dim
         ) * act_bytes
-    return max(ffn_bytes, mixer_bytes)
+    return max(ffn, mixer_bytes)
 
 
 def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, layers: range) -> int:
@@ -201,6 +225,91 @@ def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, l
     return aligned(first) + aligned(second)
 
 
+@dataclass(frozen=True)
+class ProfileRun:
+    """activation_peak's arguments on one GPU, as a version's peak rule reads them.
+
+    Attributes:
+        tp: tensor-parallel ranks. tokens: T = max_num_batched_tokens, the forward's tokens.
+        layers: the decoder layers this pipeline stage holds. Others: as activation_peak's.
+    """
+
+    spec: ModelSpec
+    tp: int
+    act_dtype_bytes: int
+    tokens: int
+    max_num_seqs: int
+    enforce_eager: bool
+    is_last_pp_rank: bool
+    layers: range
+    sm_count: int | None
+    moe_workspace_persists: bool
+    fp8_act_quant: int
+
+    @property
+    def rows(self) -> int:
+        """R = min(T, max_num_seqs): the sampler's rows."""
+        return min(self.tokens, self.max_num_seqs)
+
+
+def forward_bytes(run: ProfileRun, layer_rule, compiled_mlp: bool) -> tuple[int, int]:
+    """(bytes per token, forward-stage bytes) of the profiling forward: the largest
+    ``layer_rule(spec, i, tp, act_bytes, fp8_act_quant)`` over the stage's layers times T; with
+    torch.compile (no --enforce-eager) the compiled-MLP fit replaces it where ``compiled_mlp``
+    (the V2 runner) holds for a dense model, and every compiled pass adds
+    COMPILE_FIXED_BYTES_PER_HIDDEN x H."""
+    spec, tp, t = run.spec, run.tp, run.tokens
+    h = spec.hidden_size
+    per_token = int(
+        max((layer_rule(spec, i, tp, run.act_dtype_bytes, run.fp8_act_quant) for i in run.layers), default=3.0 * h)
+    )
+    forward = per_token * t
+    compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
+    if not run.enforce_eager and compiled_mlp and not spec.is_moe and spec.intermediate_size:
+        compiled = int(t * (COMPILE_I_TENSORS * spec.intermediate_size / tp + COMPILE_H_TENSORS * h) * run.act_dtype_bytes)
+        forward = compiled + compile_fixed
+    elif not run.enforce_eager:
+        forward += compile_fixed
+    return per_token, forward
+
+
+def _peak(run: ProfileRun) -> ActivationEstimate:
+    """vLLM 0.26.0's peak for one profiling run (activation_peak's rule, module docstring)."""
+    spec, t, act = run.spec, run.tokens, run.act_dtype_bytes
+    h = spec.hidden_size
+    v2 = uses_v2_runner(spec)
+    per_token, forward = forward_bytes(run, _layer_bytes_per_token, compiled_mlp=v2)
+    compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
+    sampler = 0
+    if run.is_last_pp_rank:
+        rows = run.rows
+        logits = rows * spec.vocab_size
+        if v2:
+            sampler = logits * act * (2 if spec.logit_softcapping else 1) + rows * h * act
+            if not run.enforce_eager:
+                sampler += compile_fixed
+        else:
+            sampler = logits * V1_SAMPLER_BYTES_PER_LOGIT + 2 * rows * h * act
+            if rows >= TOPK_TOPP_TRITON_MIN_ROWS:
+                sms = run.sm_count or DEFAULT_SM_COUNT
+                sampler += min(sms, rows) * spec.vocab_size * TOPK_TOPP_SCRATCH_BYTES_PER_SM_LOGIT
+            else:
+                sampler += logits * TOPK_TOPP_SORT_BYTES_PER_LOGIT
+        sampler += t * h * act  # the forward's output is still referenced
+        if run.moe_workspace_persists:
+            sampler += moe_workspace_bytes(spec, run.tp, t, act, run.layers)
+    fixed = FIXED_BYTES_V2 if v2 else FIXED_BYTES_V1
+    peak = max(forward, sampler) + fixed
+    return ActivationEstimate(
+        peak_bytes=peak,
+        forward_bytes=forward,
+        sampler_bytes=sampler,
+        fixed_bytes=fixed,
+        per_token_bytes=per_token,
+        bound_by="forward" if forward >= sampler else "sampler",
+    )
+
+
 def activation_peak(
     spec: ModelSpec,
     *,
@@ -214,6 +323,7 @@ def activation_peak(
     sm_count: int | None = None,
     moe_workspace_persists: bool = True,
     fp8_act_quant: int = 0,
+    peak_rule: Callable[[ProfileRun], ActivationEstimate] = _peak,
 ) -> ActivationEstimate:
     """Predict vLLM 0.26.0's "GiB for peak activation" on one GPU.
 
@@ -227,49 +337,22 @@ def activation_peak(
         moe_workspace_persists: False for MoE kernels that allocate their own scratch (MXFP4).
         fp8_act_quant: W8A8 fp8 linears' activation group size (128 block-wise, -1 per token),
             0 without them.
+        peak_rule: the version's rule over the resolved ProfileRun (a later version binds its
+            own: rules.override).
     Returns:
         ActivationEstimate (bytes).
     """
-    tp = tensor_parallel_size
-    t = max_num_batched_tokens
-    h = spec.hidden_size
-    v2 = uses_v2_runner(spec)
-    idx = layers if layers is not None else range(spec.num_hidden_layers)
-    per_token = int(
-        max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes, fp8_act_quant) for i in idx), default=3.0 * h)
+    run = ProfileRun(
+        spec=spec,
+        tp=tensor_parallel_size,
+        act_dtype_bytes=act_dtype_bytes,
+        tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        enforce_eager=enforce_eager,
+        is_last_pp_rank=is_last_pp_rank,
+        layers=layers if layers is not None else range(spec.num_hidden_layers),
+        sm_count=sm_count,
+        moe_workspace_persists=moe_workspace_persists,
+        fp8_act_quant=fp8_act_quant,
     )
-    forward = per_token * t
-    compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
-    if not enforce_eager and v2 and not spec.is_moe and spec.intermediate_size:
-        compiled = int(t * (COMPILE_I_TENSORS * spec.intermediate_size / tp + COMPILE_H_TENSORS * h) * act_dtype_bytes)
-        forward = compiled + compile_fixed
-    elif not enforce_eager:
-        forward += compile_fixed
-    sampler = 0
-    if is_last_pp_rank:
-        rows = min(t, max_num_seqs)
-        logits = rows * spec.vocab_size
-        if v2:
-            sampler = logits * act_dtype_bytes * (2 if spec.logit_softcapping else 1) + rows * h * act_dtype_bytes
-            if not enforce_eager:
-                sampler += compile_fixed
-        else:
-            sampler = logits * V1_SAMPLER_BYTES_PER_LOGIT + 2 * rows * h * act_dtype_bytes
-            if rows >= TOPK_TOPP_TRITON_MIN_ROWS:
-                sms = sm_count or DEFAULT_SM_COUNT
-                sampler += min(sms, rows) * spec.vocab_size * TOPK_TOPP_SCRATCH_BYTES_PER_SM_LOGIT
-            else:
-                sampler += logits * TOPK_TOPP_SORT_BYTES_PER_LOGIT
-        sampler += t * h * act_dtype_bytes  # the forward's output is still referenced
-        if moe_workspace_persists:
-            sampler += moe_workspace_bytes(spec, tp, t, act_dtype_bytes, idx)
-    fixed = FIXED_BYTES_V2 if v2 else FIXED_BYTES_V1
-    peak = max(forward, sampler) + fixed
-    return ActivationEstimate(
-        peak_bytes=peak,
-        forward_bytes=forward,
-        sampler_bytes=sampler,
-        fixed_bytes=fixed,
-        per_token_bytes=per_token,
-        bound_by="forward" if forward >= sampler else "sampler",
-    )
+    return peak_rule(run)

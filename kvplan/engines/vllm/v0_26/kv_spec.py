@@ -12,7 +12,7 @@ A *page* is one block of ``block_size`` tokens of one layer. Units: tokens and b
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from kvplan.errors import KvplanError
 from kvplan.model.spec import LayerKind, ModelSpec
@@ -264,6 +264,21 @@ def mla_per_token_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     return (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * dtype_bytes
 
 
+def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel_block_alignment: int = 16, gdn: bool) -> int:
+    """The attention block size of a hybrid attention/recurrent model (tokens): the smallest
+    multiple of max(kernel block, block_size) whose attention page holds one recurrent state
+    (vLLM 0.26.0 platforms/interface.py _align_hybrid_block_size, without prefix caching;
+    ``gdn`` does not change it here)."""
+    align = max(kernel_block_alignment, block_size)
+    needed = align * _cdiv(mamba_page, align * attn_tok)
+    return max(block_size, needed)
+
+
+def sliding_window_block_size(block_size: int, kernel_block_alignment: int) -> int:
+    """A sliding layer's block (tokens): the smallest kernel block; unification scales it back up."""
+    return kernel_block_alignment
+
+
 def layer_cache_specs(
     spec: ModelSpec,
     *,
@@ -273,6 +288,9 @@ def layer_cache_specs(
     model_dtype_bytes: int,
     kernel_block_alignment: int = 16,
     mamba_cache_dtype_bytes: int | None = None,
+    spec_for_layer_kind: dict[LayerKind, type[LayerCacheSpec]] = SPEC_FOR_LAYER_KIND,
+    hybrid_block: Callable[..., int] = hybrid_block_size,
+    sliding_block: Callable[[int, int], int] = sliding_window_block_size,
 ) -> tuple[list[LayerCacheSpec], int]:
     """The KV-cache spec of every decoder layer on one rank, and the effective block size.
 
@@ -285,6 +303,9 @@ def layer_cache_specs(
         kv_dtype_bytes_: bytes per KV element (from --kv-cache-dtype).
         model_dtype_bytes: bytes per element of the activation dtype (recurrent states use it).
         kernel_block_alignment: smallest block the attention kernel supports (16 for FlashAttention).
+        spec_for_layer_kind / hybrid_block / sliding_block: the version's hooks (its cache classes,
+            its hybrid and sliding-window block sizes; a later version binds its own:
+            rules.override).
     Returns:
         (one LayerCacheSpec per layer, effective block size in tokens)
     """
@@ -299,16 +320,17 @@ def layer_cache_specs(
     if spec.is_hybrid:
         state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
         mamba_page = mamba_state_bytes(spec, tp, state_bytes)
-        align = max(kernel_block_alignment, block_size)
-        needed = align * _cdiv(mamba_page, align * attn_tok)
-        effective_block = max(block_size, needed)
+        gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
+        effective_block = hybrid_block(
+            mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
+        )
 
     attends = spec.is_hybrid and any(
-        SPEC_FOR_LAYER_KIND.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
+        spec_for_layer_kind.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
     )
     out: list[LayerCacheSpec] = []
     for kind in spec.layer_kinds:
-        cls = SPEC_FOR_LAYER_KIND.get(kind)
+        cls = spec_for_layer_kind.get(kind)
         if cls is None:
             continue  # LayerKind.NONE keeps no cache.
         if cls.one_state_block:
@@ -316,8 +338,7 @@ def layer_cache_specs(
             page = attn_tok * effective_block if attends else mamba_page
             out.append(cls(effective_block, max(page, mamba_page)))
         elif cls is SlidingWindowSpec:
-            # A sliding layer picks the smallest kernel block; unification scales it back up.
-            sw_block = kernel_block_alignment
+            sw_block = sliding_block(block_size, kernel_block_alignment)
             out.append(cls(sw_block, attn_tok * sw_block, sliding_window=spec.sliding_window, per_token_bytes=attn_tok))
         else:
             chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None

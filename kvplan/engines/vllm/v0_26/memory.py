@@ -84,30 +84,22 @@ class MemoryBudget:
         return self.total_bytes - CUDA_CONTEXT_BYTES
 
     @property
+    def _charged(self) -> int:
+        # What vLLM 0.26.0 compile_or_warm_up_model subtracts for its two suggestions: weights,
+        # activation, non-torch and captured graphs (later versions override this term).
+        return self.weights_bytes + self.activation_peak_bytes + self.non_torch_bytes + self.cudagraph_bytes
+
+    @property
     def fill_gpu_kv_cache_memory_bytes(self) -> int:
         """vLLM's "--kv-cache-memory=N to fully utilize gpu memory" suggestion: free memory at
         start minus weights, activation, non-torch and captured graphs, minus 150 MiB
         (v1/worker/gpu_worker.py compile_or_warm_up_model)."""
-        return (
-            self.free_at_start_bytes
-            - self.weights_bytes
-            - self.activation_peak_bytes
-            - self.non_torch_bytes
-            - self.cudagraph_bytes
-            - REDUNDANCY_BUFFER
-        )
+        return self.free_at_start_bytes - self._charged - REDUNDANCY_BUFFER
 
     @property
     def suggested_kv_cache_memory_bytes(self) -> int:
         """vLLM's "--kv-cache-memory=N to fit into requested memory" suggestion."""
-        return (
-            self.requested_bytes
-            - self.weights_bytes
-            - self.activation_peak_bytes
-            - self.non_torch_bytes
-            - self.cudagraph_bytes
-            - REDUNDANCY_BUFFER
-        )
+        return self.requested_bytes - self._charged - REDUNDANCY_BUFFER
 
 
 def requested_bytes(total_bytes: int, gpu_memory_utilization: float) -> int:
@@ -144,31 +136,25 @@ def budget(
     cudagraph: int,
     cudagraph_applied: int,
     kv_cache_memory: int | None = None,
+    budget_type: type[MemoryBudget] = MemoryBudget,
 ) -> MemoryBudget:
-    """Compose the budget (see the module docstring for the rule)."""
+    """Compose the budget (see the module docstring for the rule). ``budget_type``: the version's
+    MemoryBudget (a later version's subclass charges its suggestions differently)."""
     req = requested_bytes(total_bytes, gpu_memory_utilization)
-    if kv_cache_memory is not None:
-        return MemoryBudget(
-            total_bytes=total_bytes,
-            requested_bytes=req,
-            weights_bytes=weights,
-            activation_peak_bytes=activation_peak,
-            non_torch_bytes=non_torch,
-            cudagraph_bytes=cudagraph,
-            cudagraph_applied_bytes=0,
-            kv_cache_bytes=int(kv_cache_memory),
-            kv_cache_memory_override=True,
-        )
-    avail = req - weights - activation_peak - non_torch - cudagraph_applied
-    return MemoryBudget(
+    overridden = kv_cache_memory is not None
+    # --kv-cache-memory: no graph estimate is applied (gpu_worker.py) and the KV cache gets B.
+    applied = 0 if overridden else cudagraph_applied
+    avail = int(kv_cache_memory) if overridden else req - weights - activation_peak - non_torch - cudagraph_applied
+    return budget_type(
         total_bytes=total_bytes,
         requested_bytes=req,
         weights_bytes=weights,
         activation_peak_bytes=activation_peak,
         non_torch_bytes=non_torch,
         cudagraph_bytes=cudagraph,
-        cudagraph_applied_bytes=cudagraph_applied,
+        cudagraph_applied_bytes=applied,
         kv_cache_bytes=avail,
+        kv_cache_memory_override=overridden,
     )
 
 

@@ -13,35 +13,29 @@ persistent sampler state), runner (V2 for all, graph estimate subtracted), log_g
 
 from __future__ import annotations
 
-from kvplan.engines.vllm.rules import FittedCoefficients, VllmRules
-from kvplan.engines.vllm.v0_26 import check_rules, family_quirks, flag_catalogue, quantization, weights
+from dataclasses import replace
+
+from kvplan.engines.vllm import v0_26
+from kvplan.engines.vllm.rules import FittedCoefficients
 from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, runner
 
 # The real starts the fitted coefficients were checked on (tests/data/vllm-0.33.0-h200).
 CHECKED_STARTS = 9
 
-RULES = VllmRules(
+# 0.26.0's rules with the changed modules and the refitted coefficients replaced.
+RULES = replace(
+    v0_26.RULES,
     version="0.33.0",
     evidence=(
         f"derived from the vLLM 0.33.0 source and checked on {CHECKED_STARTS} real H200 starts "
         "(tests/data/vllm-0.33.0-h200, all --enforce-eager: CUDA graphs, Mamba hybrids and the "
         ">= 160 GiB tier not yet checked)"
     ),
-    flag_table=flag_catalogue.TABLE,
-    serve_flags=flag_catalogue.SERVE_FLAGS,
     defaults=defaults,
-    quantization=quantization,
     kv_spec=kv_spec,
     allocator=allocator,
     memory=memory,
     activation=activation,
-    weights=weights,
     runner=runner,
-    family_quirks=family_quirks,
-    coefficients=FittedCoefficients(
-        non_torch_single_gpu=memory.NON_TORCH_SINGLE_GPU,
-        non_torch_v1_cudagraph_extra=memory.NON_TORCH_V1_CUDAGRAPH_EXTRA,
-        non_torch_multi_gpu_extra=memory.NON_TORCH_MULTI_GPU_EXTRA,
-    ),
-    check_rules=check_rules,
+    coefficients=FittedCoefficients.of(memory),
 )

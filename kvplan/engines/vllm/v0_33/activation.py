@@ -36,15 +36,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvplan.engines.vllm.rules import override
+from kvplan.engines.vllm.v0_26 import activation as _v026
 from kvplan.engines.vllm.v0_26.activation import (  # noqa: F401  (unchanged rules)
+    COMPILE_FIXED_BYTES_PER_HIDDEN,
     MOE_HIDDEN_TENSORS,
     MOE_SHARED_TENSORS,
     ActivationEstimate as _ActivationEstimate26,
-    _dense_elements,
-    fp8_down_proj_input_bytes,
+    ProfileRun,
+    forward_bytes,
+    mlp_bytes_per_token,
     moe_workspace_bytes,
 )
-from kvplan.engines.vllm.v0_26.family_quirks import quirks
 from kvplan.model.spec import LayerKind, ModelSpec
 
 MiB = 1 << 20
@@ -102,20 +105,15 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
-    if is_moe:
-        # The top_k workspaces are the persistent WorkspaceManager buffer: not transient.
-        ffn = MOE_HIDDEN_TENSORS * h + MOE_SHARED_TENSORS * spec.moe.shared_intermediate_size / tp
-    elif spec.is_moe:
+    if spec.is_moe and not is_moe:
         # The dense layers of a MoE model (DeepSeek's first_k_dense_replace) did not set the peak on
         # dsv2-lite_eager (the MoE-layer rule is exact there); checked on that one record.
         return 0.0
-    elif spec.intermediate_size:
-        ffn = _dense_elements(spec, tp)
-    else:
-        ffn = 3.0 * h
-    ffn_bytes = ffn * act_bytes
-    if fp8_act_quant and not is_moe and spec.intermediate_size and quirks(spec.model_type).mlp_keeps_gate_up:
-        ffn_bytes += fp8_down_proj_input_bytes(spec.intermediate_size // tp, fp8_act_quant)
+    moe_elements = 0.0
+    if is_moe:
+        # The top_k workspaces are the persistent WorkspaceManager buffer: not transient.
+        moe_elements = MOE_HIDDEN_TENSORS * h + MOE_SHARED_TENSORS * spec.moe.shared_intermediate_size / tp
+    ffn_bytes = mlp_bytes_per_token(spec, tp, act_bytes, fp8_act_quant, is_moe, moe_elements)
     mixer = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
         g = spec.gdn
@@ -126,49 +124,27 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     return max(ffn_bytes, mixer)
 
 
-def activation_peak(
-    spec: ModelSpec,
-    *,
-    tensor_parallel_size: int,
-    act_dtype_bytes: int,
-    max_num_batched_tokens: int,
-    max_num_seqs: int,
-    enforce_eager: bool,
-    is_last_pp_rank: bool = True,
-    layers: range | None = None,
-    sm_count: int | None = None,
-    moe_workspace_persists: bool = True,
-    fp8_act_quant: int = 0,
-) -> ActivationEstimate:
+def _peak(run: ProfileRun) -> ActivationEstimate:
     """vLLM 0.33.0's "GiB for peak activation" on one GPU (``peak_bytes``) and what the profile
-    leaves allocated (``persistent_bytes``). Same arguments as v0_26.activation.activation_peak
-    (``sm_count`` is unused: the V2 sampler has no per-SM scratch)."""
-    from kvplan.engines.vllm.v0_26.activation import COMPILE_FIXED_BYTES_PER_HIDDEN, COMPILE_H_TENSORS, COMPILE_I_TENSORS
-
-    tp = tensor_parallel_size
-    t = max_num_batched_tokens
+    leaves allocated (``persistent_bytes``), for one profiling run (module docstring; the V2
+    sampler has no per-SM scratch, so ``sm_count`` is unused)."""
+    spec, t, act = run.spec, run.tokens, run.act_dtype_bytes
     h = spec.hidden_size
-    idx = layers if layers is not None else range(spec.num_hidden_layers)
-    per_token = int(max((_layer_bytes_per_token(spec, i, tp, act_dtype_bytes, fp8_act_quant) for i in idx), default=3.0 * h))
-    forward = per_token * t
+    # torch.compile: 0.26.0's V2 fit (not checked on 0.33.0); every model runs V2 here.
+    per_token, forward = forward_bytes(run, _layer_bytes_per_token, compiled_mlp=True)
     compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
-    if not enforce_eager and not spec.is_moe and spec.intermediate_size:
-        # torch.compile: 0.26.0's V2 fit (not checked on 0.33.0).
-        forward = int(t * (COMPILE_I_TENSORS * spec.intermediate_size / tp + COMPILE_H_TENSORS * h) * act_dtype_bytes) + compile_fixed
-    elif not enforce_eager:
-        forward += compile_fixed
     forward += FORWARD_OFFSET_BYTES
     sampler = 0
     state = 0
-    if is_last_pp_rank:
-        rows = min(t, max_num_seqs)
-        logit_bytes = SAMPLER_LOGIT_BYTES + (act_dtype_bytes if spec.logit_softcapping else 0)
-        sampler = rows * spec.vocab_size * logit_bytes + t * h * act_dtype_bytes + rows * h * act_dtype_bytes
+    if run.is_last_pp_rank:
+        rows = run.rows
+        logit_bytes = SAMPLER_LOGIT_BYTES + (act if spec.logit_softcapping else 0)
+        sampler = rows * spec.vocab_size * logit_bytes + t * h * act + rows * h * act
         sampler += SAMPLER_EXTRA_BYTES
-        if not enforce_eager:
+        if not run.enforce_eager:
             sampler += compile_fixed
-        state = penalty_state_bytes(spec.vocab_size, max_num_seqs) + PER_REQUEST_STATE_BYTES * max_num_seqs
-    ws = moe_workspace_bytes(spec, tp, t, act_dtype_bytes, idx) if moe_workspace_persists else 0
+        state = penalty_state_bytes(spec.vocab_size, run.max_num_seqs) + PER_REQUEST_STATE_BYTES * run.max_num_seqs
+    ws = moe_workspace_bytes(spec, run.tp, t, act, run.layers) if run.moe_workspace_persists else 0
     peak = max(forward, sampler, 0)
     return ActivationEstimate(
         peak_bytes=peak,
@@ -181,3 +157,13 @@ def activation_peak(
         sampler_state_bytes=state,
         moe_workspace_bytes=ws,
     )
+
+
+activation_peak = override(
+    _v026.activation_peak,
+    """vLLM 0.33.0's "GiB for peak activation" on one GPU (``peak_bytes``) and what the profile
+    leaves allocated (``persistent_bytes``), in bytes. Same arguments as
+    v0_26.activation.activation_peak, whose rule this version replaces (``peak_rule``: the V2
+    profile, sampler warm-up and persistent state of the module docstring).""",
+    peak_rule=_peak,
+)

@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kvplan.engines.vllm.rules import override
+from kvplan.engines.vllm.v0_26 import kv_spec as _v026
 from kvplan.engines.vllm.v0_26.kv_spec import (  # noqa: F401  (unchanged)
     DTYPE_BYTES,
     KV_CACHE_DTYPES,
@@ -47,7 +49,7 @@ from kvplan.engines.vllm.v0_26.kv_spec import (  # noqa: F401  (unchanged)
     mamba_state_bytes,
     mla_per_token_bytes,
 )
-from kvplan.model.spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind
 
 # Prefill-checkpoint alignment of FlashInfer's GDN prefill (gdn_attn.py
 # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT) and its checkpoint blocks per request.
@@ -100,43 +102,18 @@ def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel
     return max(block_size, align * _cdiv(mamba_page, align * attn_tok))
 
 
-def layer_cache_specs(
-    spec: ModelSpec,
-    *,
-    tensor_parallel_size: int,
-    block_size: int,
-    kv_dtype_bytes_: int,
-    model_dtype_bytes: int,
-    kernel_block_alignment: int = 16,
-    mamba_cache_dtype_bytes: int | None = None,
-) -> tuple[list[LayerCacheSpec], int]:
-    """The KV-cache spec of every decoder layer on one rank, and the effective block size
-    (same arguments as v0_26.kv_spec.layer_cache_specs)."""
-    tp = tensor_parallel_size
-    attn_tok = mla_per_token_bytes(spec, kv_dtype_bytes_) if spec.uses_mla else attention_per_token_bytes(spec, tp, kv_dtype_bytes_)
-    effective_block = block_size
-    mamba_page = 0
-    if spec.is_hybrid:
-        mamba_page = mamba_state_bytes(spec, tp, mamba_cache_dtype_bytes or model_dtype_bytes)
-        gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
-        effective_block = hybrid_block_size(
-            mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
-        )
-    attends = spec.is_hybrid and any(
-        SPEC_FOR_LAYER_KIND.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
-    )
-    out: list[LayerCacheSpec] = []
-    for kind in spec.layer_kinds:
-        cls = SPEC_FOR_LAYER_KIND.get(kind)
-        if cls is None:
-            continue
-        if cls.one_state_block:
-            page = attn_tok * effective_block if attends else mamba_page
-            out.append(cls(effective_block, max(page, mamba_page)))
-        elif cls is SlidingWindowSpec:
-            sw_block = max(kernel_block_alignment, block_size)
-            out.append(cls(sw_block, attn_tok * sw_block, sliding_window=spec.sliding_window, per_token_bytes=attn_tok))
-        else:
-            chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
-            out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
-    return out, effective_block
+def sliding_window_block_size(block_size: int, kernel_block_alignment: int) -> int:
+    """A sliding layer's block (tokens): the primary block size, at least the kernel block
+    (Attention.get_kv_cache_spec, _largest_kernel_block_within)."""
+    return max(kernel_block_alignment, block_size)
+
+
+layer_cache_specs = override(
+    _v026.layer_cache_specs,
+    """The KV-cache spec of every decoder layer on one rank, and the effective block size in
+    tokens (same arguments as v0_26.kv_spec.layer_cache_specs): 0.26.0's rule with this version's
+    ``align``-mode cache classes, hybrid block size and sliding-window block (module docstring).""",
+    spec_for_layer_kind=SPEC_FOR_LAYER_KIND,
+    hybrid_block=hybrid_block_size,
+    sliding_block=sliding_window_block_size,
+)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.engines.vllm.rules import override
+from kvplan.engines.vllm.v0_26 import memory as _v026
 from kvplan.engines.vllm.v0_26.memory import (  # noqa: F401  (unchanged)
     NON_TORCH_MULTI_GPU_EXTRA,
     REDUNDANCY_BUFFER,
     requested_bytes,
 )
-from kvplan.engines.vllm.v0_26.memory import MemoryBudget as _MemoryBudget26
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -51,11 +52,11 @@ CUDA_CONTEXT_BYTES = 751_632_384
 
 
 @dataclass(frozen=True)
-class MemoryBudget(_MemoryBudget26):
+class MemoryBudget(_v026.MemoryBudget):
     """0.26.0's budget fields; ``non_torch_bytes`` is everything consumed besides the weights
     (vLLM 0.33.0 prints weights + this as "consumed memory (weights + non-torch)");
     ``activation_peak_bytes`` is the transient peak; ``cudagraph_applied_bytes`` the subtracted
-    graph estimate."""
+    graph estimate. The two --kv-cache-memory suggestions are 0.26.0's over ``_charged``."""
 
     @property
     def free_at_start_bytes(self) -> int:
@@ -73,57 +74,23 @@ class MemoryBudget(_MemoryBudget26):
         # applied graph estimate) + the captured graphs, so graphs count twice there.
         return self.consumed_bytes + self.activation_peak_bytes + self.cudagraph_applied_bytes + self.cudagraph_bytes
 
-    @property
-    def fill_gpu_kv_cache_memory_bytes(self) -> int:
-        """vLLM's "--kv-cache-memory=N to fully utilize gpu memory" suggestion."""
-        return self.free_at_start_bytes - self._charged - REDUNDANCY_BUFFER
 
-    @property
-    def suggested_kv_cache_memory_bytes(self) -> int:
-        """vLLM's "--kv-cache-memory=N to fit into requested memory" suggestion."""
-        return self.requested_bytes - self._charged - REDUNDANCY_BUFFER
-
-
-def non_torch_bytes(
-    world_size: int,
-    v1_cudagraphs: bool = False,
-    *,
-    single_gpu: int = NON_TORCH_SINGLE_GPU,
-    v1_cudagraph_extra: int = NON_TORCH_V1_CUDAGRAPH_EXTRA,
-    multi_gpu_extra: int = NON_TORCH_MULTI_GPU_EXTRA,
-) -> int:
+non_torch_bytes = override(
+    _v026.non_torch_bytes,
     """The fitted single-GPU remainder plus 0.26.0's unverified NCCL term when more than one GPU
-    takes part (bytes). The model-dependent part of consumed memory comes from
-    activation.py's ``persistent_bytes``."""
-    return single_gpu + (v1_cudagraph_extra if v1_cudagraphs else 0) + (multi_gpu_extra if world_size > 1 else 0)
+    takes part (bytes); no V1-runner graph term. 0.26.0's rule with this module's constants as
+    defaults. The model-dependent part of consumed memory comes from activation.py's
+    ``persistent_bytes``.""",
+    single_gpu=NON_TORCH_SINGLE_GPU,
+    v1_cudagraph_extra=NON_TORCH_V1_CUDAGRAPH_EXTRA,
+)
 
-
-def budget(
-    *,
-    total_bytes: int,
-    gpu_memory_utilization: float,
-    weights: int,
-    activation_peak: int,
-    non_torch: int,
-    cudagraph: int,
-    cudagraph_applied: int,
-    kv_cache_memory: int | None = None,
-) -> MemoryBudget:
-    """Compose the budget (module docstring). ``non_torch``: consumed memory besides weights."""
-    req = requested_bytes(total_bytes, gpu_memory_utilization)
-    if kv_cache_memory is not None:
-        # --kv-cache-memory: no graph estimate is applied (gpu_worker.py).
-        return MemoryBudget(
-            total_bytes=total_bytes, requested_bytes=req, weights_bytes=weights,
-            activation_peak_bytes=activation_peak, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
-            cudagraph_applied_bytes=0, kv_cache_bytes=int(kv_cache_memory), kv_cache_memory_override=True,
-        )
-    avail = req - weights - activation_peak - non_torch - cudagraph_applied
-    return MemoryBudget(
-        total_bytes=total_bytes, requested_bytes=req, weights_bytes=weights, activation_peak_bytes=activation_peak,
-        non_torch_bytes=non_torch, cudagraph_bytes=cudagraph, cudagraph_applied_bytes=cudagraph_applied,
-        kv_cache_bytes=avail,
-    )
+budget = override(
+    _v026.budget,
+    """Compose the budget (module docstring): 0.26.0's rule into this version's MemoryBudget.
+    ``non_torch``: consumed memory besides weights (bytes).""",
+    budget_type=MemoryBudget,
+)
 
 
 def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> int:
