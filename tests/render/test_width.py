@@ -116,3 +116,25 @@ def test_gpu_memory_without_gpu_names_the_size_and_the_profile():
     assert gpu["label"].startswith("23.69 GiB GPU (h200 profile's")
     code, out, _ = run_cli(*ESTIMATE, "--format", "json")
     assert json.loads(out)["gpu"]["label"] == "NVIDIA H200 SXM 141GB"
+
+
+def test_readme_example_is_the_real_output_at_80_columns():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    cmd = "    $ kvplan estimate meta-llama/Meta-Llama-3-8B --gpu H200 --max-model-len 8192\n"
+    block = readme[readme.index(cmd) + len(cmd):].split("\n\n")[0]
+    shown = [s[4:] for s in block.splitlines()]
+    code, out, _ = run_cli(*ESTIMATE)
+    assert shown == out.rstrip("\n").splitlines()
+
+
+def test_bundled_ids_are_documented_and_plan_n_metavar_matches_estimate(monkeypatch):
+    from pathlib import Path
+
+    assert "bundled_ids" in (Path(__file__).parents[2] / "README.md").read_text()
+    monkeypatch.setenv("COLUMNS", "200")
+    _, plan_help, _ = run_cli("plan", "--help")
+    _, est_help, _ = run_cli("estimate", "--help")
+    assert "--n, --beam-width N" in " ".join(est_help.split())
+    assert "--n, --beam-width N" in " ".join(plan_help.split())
