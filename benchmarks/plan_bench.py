@@ -34,7 +34,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from kvplan.cli.plan import load_spec
     from kvplan.gpus import load_profiles
-    from kvplan.search import SearchSpace, Target, search
+    from kvplan.capacity.search import SearchSpace, Target, search
 
     spec = load_spec(a.model, None)
     gpus = tuple(load_profiles().values())
@@ -62,7 +62,7 @@ def main() -> None:
     best = min(runs)
     cpu_first, cpu_best = cpu[0], min(cpu[1:])
 
-    from kvplan import planner
+    from kvplan.capacity import estimate as planner
 
     def cold() -> float:
         for f in (planner._weights_cached, planner._activation_cached, planner._layout_cached):

@@ -233,7 +233,7 @@ def check_cases() -> list[dict]:
         out.append(
             _case(f"check/dir/{rel}", ["check", *members, "--format", "json", "--junit-xml", f"<TMP>/{junit}"], files=[junit])
         )
-    # manifests run from their own directory, relative paths (tests/test_check_review3.py, -review4)
+    # manifests run from their own directory, relative paths (the manifest tests under tests/check/)
     for m in sorted(f for f in files if f.name == "kvplan.yaml"):
         rel = _safe(str(m.parent.relative_to(base)))
         out.append(_case(f"check/cwd/{rel}/kvplan.yaml", ["check", "kvplan.yaml", "--format", "json"], cwd=str(m.parent)))

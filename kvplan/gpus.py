@@ -99,7 +99,7 @@ class GPUProfile(BaseModel):
         if isinstance(v, bool):
             raise ValueError("expected a number of bytes or a size such as 80GiB")
         if isinstance(v, str):
-            from kvplan.units import parse_bytes
+            from kvplan.io.units import parse_bytes
 
             try:
                 v = parse_bytes(v, what="memory_bytes")
@@ -293,14 +293,14 @@ def _parse_entries(text: str, origin: str) -> list[dict]:
 def _read_user_file(flag: str, f: str) -> list[dict]:
     """The ``gpus:`` entries of one user file (``--gpu-profiles`` / KVPLAN_GPU_PROFILES).
 
-    Read with ``kvplan check``'s guarded reader (kvplan.safe_io.read_text and load_yaml): at most
+    Read with ``kvplan check``'s guarded reader (kvplan.io.files.read_text and load_yaml): at most
     2 MiB, UTF-8 without NUL bytes, and a YAML document whose aliases expand past 100,000 nodes
     (a "billion laughs" bomb: 60 s and 2.8 GB before this guard) is refused before it is built.
     Raises:
         KvplanError: missing, a directory, too large, binary, not UTF-8, not YAML, an alias bomb,
             several documents, or not a ``gpus`` list (one line naming the flag and the file).
     """
-    from kvplan.safe_io import InputError, load_yaml, probe_path, read_text, shown_name
+    from kvplan.io.files import InputError, load_yaml, probe_path, read_text, shown_name
 
     if not str(f).strip():
         raise KvplanError(f"{flag}: empty file name", hint="give a YAML file with a 'gpus' list, e.g. my-gpus.yaml")

@@ -270,7 +270,7 @@ def test_wrong_shapes_name_the_key(tmp_path, text, key):
     assert f in line and key in line
 
 
-# --- hostile user files (fresh-eyes review 1, item 7): size cap and YAML alias bombs ----------
+# --- hostile user files: size cap and YAML alias bombs ------------------------------------------
 
 BOMB = """\
 a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]

@@ -1,7 +1,7 @@
 """Build the vLLM 0.26.0 'new families' real-start cases (issue 12) for the lent H200.
 
 Writes .device/cases/A/<name>/config.json and .device/cases_A.json (one request per case,
-in the JSON form `python -m kvplan.vllm_child` takes). Run from the repo root:
+in the JSON form `python -m kvplan.verify.child` takes). Run from the repo root:
     python3 benchmarks/device/cases_families.py
 Config sources (real published config.json copies found with the search tools; see
 tests/data/vllm-0.26.0-h200/families/README.md for the table):

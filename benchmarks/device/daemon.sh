@@ -4,7 +4,7 @@
 # background job waits for all 53 vLLM 0.33.0 parts (/tmp/acc33/COMPLETE), installs them into
 # /tmp/site33 (adding the cuda-extra wheels from /tmp/accx if torch 2.14 does not import), then
 # the issue-13 cases (cases_B.json) run, then any family cases left over. Each case is its own
-# `python -m kvplan.vllm_child` process (kvplan snapshot in /tmp/dev/snap) under `timeout`; its
+# `python -m kvplan.verify.child` process (kvplan snapshot in /tmp/dev/snap) under `timeout`; its
 # stdout+stderr go to /tmp/logs/<ver>/<case>.log; progress lines to /tmp/logs/progress.txt.
 # Differs from ../shared/device/device-install.sh only in taking the site/acc dirs as arguments
 # and timing each step (two vLLM versions live side by side on one machine).
@@ -29,7 +29,7 @@ runcase() {  # runcase SITE VERDIR JSONLINE TIMEOUT
   local t0=$(date +%s)
   log "start $2 $name"
   ( cd /tmp && PYTHONPATH=$1:$D/snap VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONUNBUFFERED=1 \
-      timeout -k 10 $4 python3 -m kvplan.vllm_child "$req" < /dev/null ) > $L/$2/$name.log 2>&1
+      timeout -k 10 $4 python3 -m kvplan.verify.child "$req" < /dev/null ) > $L/$2/$name.log 2>&1
   local rc=$?
   log "end $2 $name rc=$rc wall=$(( $(date +%s) - t0 )) $(grep -m1 '^RESULT' $L/$2/$name.log)"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader >> $L/progress.txt 2>&1

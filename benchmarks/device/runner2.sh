@@ -14,7 +14,7 @@ runcase() {  # runcase SITE VERDIR JSONLINE
   local t=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(420 if not d['engine_args'].get('enforce_eager') else 240)" "$3")
   local t0=$(date +%s); log "start $2 $name"
   ( cd /tmp && PYTHONPATH=$1:$D/snap VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONUNBUFFERED=1 \
-      timeout -k 10 $t python3 -m kvplan.vllm_child "$req" < /dev/null ) > $L/$2/$name.log 2>&1
+      timeout -k 10 $t python3 -m kvplan.verify.child "$req" < /dev/null ) > $L/$2/$name.log 2>&1
   log "end $2 $name rc=$? wall=$(( $(date +%s) - t0 )) $(grep -m1 '^RESULT' $L/$2/$name.log)"
 }
 for n in $(cat $D/bin/order2.txt); do

@@ -15,15 +15,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.capacity.outcomes import EstimateRefusal, Failure, Note, NoteKind, RefusalKind, StartOutcome  # noqa: F401
+from kvplan.capacity.outcomes import (  # noqa: F401
+    Approximation,
+    EstimateRefusal,
+    Failure,
+    Note,
+    NoteKind,
+    RefusalKind,
+    StartOutcome,
+)
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import VllmRules
 from kvplan.gpus import GPUProfile
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
-# The default version's rule modules, for the types below and for importers of the old
-# kvplan.planner (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
+# The default version's rule modules, for the types below and for importers that read them from
+# here (QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES ...); plan() uses the selected rules.
 _DEFAULT = versions.default()
 act_mod = _DEFAULT.activation
 memory = _DEFAULT.memory
@@ -79,6 +87,8 @@ class Plan:
         remarks: the typed warnings and notes (kind, message) in order; ``warnings`` are those
             not ``about_kvplan``, ``notes`` the others.
         rules: the vLLM version's rules the estimate used.
+        approximations: why the figures are approximate (the spec's: an architecture without a
+            kvplan family, sized from the standard keys); empty when exact.
     """
 
     spec: ModelSpec
@@ -105,6 +115,13 @@ class Plan:
     failure_info: Failure | None = None
     remarks: tuple[Note, ...] = ()
     rules: VllmRules | None = field(default=None, repr=False, compare=False)
+    approximations: tuple[Approximation, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """kvplan has rules for every layer and weight of the model (no approximations); every
+        output shows it (estimate JSON ``exact`` / ``approximate``, the table, plan, check)."""
+        return not self.approximations
 
     @property
     def env(self) -> dict[str, str]:
@@ -270,7 +287,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
     # to fix: a note, not a warning (Note.about_kvplan).
     remarks: list[Note] = [
-        Note(NoteKind.BUNDLED_SNAPSHOT if n.startswith("bundled spec ") else NoteKind.MODEL_SOURCE, n)
+        Note(NoteKind.BUNDLED_SNAPSHOT if n in spec.snapshot_notes else NoteKind.MODEL_SOURCE, n)
         for n in spec.notes
     ]
     remarks += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]
@@ -406,7 +423,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             gpu_memory_utilization=args.gpu_memory_utilization,
             weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
-            # a version whose profile leaves tensors allocated (0.33.0: ``persistent_bytes``)
+            # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
             # charges them with the non-torch memory as consumed memory
             non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager)
             + getattr(a, "persistent_bytes", 0),
@@ -636,4 +653,5 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         failure_info=failure,
         remarks=tuple(remarks),
         rules=rules,
+        approximations=spec.approximations,
     )

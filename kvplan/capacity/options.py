@@ -51,7 +51,7 @@ def plan_from_options(
     from kvplan.engines.vllm import versions
     from kvplan.gpus import check_gpu_memory_flag, find_gpu, load_profiles
     from kvplan.sources import load_spec
-    from kvplan.units import parse_bytes
+    from kvplan.io.units import parse_bytes
 
     versions.select(engine_kw.get("vllm_version") or versions.DEFAULT_VERSION)
     args = build_engine_args(**engine_kw)

@@ -9,6 +9,15 @@ import enum
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.model.spec import Approximation, ApproximationKind
+
+# Why an estimate is approximate (Plan.approximations): made by the model parse, which alone
+# knows what it assumed (kvplan.model.parse), and typed there so the model layer does not import
+# this one; re-exported here beside the other outcomes of an estimate.
+__all__ = [
+    "Approximation", "ApproximationKind", "EstimateRefusal", "Failure", "Note", "NoteKind", "RefusalKind",
+    "StartOutcome", "UNVERIFIED_NOTES",
+]
 
 
 class StartOutcome(str, enum.Enum):

@@ -227,7 +227,11 @@ class Option:
             "max_num_seqs": p.effective["max_num_seqs"],
             "serve_command": self.serve_command(revision),
             "warnings": list(p.warnings),
+            # issue 12: False when the model has no kvplan family (sized from the standard keys)
+            "exact": p.exact,
         }
+        if not p.exact:
+            out["approximate"] = [a.reason for a in p.approximations]
         if self.workload is not None:
             out["workload"] = self.workload.to_dict()
         return out
@@ -242,6 +246,8 @@ class Skipped:
             "unsupported" | "does_not_start" | "below_target" | "dominated" | "same_engine"
             (a flag that changes nothing for this checkpoint: --quantization on pre-quantized
             weights, an fp8 KV cache the checkpoint already gives with auto).
+        flag: the `vllm serve` flag the skip is about ("--quantization" ...), or None; code
+            reads this, not ``reason``'s text (not in ``to_dict``: the JSON keeps its keys).
     """
 
     gpu: str
@@ -251,9 +257,12 @@ class Skipped:
     quantization: str | None
     category: str
     reason: str
+    flag: str | None = None
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        del d["flag"]
+        return d
 
 
 @dataclass
@@ -266,6 +275,8 @@ class SearchResult:
         closest: when no option meets the target, the one that comes nearest (highest fraction
             of the target among engines that start at max_model_len; else the largest context).
         evaluated: planner calls made; elapsed_s: wall time of the search.
+        approximations: the model's (ModelSpec.approximations): why every option's figures are
+            approximate; empty when kvplan has rules for the architecture (``exact``).
     """
 
     target: Target
@@ -280,6 +291,11 @@ class SearchResult:
     unpriced: list[str] = field(default_factory=list)
     refusal: str | None = None
     refusal_hint: str | None = None
+    approximations: tuple = ()
+
+    @property
+    def exact(self) -> bool:
+        return not self.approximations
 
 
 def _engine_args_error(exc) -> tuple[str, str]:
@@ -300,7 +316,7 @@ def _stage(s: Skipped) -> int:
     0 fp8 KV on a GPU without fp8, 1 fp8 weights below compute capability 7.5, 2 TP above a node,
     3 TP x PP above --max-gpus, 4 refused by vLLM's rules in the planner."""
     if s.category == "no_fp8":
-        return 1 if s.reason.startswith("--quantization") else 0
+        return 1 if s.flag == "--quantization" else 0
     return {"tp_exceeds_node": 2, "max_gpus": 3}.get(s.category, 4)
 
 
@@ -498,8 +514,8 @@ def search(
     invalid_parallel: dict[tuple[int, int], str] = {}
     util_refused: list = []  # sized plans refused for requesting more than the free memory
 
-    def skip(gpu, tp, pp, kv, q, cat, why):
-        skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why))
+    def skip(gpu, tp, pp, kv, q, cat, why, flag=None):
+        skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why, flag))
 
     ckpt = spec.quantization if spec.quantization is not None and spec.quantization.source == "checkpoint" else None
     prequantized = (ckpt.vllm_name or ckpt.method) if ckpt is not None else None
@@ -520,10 +536,10 @@ def search(
                             skip(gpu, tp, pp, kv, q, "same_engine", f"--kv-cache-dtype {kv}: the checkpoint's quantization config already makes `auto` store the KV cache in fp8")
                             continue
                         if kv.startswith("fp8") and not gpu.fp8_supported and space.require_fp8_support:
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--kv-cache-dtype {kv}: {gpu.display_name} has no fp8 support; kvplan does not propose an fp8 KV cache there", "--kv-cache-dtype")
                             continue
                         if q == "fp8" and not _fp8_weights_ok(gpu):
-                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpu.display_name} has less")
+                            skip(gpu, tp, pp, kv, q, "no_fp8", f"--quantization fp8: fp8 weights need compute capability >= 7.5 (vLLM {vllm} Fp8Config); {gpu.display_name} has less", "--quantization")
                             continue
                         if tp > space.gpus_per_node:
                             skip(gpu, tp, pp, kv, q, "tp_exceeds_node", f"--tensor-parallel-size {tp}: exceeds a node of {space.gpus_per_node} GPUs (TP stays within a node; PP spans nodes)")
@@ -651,4 +667,5 @@ def search(
         unpriced=unpriced,
         refusal=refusal,
         refusal_hint=refusal_hint,
+        approximations=spec.approximations,
     )

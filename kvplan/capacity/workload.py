@@ -49,7 +49,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kvplan.capacity.workload_input import (  # noqa: F401 (re-exported: kvplan.workload importers)
+from kvplan.capacity.workload_input import (  # noqa: F401 (re-exported: importers of kvplan.capacity.workload)
     _TOKEN_EXAMPLES,
     DISTRIBUTION_POINTS,
     MAX_TOKENS,
@@ -565,7 +565,7 @@ class WorkloadModel:
         """capacity() plus the flag changes that raise the binding limit, each re-planned.
 
         Args:
-            replan: EngineArgs updates -> Plan (default: kvplan.planner.plan on the same model and
+            replan: EngineArgs updates -> Plan (default: kvplan.capacity.estimate.plan on the same model and
                 GPU with ``plan.args.model_copy(update=...)``); a change vLLM would refuse
                 (KvplanError) is left out.
         """

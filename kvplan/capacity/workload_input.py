@@ -312,7 +312,7 @@ def load_pairs_file(path: str | Path) -> Workload:
             f"({MAX_WORKLOAD_ROWS:,} rows)",
             hint=f"keep only the prompt_tokens and output_tokens columns, or a random sample of at most {MAX_WORKLOAD_ROWS:,} rows",
         )
-    from kvplan.safe_io import InputError, open_regular
+    from kvplan.io.files import InputError, open_regular
 
     try:
         raw = open_regular(p)  # a FIFO or device is refused here instead of hanging or never ending

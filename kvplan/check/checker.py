@@ -24,7 +24,7 @@ comments; a comment applies to the deployments that follow it in the file (or, w
 precedes a deployment, to the whole file).
 
 Every problem is a ``Diagnostic`` (check id, severity, file, line, key, message); nothing is
-raised for bad input in a file. The memory arithmetic is the planner's (``kvplan.planner.plan``);
+raised for bad input in a file. The memory arithmetic is the planner's (``kvplan.capacity.estimate.plan``);
 this module only maps flags onto ``EngineArgs`` and compares the Plan with the file's targets.
 Model specs and plans are cached per run (``Checker``). Pure except reading the input files and
 resolving models (``kvplan.sources``).
@@ -76,7 +76,7 @@ from kvplan.check.sources.vllm_config import deployment_from_config, describe_ya
 from kvplan.check.version import DEFAULT_VLLM_VERSION
 from kvplan.engines.vllm.serve_flags import catalogue
 from kvplan.errors import KvplanError
-from kvplan.safe_io import MAX_FILE_BYTES, InputError, YamlDoc, load_yaml, read_text
+from kvplan.io.files import MAX_FILE_BYTES, InputError, YamlDoc, load_yaml, read_text
 
 
 class Checker:
@@ -100,10 +100,10 @@ class Checker:
         self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = DEFAULT_VLLM_VERSION,
         stdin_name: str | None = None, stdin: bytes | None = None,
     ):
-        from kvplan.engines.vllm.defaults import check_version
+        from kvplan.engines.vllm import versions
         from kvplan.gpus import load_profiles
 
-        check_version(vllm_version)
+        versions.select(vllm_version)  # an unknown version is refused here (exit 2)
         self.cat = catalogue(vllm_version)
         self.vllm_version = vllm_version
         self.profiles = load_profiles(gpu_profiles)
@@ -140,7 +140,7 @@ class Checker:
 
     def plan(self, model: str, revision: str | None, spec, gpu, args):
         """The planner's Plan, cached per (model, revision, GPU, args); raises KvplanError."""
-        from kvplan.planner import plan
+        from kvplan.capacity.estimate import plan
 
         key = (model, revision, spec, gpu.id, gpu.memory_bytes, args)
         if key in self._plans:

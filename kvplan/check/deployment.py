@@ -158,8 +158,8 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
             # An unknown flag's arity is unknown: take the next word as its value unless that
             # word is the only candidate left for the positional model.
             if t.key is not None and i < n and toks[i].value_of == t.key:
-                # a --config key's value(s): its own, never the positional model (fresh-eyes-5
-                # H4: `aws_secret_access_key: sk-...` was reported as a second model)
+                # a --config key's value(s): its own, never the positional model (otherwise
+                # `aws_secret_access_key: sk-...` would be reported, and echoed, as a second model)
                 while i < n and toks[i].value_of == t.key:
                     i += 1
             elif m.explicit is None and i < n and not _looks_like_option(toks[i].text):

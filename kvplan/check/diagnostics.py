@@ -71,6 +71,9 @@ KVPLAN_KEY_IN_VLLM_CONFIG = "kvplan-key-in-vllm-config"  # vLLM's --config loade
 NOT_MODELLED = "not-modelled"  # kvplan does not model this flag/value; figures may differ
 
 
+APPROXIMATE = "approximate"  # the model's architecture has no kvplan family: figures are approximate
+
+
 UTILIZATION_RANGE = "gpu-memory-utilization-range"
 
 
@@ -127,7 +130,7 @@ class Diagnostic(BaseModel):
     """One finding about one deployment file.
 
     Attributes:
-        check_id: stable id, e.g. "max-model-len-fits" (see the constants in kvplan.check).
+        check_id: stable id, e.g. "max-model-len-fits" (see the constants in kvplan.check.diagnostics).
         severity: "error" (the check failed), "warning" (passes unless --strict), "info".
         file: the file as given on the command line.
         line: 1-based line of the key (None when the file could not be read at all).

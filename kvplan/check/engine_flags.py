@@ -1,32 +1,42 @@
 """The `vllm serve` flags check reads into kvplan's EngineArgs, and those that change vLLM's
 memory but that kvplan does not model.
 
-INTEGRATOR: _ENGINE_FIELDS is one of the engine-argument tables issue 11 folds into one
-(engines/vllm/args.py on branch r-engine); derive it from there when that lands.
+The flags, their EngineArgs fields and value types come from the one table of engine arguments
+(kvplan/engines/vllm/args.py ENGINE_ARGS); only how vLLM's argument parser reads the values
+that are not plain int/float/str/bool is said here.
 """
 
 from __future__ import annotations
 
+import types
+
+from kvplan.engines.vllm.args import ENGINE_ARGS
 from kvplan.engines.vllm.serve_flags import parse_human_int, parse_max_model_len
 
+# Values vLLM's parser reads with its own type functions (utils/argparse_utils.py
+# human_readable_int / human_readable_int_or_auto); the rest are argparse int/float/str and
+# BooleanOptionalAction switches, read by the table's type.
+_VLLM_READERS = {
+    "max_model_len": parse_max_model_len,
+    "max_num_batched_tokens": parse_human_int,
+    "kv_cache_memory_bytes": parse_human_int,
+}
+# Table rows that are kvplan's own options, not `vllm serve` flags of a deployment.
+_NOT_SERVE_FLAGS = frozenset({"usage", "vllm_version"})
 
-# `vllm serve` flags -> (kvplan EngineArgs field, how vLLM reads the value).
-# (utils/argparse_utils.py human_readable_int[_or_auto]; argparse int/float; BooleanOptionalAction)
+
+def _reader(arg):
+    if arg.name in _VLLM_READERS:
+        return _VLLM_READERS[arg.name]
+    t = arg.type
+    if isinstance(t, types.UnionType):  # int | None -> int
+        (t,) = (a for a in t.__args__ if a is not type(None))
+    return t
+
+
+# `vllm serve` flag (long spelling, no dashes) -> (kvplan EngineArgs field, how vLLM reads the value).
 _ENGINE_FIELDS = {
-    "tensor-parallel-size": ("tensor_parallel_size", int),
-    "pipeline-parallel-size": ("pipeline_parallel_size", int),
-    "max-model-len": ("max_model_len", parse_max_model_len),
-    "gpu-memory-utilization": ("gpu_memory_utilization", float),
-    "kv-cache-dtype": ("kv_cache_dtype", str),
-    "block-size": ("block_size", int),
-    "dtype": ("dtype", str),
-    "quantization": ("quantization", str),
-    "max-num-seqs": ("max_num_seqs", int),
-    "max-num-batched-tokens": ("max_num_batched_tokens", parse_human_int),
-    "enforce-eager": ("enforce_eager", bool),
-    "kv-cache-memory-bytes": ("kv_cache_memory_bytes", parse_human_int),
-    "enable-prefix-caching": ("enable_prefix_caching", bool),
-    "disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", bool),
+    a.flags[0][2:]: (a.name, _reader(a)) for a in ENGINE_ARGS if a.flags and a.name not in _NOT_SERVE_FLAGS
 }
 
 

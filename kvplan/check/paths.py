@@ -43,7 +43,7 @@ def link_out_of_repository(path: Path) -> str | None:
     """Why ``path`` must not be read, or None: it lies in a git repository (nearest ``.git``
     above its own directory, as written) but resolves through a symbolic link to a file outside
     that repository. A link committed in a pull request could otherwise make CI print the values
-    of any YAML file on the runner (fresh-eyes-6 N1); a file named outside any repository is the
+    of any YAML file on the runner; a file named outside any repository is the
     user's own choice and is read."""
     lexical = Path(os.path.abspath(path))
     repo = next((d for d in lexical.parents if (d / ".git").exists()), None)
@@ -67,8 +67,8 @@ def outside_boundary(target: Path, base_dir: Path, raw: str) -> tuple[str, str] 
     repository root (nearest ``.git`` at or above ``base_dir``, the checked file's directory),
     else the working directory (else ``base_dir`` itself when it is not below the working
     directory). ``target`` is resolved (``..`` and symbolic links) but never opened: the caller
-    reports the message and does not read the file, so its values cannot reach CI logs
-    (fresh-eyes-5 H4). ``raw``: the path as the file wrote it (named in the message).
+    reports the message and does not read the file, so its values cannot reach CI logs (a pull
+    request naming /home/runner/secrets.yaml cannot have CI echo it). ``raw``: the path as the file wrote it (named in the message).
     """
     start = Path(os.path.realpath(base_dir))
     ceiling = _lookup_ceiling(start)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kvplan.check.diagnostics import INPUT_ERROR_IDS, PARSE_ERROR, Diagnostic, exit_code_for
+from kvplan.check.diagnostics import APPROXIMATE, INPUT_ERROR_IDS, PARSE_ERROR, Diagnostic, exit_code_for
 
 
 @dataclass
@@ -178,6 +178,8 @@ def print_human(report, strict: bool, console=None) -> None:
                     f": {fig['num_gpu_blocks']:,} blocks, {fig['gpu_kv_cache_tokens']:,} tokens, "
                     f"{fig['max_concurrency']:.2f} x {fig['max_model_len']}-token requests"
                 )
+            if any(d.check_id == APPROXIMATE for d in dep.diagnostics):
+                what += " (approximate: kvplan has no exact rules for this model)"
             con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: "), safe(what)))
             _print_diags(con, dep.diagnostics, f.file)
     diags = report.diagnostics

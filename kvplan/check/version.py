@@ -1,23 +1,20 @@
 """The vLLM version check uses when none is given, and where check finds a version's own rules.
 
-The default is kvplan's (kvplan.engines.vllm.versions.DEFAULT_VERSION). INTEGRATOR: let
-check_rules return that version's rules (``versions.select(version)``, with the v0_26 module
-below attached to the rules object or imported by its package).
+Both come from the one version table, kvplan/engines/vllm/versions.py (importing it loads no
+version's rule modules, so `kvplan check --help` stays cheap).
 """
 
 from __future__ import annotations
 
-from kvplan.engines.vllm.versions import DEFAULT_VERSION as DEFAULT_VLLM_VERSION
-
-__all__ = ["DEFAULT_VLLM_VERSION", "check_rules"]
+from kvplan.engines.vllm.versions import DEFAULT_VERSION as DEFAULT_VLLM_VERSION  # noqa: F401
 
 
 def check_rules(version: str):
-    """The module of check-only rules for vLLM ``version`` (switches on by default ...).
+    """The module of check-only rules for vLLM ``version`` (switches on by default ...):
+    ``check_rules`` of the version's package (engines/vllm/v0_26/check_rules.py).
 
-    ``version`` has been validated already (FlagCatalogue / defaults.check_version): kvplan
-    holds rules for one version.
+    ``version`` has been validated already (FlagCatalogue / versions.select).
     """
-    from kvplan.engines.vllm.v0_26 import check_rules as rules
+    from kvplan.engines.vllm import versions
 
-    return rules
+    return versions.select(version).check_rules

@@ -174,6 +174,8 @@ def run_estimate(f: EstimateFlags) -> int:
             estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve"):
+        if not plan.exact:
+            print(render.approximate_warning(plan), file=sys.stderr)
         if not plan.fits:
             print(render.no_start_warning(plan), file=sys.stderr)
         sys.stdout.write(render.config_yaml(plan, revision) if f.fmt == "yaml" else render.serve_command(plan, revision) + "\n")

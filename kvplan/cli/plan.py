@@ -1,7 +1,7 @@
 """`kvplan plan`: from a model, a context length and a concurrency target to the GPUs to rent.
 
-Registered by kvplan.cli through ``register(app)``. Thin: parse flags -> kvplan.search (reverse
-planner), kvplan.workload (capacity for real request lengths), kvplan.render.plots (pictures) -> render.
+Registered by kvplan.cli through ``register(app)``. Thin: parse flags -> kvplan.capacity.search (reverse
+planner), kvplan.capacity.workload (capacity for real request lengths), kvplan.render.plots (pictures) -> render.
 Exit codes: 0 options found, 1 no option meets the target (the closest is named), 2 bad input,
 3 matplotlib missing for --plot.
 """
@@ -45,7 +45,7 @@ def _ints(value: str, flag: str, most: int | None = None) -> tuple[int, ...]:
 
 def _engine_arg_max(field: str) -> int | None:
     """The upper bound kvplan's EngineArgs puts on an int field (``le``), None when it has none."""
-    from kvplan.planner import EngineArgs
+    from kvplan.capacity.estimate import EngineArgs
 
     for m in EngineArgs.model_fields[field].metadata:
         if getattr(m, "le", None) is not None:
@@ -179,7 +179,7 @@ def workload_model_from_flags(workload, shared_prefix_tokens=0, n=1, enable_pref
                 hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'",
             )
         return None
-    from kvplan.workload import WorkloadModel, parse_workload
+    from kvplan.capacity.workload import WorkloadModel, parse_workload
 
     return WorkloadModel(
         parse_workload(workload, shared_prefix_tokens),
@@ -193,16 +193,16 @@ def run_plan(kw: PlanFlags) -> int:
     """The body of `kvplan plan` (see register)."""
     from kvplan.capacity.options import build_engine_args
     from kvplan.cli.options import parse_max_model_len
-    from kvplan.engines.vllm.defaults import check_version
-    from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
+    from kvplan.capacity.estimate import QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES
+    from kvplan.capacity.search import SearchSpace, Target, search
+    from kvplan.engines.vllm import versions
     from kvplan.gpus import load_profiles
-    from kvplan.planner import QUANTIZATIONS, VLLM_ONLY_KV_CACHE_DTYPES
-    from kvplan.search import SearchSpace, Target, search
 
+    KV_CACHE_DTYPES = versions.default().kv_spec.KV_CACHE_DTYPES
     fmt = kw.fmt
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-    check_version(kw.vllm_version)
+    versions.select(kw.vllm_version)  # an unknown version is refused here (exit 2)
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
     # printed or written until every input has been read.
     check_numbers(kw)
@@ -314,7 +314,7 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
     Raises:
         KvplanError: bad --workload/--plot (exit 2); EnvironmentMissing without matplotlib (3).
     """
-    from kvplan.workload import WorkloadModel
+    from kvplan.capacity.workload import WorkloadModel
 
     validate_plot(plot)  # again here for callers that did not check it up front
     wl = workload if isinstance(workload, WorkloadModel) else workload_model_from_flags(

@@ -11,6 +11,12 @@ Failing closed: every key read from the config goes through ``kvplan.model.confi
 checks its type and range and raises ``KvplanError`` naming the key as written. What kvplan fills
 in or cannot model (a transformers default for a key a partial config omits, an architecture or
 quant_method it has no rules for) is estimated anyway and said in ``ModelSpec.notes``.
+
+No silent guess (issue 12): an architecture vLLM serves only as a pooling/encoder model, or not at
+all as a generative one (kvplan.model.generative), is exit 2; one with no kvplan family is sized
+only from the standard keys, exit 2 naming any key that changes sizing beyond them
+(kvplan.model.sizing_keys), and otherwise carries ``ModelSpec.approximations`` (``exact`` False),
+which every output shows.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.model.config import (  # noqa: F401  (re-exported for the kvplan.specs.parse alias)
+from kvplan.model.config import (  # noqa: F401  (re-exported: importers read the config readers from here)
     _DEFAULT_LIMIT,
     _DTYPES,
     _LIMITS,
@@ -38,8 +44,10 @@ from kvplan.model.config import (  # noqa: F401  (re-exported for the kvplan.spe
 )
 from kvplan.model.families import DEFAULT_ARCHITECTURE, FAMILIES, family_for
 from kvplan.model.family import Family
+from kvplan.model.generative import refuse_non_generative
+from kvplan.model.sizing_keys import unread_sizing_keys
 from kvplan.model.quant import MODELLED_QUANT_METHODS, _quantization, _unknown_quant_note  # noqa: F401
-from kvplan.model.spec import AttentionShape, LayerKind, ModelSpec
+from kvplan.model.spec import Approximation, ApproximationKind, AttentionShape, LayerKind, ModelSpec
 
 
 def _vision_params(vc: _Cfg, text_hidden: int) -> int:
@@ -190,22 +198,56 @@ def _notes_on_defaults(c: _Cfg, family: Family, filled: list[str], notes: list[s
     )
 
 
-def _notes_on_family(architecture: str, model_type: str, family: Family, c: _Cfg, notes: list[str],
-                     vllm_version: str) -> None:
-    """Notes when kvplan has no rules for the model type or the architecture (estimated anyway)."""
+def _refuse_unread_keys(c: _Cfg, architecture: str, model_type: str) -> None:
+    """For a config with no kvplan family: exit 2 naming every key that changes sizing and that
+    the generic decoder does not read (kvplan.model.sizing_keys), instead of sizing it as dense.
+
+    Raises:
+        KvplanError: one line naming the keys as written and what they shape."""
+    found = unread_sizing_keys(c.data)
+    if not found:
+        return
+    by_what: dict[str, list[str]] = {}
+    for key, what in found:
+        by_what.setdefault(what, []).append(f"'{c.name(key)}'")
+    listed = "; ".join(f"{', '.join(keys)} ({what})" for what, keys in by_what.items())
+    raise KvplanError(
+        f"{c.where}: model_type {model_type!r} ({architecture}) has no kvplan family, and config.json has "
+        f"keys that change its size which kvplan cannot read without one: {listed}; sizing it as a standard "
+        "dense decoder would be wrong, so kvplan refuses to guess",
+        hint="kvplan sizes an architecture without a family only from the standard keys (hidden_size, "
+        "num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size, "
+        "layer_types of full/sliding attention); a family module under kvplan/model/families reads the rest",
+    )
+
+
+def _approximations(architecture: str, model_type: str, family: Family, intermediate: int,
+                    vllm_version: str) -> tuple[Approximation, ...]:
+    """Why the sizing is not exact: an architecture without a kvplan family (sized as the generic
+    decoder from the standard keys), or one its model type's family is not registered for."""
     if not family.known:
-        moe_keys = [k for k in ("num_experts", "num_local_experts", "n_routed_experts") if c.has(k)]
-        extra = f"; its expert keys ({', '.join(moe_keys)}) are not read" if moe_keys else ""
-        notes.append(
-            f"model_type {model_type!r} ({architecture}) has no kvplan rules: sized as a standard decoder "
-            f"from the generic keys (full attention unless layer_types/sliding_window say otherwise, dense "
-            f"MLP){extra}; KV cache and weights may differ from what vLLM {vllm_version} builds"
+        return (
+            Approximation(
+                kind=ApproximationKind.UNKNOWN_FAMILY,
+                reason=f"model_type {model_type!r} ({architecture}) has no kvplan family: sized as a standard "
+                "decoder from the standard keys (attention per layer_types/sliding_window, RoPE, RMSNorm, "
+                f"biases only from attention_bias/mlp_bias); vLLM {vllm_version} may build it differently",
+            ),
+            Approximation(
+                kind=ApproximationKind.ASSUMED_MLP,
+                reason=f"MLP assumed gated (gate, up and down projections of {intermediate:,}); a plain "
+                "two-matrix MLP has a third fewer MLP weights",
+            ),
         )
-    elif architecture not in FAMILIES:
-        notes.append(
-            f"architecture {architecture!r} is not one kvplan has rules for: sized with the {model_type!r} "
-            f"rules; vLLM {vllm_version} may build it differently (or not serve it as a generative model)"
+    if architecture not in FAMILIES:
+        return (
+            Approximation(
+                kind=ApproximationKind.UNREGISTERED_ARCHITECTURE,
+                reason=f"architecture {architecture!r} is not one kvplan has rules for: sized with the "
+                f"{model_type!r} rules; vLLM {vllm_version} may build it differently",
+            ),
         )
+    return ()
 
 
 def _check_head_size(head_dim: int, where: str, notes: list[str], vllm_version: str) -> None:
@@ -249,9 +291,9 @@ def _default_vllm_version() -> str:
     """The engine version notes name when the caller gives none (kvplan.sources.load_spec
     passes it). The engine side owns the version table; read lazily so the model layer does not
     import the engine at module level."""
-    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+    from kvplan.engines.vllm.versions import DEFAULT_VERSION
 
-    return DEFAULT_VLLM_VERSION
+    return DEFAULT_VERSION
 
 
 def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool = False,
@@ -265,7 +307,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             may leave out ``architectures`` although the published config gives it; no note is
             added for the missing key then.
         vllm_version: the vLLM version whose behaviour the notes describe (default: the engine's
-            default version, kvplan.engines.vllm.defaults).
+            default version, kvplan.engines.vllm.versions).
     Returns:
         the ModelSpec (whole-model shapes, before tensor parallelism); ``notes`` says what was
         filled with a default or cannot be modelled (a partial config, an unknown architecture or
@@ -294,7 +336,15 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     architecture = archs[0] if archs else DEFAULT_ARCHITECTURE.get(top_type or model_type, "")
     if not architecture:
         raise KvplanError(f"{where}: config.json is missing required key 'architectures'")
+    if architecture not in FAMILIES:
+        refuse_non_generative(
+            where, architecture, model_type,
+            encoder_decoder=top.flag("is_encoder_decoder", False) or c.flag("is_encoder_decoder", False),
+            registered=False, vllm_version=version,
+        )
     family = family_for(architecture, model_type)
+    if not family.known:
+        _refuse_unread_keys(c, architecture, model_type)
     filled: list[str] = []
     for key, value in family.transformers_defaults.items():
         if c.data.get(key) is None:
@@ -380,7 +430,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     rotary_dim = extra.pop("rotary_dim", rotary_dim)
     vision_params = extra.pop("vision_params", vision_params)
     _notes_on_defaults(c, family, filled, notes)
-    _notes_on_family(architecture, model_type, family, c, notes, version)
+    approximations = _approximations(architecture, model_type, family, intermediate, version)
 
     try:
         return ModelSpec(
@@ -426,6 +476,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             learned_positions=learned_positions,
             is_multimodal=vc is not None,
             vision_params=vision_params,
+            approximations=approximations,
             notes=tuple(notes),
             **extra,
         )

@@ -8,9 +8,9 @@ from kvplan.errors import KvplanError
 from kvplan.model.config import _Cfg, _show
 from kvplan.model.spec import QuantSpec
 
-# Quantization methods whose weight layout kvplan models (kvplan/engines/vllm/weights.py). Any
-# other quant_method is kept on the spec (so --quantization checks still see it) but its weights
-# are sized as unquantized, and a note says so.
+# Quantization methods whose weight layout kvplan models (the version rules'
+# engines/vllm/v0_26/weights.py). Any other quant_method is kept on the spec (so --quantization
+# checks still see it) but its weights are sized as unquantized, and a note says so.
 MODELLED_QUANT_METHODS = frozenset({"fp8", "awq", "gptq", "compressed-tensors", "mxfp4", "bitsandbytes"})
 
 

@@ -34,6 +34,27 @@ class LayerKind(str, Enum):
     NONE = "none"  # no KV cache (e.g. a KV-shared or encoder-only layer)
 
 
+class ApproximationKind(str, Enum):
+    """Why an estimate is not exact (ModelSpec.approximations): what kvplan assumed."""
+
+    # the architecture has no kvplan family: sized as the generic decoder from the standard keys
+    UNKNOWN_FAMILY = "unknown_family"
+    # a family's rules, for an architecture name that family is not registered for
+    UNREGISTERED_ARCHITECTURE = "unregistered_architecture"
+    # the MLP assumed gated (gate, up and down projections) without a family saying so
+    ASSUMED_MLP = "assumed_mlp"
+
+
+class Approximation(_Frozen):
+    """One reason an estimate is approximate: ``kind`` for code, ``reason`` (one line) for people.
+
+    An estimate with any is ``exact: false`` in every output (estimate JSON/table/serve, plan,
+    check)."""
+
+    kind: ApproximationKind
+    reason: str
+
+
 class AttentionShape(_Frozen):
     """Standard multi-head / grouped-query attention shape (whole model, before TP).
 
@@ -157,9 +178,13 @@ class ModelSpec(_Frozen):
         checkpoint_tensors_visible: whether vLLM would see the checkpoint's tensors next to the
             config (False for a config-only directory: vLLM auto_gptq.maybe_update_config
             then finds no quantized layers and loads GPTQ weights unquantized).
+        approximations: why the sizing is not exact (an architecture without a kvplan family,
+            sized from the standard keys); empty when kvplan has rules for it (``exact``).
         notes: one-line warnings from parsing and from the source, for the plan's warnings: keys a
             partial config lacks (transformers defaults used), an architecture or quant_method
             kvplan has no rules for, checkpoint tensors ignored as incomplete.
+        snapshot_notes: those of ``notes`` that say a bundled snapshot is partial (kvplan's own
+            uncertainty, not the user's to fix: the estimate makes them notes, not warnings).
 
     The model is frozen and hashable, so planner results can be cached per spec.
     """
@@ -206,7 +231,14 @@ class ModelSpec(_Frozen):
     checkpoint_bytes: int | None = None
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
+    approximations: tuple[Approximation, ...] = ()
     notes: tuple[str, ...] = ()
+    snapshot_notes: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """kvplan has rules for every layer and weight of this architecture (no approximations)."""
+        return not self.approximations
 
     @cached_property
     def is_hybrid(self) -> bool:

@@ -11,6 +11,7 @@ from kvplan.render.document import to_dict
 from kvplan.render.serve import (
     _served_model,
     _typed,
+    approximate_warning,
     config_yaml,
     explicit_args,
     no_start_warning,
@@ -20,7 +21,7 @@ from kvplan.render.serve import (
 from kvplan.render.table import GiB, _Hanging, hanging, print_gpus, print_table
 
 __all__ = [
-    "GiB", "config_yaml", "explicit_args", "hanging", "no_start_warning", "print_gpus", "print_table",
+    "GiB", "approximate_warning", "config_yaml", "explicit_args", "hanging", "no_start_warning", "print_gpus", "print_table",
     "serve_command", "serve_settings", "to_dict",
 ]
 _private = (_Hanging, _served_model, _typed)

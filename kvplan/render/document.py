@@ -2,16 +2,19 @@
 kvplan.render.schema).
 
 The JSON shape (bytes as ints, per GPU of the stage with the fewest blocks):
-{"kvplan_version", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
+{"kvplan_version", "exact", ["approximate"], "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
  "recommendations", "serve_command", "warnings", "fits", "failure", "largest_max_model_len",
  "stages"}.
+
+``exact`` is false when kvplan has no family for the architecture and sized it from the standard
+keys (issue 12); ``approximate`` (only then) lists the reasons, one line each.
 """
 
 from __future__ import annotations
 
 from kvplan import __version__
-from kvplan.planner import Plan
-from kvplan.recommend import recommendations
+from kvplan.capacity.estimate import Plan
+from kvplan.capacity.recommend import recommendations
 from kvplan.render.serve import serve_command, serve_settings
 
 
@@ -51,8 +54,10 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
     recs = {
         r.flag: {"value": r.value, "reason": r.reason, "kind": r.kind} for r in recommendations(plan)
     }
-    return {
-        "kvplan_version": __version__,
+    head: dict = {"kvplan_version": __version__, "exact": plan.exact}
+    if not plan.exact:
+        head["approximate"] = [a.reason for a in plan.approximations]
+    return head | {
         "model": {
             "name": spec.name,
             "architecture": spec.architecture,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 def to_dict(result, flags, capacity=None, wl=None) -> dict:
-    """The --format json document: {"kvplan_version", "model", "target", "options", "closest",
+    """The --format json document: {"kvplan_version", "model", "exact", ["approximate"], "target",
+    "options" (each with its own "exact"), "closest",
     "closest_note", "unpriced_gpus", "search", "workload", "skipped" (with --explain)}."""
     from kvplan import __version__
 
@@ -18,6 +19,8 @@ def to_dict(result, flags, capacity=None, wl=None) -> dict:
     out = {
         "kvplan_version": __version__,
         "model": flags.model,
+        "exact": result.exact,
+        **({} if result.exact else {"approximate": [a.reason for a in result.approximations]}),
         "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},
         "options": [o.to_dict(rev) for o in result.options[:top]],
         "options_total": len(result.options),
@@ -85,14 +88,24 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
     from kvplan.render.table import title_line
 
     console.print(title_line(head))
+    if not result.exact:
+        # issue 12: the model has no kvplan family; every option below is sized from the standard keys
+        from kvplan.render.table import hanging
+
+        console.print(hanging(
+            Text("approximate, not exact: ", style="bold yellow"),
+            "; ".join(a.reason for a in result.approximations),
+        ))
     shown = result.options[: flags.top]
     if flags.show_all:
-        shown = sorted(result.options + result.dominated, key=__import__("kvplan.search", fromlist=["rank_key"]).rank_key)[: flags.top]
+        shown = sorted(result.options + result.dominated, key=__import__("kvplan.capacity.search", fromlist=["rank_key"]).rank_key)[: flags.top]
     if shown:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for col, just in (("#", "right"), ("GPUs", "left"), ("TP/PP/DP", "left"), ("kv", "left"), ("wts", "left"),
                           ("$/h", "right"), ("req", "right"), ("spare", "right"), ("limit", "left")):
             table.add_column(col, justify=just, no_wrap=True)
+        if not result.exact:
+            table.add_column("exact", no_wrap=True)
         for i, o in enumerate(shown, 1):
             eff = o.plan.effective
             table.add_row(
@@ -100,6 +113,7 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
                 _short(eff["kv_cache_dtype"] if eff["kv_cache_dtype"] != "auto" else eff["dtype"]),
                 _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
                 _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
+                *(() if result.exact else ("no" if not o.plan.exact else "yes",)),
             )
         console.print(table)
         lines: dict[str, list[int]] = {}
@@ -149,7 +163,7 @@ def print_capacity(cap, wl, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvplan.workload import LIMIT_NAMES
+    from kvplan.capacity.workload import LIMIT_NAMES
 
     from kvplan.render.table import hanging
 

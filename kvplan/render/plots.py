@@ -89,10 +89,10 @@ def pictures(plan, workload=None) -> PlanPictures:
     """Re-plan ``plan`` over max_model_len and gpu_memory_utilization.
 
     Args:
-        workload: an optional kvplan.workload.WorkloadModel (adds the workload's requests).
+        workload: an optional kvplan.capacity.workload.WorkloadModel (adds the workload's requests).
     Rule source: kvplan.capacity.estimate.plan (the rules of the plan's --vllm-version).
     """
-    from kvplan.planner import plan as plan_fn
+    from kvplan.capacity.estimate import plan as plan_fn
 
     def point(x, update) -> CurvePoint:
         try:

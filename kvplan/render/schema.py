@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LayerKindName = Literal[
     "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention", "mamba", "none"
@@ -214,7 +214,34 @@ class Stage(_Strict):
 class EstimateDocument(_Strict):
     """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
 
+    # ``approximate`` is there exactly when ``exact`` is false (the JSON Schema says it with
+    # if/then/else; the validator below says it to pydantic).
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True,
+        json_schema_extra={
+            "if": {"properties": {"exact": {"const": False}}},
+            "then": {"required": ["approximate"]},
+            "else": {"not": {"required": ["approximate"]}},
+        },
+    )
+
+    @model_validator(mode="after")
+    def _approximate_iff_not_exact(self) -> "EstimateDocument":
+        if self.exact == bool(self.approximate):
+            raise ValueError("'approximate' must list the reasons exactly when 'exact' is false")
+        return self
+
     kvplan_version: str
+    exact: bool = Field(
+        description="false when kvplan has no family for the architecture and sized it as a generic decoder "
+        "from the standard keys (issue 12); true for every architecture kvplan has rules for"
+    )
+    approximate: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        min_length=1,
+        description="why the estimate is approximate, one line per reason (kvplan.model.spec.Approximation); "
+        "present exactly when exact is false",
+    )
     model: Model
     gpu: GPU
     engine: Engine
@@ -230,7 +257,7 @@ class EstimateDocument(_Strict):
         "max_model_len_too_long",
         "no_kv_tokens",
         "cuda_graph_capture_oom",
-    ] = Field(description="what vLLM does at start-up (kvplan.planner.StartOutcome); fits is outcome == starts")
+    ] = Field(description="what vLLM does at start-up (kvplan.capacity.estimate.StartOutcome); fits is outcome == starts")
     failure: Optional[str] = Field(description="why vLLM would not start; null when it fits")
     largest_max_model_len: Optional[int] = Field(ge=0)
     recommendations: dict[str, Recommendation] = Field(description="flag (as vllm serve spells it) -> value, reason")
@@ -242,7 +269,7 @@ class EstimateDocument(_Strict):
     workload: Optional[dict[str, Any]] = Field(
         default=None,
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
-        "(kvplan.workload CapacityReport.to_dict); absent otherwise",
+        "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
     )
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kvplan.engines.vllm import flags
 from kvplan.engines.vllm.args import ENGINE_ARGS
-from kvplan.planner import Plan
-from kvplan.recommend import recommendations
+from kvplan.capacity.estimate import Plan
+from kvplan.capacity.recommend import recommendations
 
 
 # The engine arguments a serve line can carry as the user set them: every row of ENGINE_ARGS with
@@ -46,7 +46,7 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
     """What the serve line carries, in order: ``{"flag", "value", "origin", "tokens"}`` per flag.
 
     ``origin`` is "user" (a flag the user set to something other than vLLM's default),
-    "recommended" (a fix or pin from kvplan.recommend, which replaces the user's value of the same
+    "recommended" (a fix or pin from kvplan.capacity.recommend, which replaces the user's value of the same
     flag) or "pinned" (the offline LLM class's batch sizes kvplan sized). ``--max-model-len`` is
     written only when it is not the model's own default (vLLM's default when the flag is absent).
     """
@@ -105,9 +105,17 @@ def _typed(raw: str):
     return raw
 
 
+def approximate_warning(plan: Plan) -> str | None:
+    """The stderr line of ``--format yaml/serve`` for an approximate estimate (``plan.exact``
+    False: an architecture without a kvplan family), None when exact."""
+    if plan.exact:
+        return None
+    return "warning: approximate estimate, not exact: " + "; ".join(a.reason for a in plan.approximations)
+
+
 def no_start_warning(plan: Plan) -> str:
     """The stderr line of ``--format yaml/serve`` for a plan that does not start: the failure
-    and which of kvplan's fixes the line carries (kvplan.recommend)."""
+    and which of kvplan's fixes the line carries (kvplan.capacity.recommend)."""
     fixes = [f"{r.flag} {r.value}" for r in recommendations(plan) if r.in_serve_line]
     fix = (
         "; the line below adds kvplan's fixes: " + ", ".join(fixes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.planner import Plan
+from kvplan.capacity.estimate import Plan
 from kvplan.render.document import gpu_label, to_dict
 
 GiB = 1 << 30
@@ -72,8 +72,8 @@ def title_line(text: str, style: str = "bold"):
 
 
 def print_table(plan: Plan, console, revision: str | None = None, verbose: bool = False) -> None:
-    """The human view: memory bar, KV figures, binding limit, recommendations, serve line.
-    ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
+    """The human view: memory bar, KV figures, binding limit, recommendations, serve line (an
+    ``approximate, not exact`` line under the title when ``plan.exact`` is False). ``verbose`` adds the plan's notes (kvplan's own uncertainty, which the user cannot act on)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -91,6 +91,13 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
             f"--gpu-memory replaced only the memory of the {plan.gpu.id} profile (the default when --gpu is not "
             f"given); fp8/bf16 support, compute capability and vLLM's batch defaults are still the {plan.gpu.id}'s"
         )))
+    if not plan.exact:
+        # issue 12: an architecture without a kvplan family, sized from the standard keys; said at
+        # the top, not among the warnings (nor behind --verbose)
+        console.print(hanging(
+            Text("approximate, not exact: ", style="bold yellow"),
+            "; ".join(a.reason for a in plan.approximations),
+        ))
 
     # Memory bar, per GPU.
     width = 60

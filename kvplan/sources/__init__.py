@@ -35,7 +35,7 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         # before any Hub or cache lookup: huggingface_hub would take '' as the default branch
         raise KvplanError("--revision: empty", hint="give a branch, tag or commit hash, or leave --revision out for main")
     path = Path(model).expanduser()
-    from kvplan.safe_io import InputError, probe_path, shown_name
+    from kvplan.io.files import InputError, probe_path, shown_name
 
     try:
         # a name the file system cannot even look up (ENAMETOOLONG, a parent that may not be
@@ -107,7 +107,7 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     checkpoint tensors (a config-only directory or config.json, a Hub repo without safetensors):
     vLLM auto_gptq.maybe_update_config then finds no quantized layers. Checkpoint bytes
     below CHECKPOINT_COVERAGE_FLOOR x the architecture formula (vLLM weight rules in
-    kvplan.engines.vllm.weights) are dropped as incomplete. ``notes`` gathers the parser's and
+    the version's weights rules, engines/vllm/v0_26/weights.py) are dropped as incomplete. ``notes`` gathers the parser's and
     the source's warnings (ModelSpec.notes, then ModelSource.notes, then the coverage note).
 
     Returns:
@@ -125,13 +125,15 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
 
         source = replace(source, config=apply_hf_overrides(source.config, hf_overrides)[0])
     # The notes name the vLLM version whose behaviour they describe: the engine's (its version table).
-    from kvplan.engines.vllm.defaults import DEFAULT_VLLM_VERSION
+    from kvplan.engines.vllm.versions import DEFAULT_VERSION
 
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
-    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VLLM_VERSION)
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VERSION)
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,
+        # a bundled source's own notes say its snapshot is partial (sources/bundled.py)
+        "snapshot_notes": source.notes if source.origin == "bundled" else (),
     }
     if source.checkpoint_params or source.checkpoint_bytes:
         update["checkpoint_params"] = tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None
@@ -159,11 +161,11 @@ def _below_formula(spec) -> str | None:
 
     if not spec.checkpoint_bytes or (spec.quantization is not None and spec.quantization.method not in MODELLED_QUANT_METHODS):
         return None
-    from kvplan.engines.vllm.kv_spec import DTYPE_BYTES
-    from kvplan.engines.vllm.weights import weight_bytes_per_rank
+    from kvplan.engines.vllm import versions
 
-    tally = weight_bytes_per_rank(
-        spec, tensor_parallel_size=1, dtype_bytes=DTYPE_BYTES.get(spec.dtype, 2), quant=spec.quantization
+    rules = versions.default()  # the checkpoint is judged against the default version's formula
+    tally = rules.weights.weight_bytes_per_rank(
+        spec, tensor_parallel_size=1, dtype_bytes=rules.kv_spec.DTYPE_BYTES.get(spec.dtype, 2), quant=spec.quantization
     )
     formula = tally.total - tally.parts.get("rotary_cache", 0) - tally.parts.get("mla_absorbed", 0)
     if formula <= 0 or spec.checkpoint_bytes >= CHECKPOINT_COVERAGE_FLOOR * formula:

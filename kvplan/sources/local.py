@@ -86,7 +86,7 @@ def read_json(path: Path, max_bytes: int = CONFIG_MAX_BYTES):
             deeply (a "[[[[..." file that would otherwise end in a RecursionError); one line
             naming the file.
     """
-    from kvplan.safe_io import InputError, read_bytes
+    from kvplan.io.files import InputError, read_bytes
 
     try:
         # refused from its size before it is read, and never more than max_bytes + 1 read: a
@@ -276,7 +276,7 @@ def read_safetensors_header(path: Path) -> dict[str, tuple[str, int, int]]:
     def bad(why: str) -> KvplanError:
         return KvplanError(f"{path}: unreadable safetensors header ({why})")
 
-    from kvplan.safe_io import InputError, open_regular
+    from kvplan.io.files import InputError, open_regular
 
     try:
         f = open_regular(path)
@@ -557,14 +557,16 @@ def load_local(directory: Path, name: str | None = None) -> ModelSource:
     )
 
 
-# Files vLLM 0.26.0 never loads as weights (model_loader/weight_utils.py
-# filter_files_not_needed_for_inference: trainer state saved next to a checkpoint).
+# Files vLLM never loads as weights (model_loader/weight_utils.py
+# filter_files_not_needed_for_inference, in the default version of engines/vllm/versions.py:
+# trainer state saved next to a checkpoint).
 _NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 
 
 def _legacy_weight_files(directory: Path) -> list[Path]:
-    """The PyTorch weight files vLLM 0.26.0 loads from a directory without safetensors: with the
-    default load format ("auto" -> "hf"), model_loader/default_loader.py _prepare_weights tries
+    """The PyTorch weight files vLLM (the default version) loads from a directory without
+    safetensors: with the default load format ("auto" -> "hf"), model_loader/default_loader.py
+    _prepare_weights tries
     ``*.safetensors``, then ``*.bin``, then ``*.pt``, taking the first pattern that matches,
     minus the trainer files of _NOT_WEIGHTS. Regular files only, sorted by name."""
     for pattern in ("*.bin", "*.pt"):
@@ -654,7 +656,7 @@ def _shard_problem(directory: Path, path: Path) -> str | None:
     symbolic link the user placed in the directory is followed wherever it points (weights
     linked in from another disk, the Hugging Face cache's snapshots -> blobs), as vLLM follows
     it: only the *names* an index gives are confined to the directory (see _bad_shard_name)."""
-    from kvplan.safe_io import file_kind
+    from kvplan.io.files import file_kind
 
     problem = link_problem(path)
     if problem:

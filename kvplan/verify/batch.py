@@ -73,7 +73,7 @@ def load_batch(path: str) -> dict:
         defaults: Defaults = Field(default_factory=Defaults)
         cases: list[Case] = Field(min_length=1)
 
-    from kvplan.safe_io import InputError, load_yaml, read_text
+    from kvplan.io.files import InputError, load_yaml, read_text
 
     try:
         docs = load_yaml(read_text(Path(path)))

@@ -1,7 +1,6 @@
 """The child process of ``kvplan verify``: start vLLM once, print what it measured, exit.
 
-Run as ``python -m kvplan.verify.child '<json>'`` (or ``python kvplan/verify/child.py '<json>'``;
-the old ``python -m kvplan.vllm_child`` still works:
+Run as ``python -m kvplan.verify.child '<json>'`` (or ``python kvplan/verify/child.py '<json>'``:
 this file imports only the standard library at module level, then torch and vLLM). The JSON:
 
     {"name": "llama3-8b_eager",            # record name (echoed)
@@ -438,14 +437,14 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: one JSON request argument; exits 0/1/2/3 (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m kvplan.vllm_child '<json request>'", file=sys.stderr)
+        print("usage: python -m kvplan.verify.child '<json request>'", file=sys.stderr)
         os._exit(EXIT_BAD_REQUEST)
     try:
         request = json.loads(argv[0])
         if not isinstance(request, dict) or "model" not in request:
             raise ValueError("expected a JSON object with 'model'")
     except ValueError as exc:
-        print(f"kvplan.vllm_child: bad request: {exc}", file=sys.stderr)
+        print(f"kvplan.verify.child: bad request: {exc}", file=sys.stderr)
         os._exit(EXIT_BAD_REQUEST)
     code = run(request)
     sys.stdout.flush()

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from kvplan import __version__
 from kvplan.errors import EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK
-from kvplan.units import GiB
+from kvplan.io.units import GiB
 from kvplan.verify.log import DEFAULT_GRAMMAR, MEMORY_REFUSAL_KINDS, VllmLog, is_memory_refusal
 from kvplan.verify.versions import VERIFIED_VLLM
 

@@ -26,12 +26,12 @@ def _read_log_file(path: str) -> tuple[str, dict | None]:
     """(log text, record) of a log file or a calibration-shaped JSON record.
 
     At most MAX_FROM_LOG_BYTES (64 MiB) are read, and only from a regular file (a FIFO or a
-    device such as /dev/zero is refused before it is read; kvplan.safe_io.read_bytes).
+    device such as /dev/zero is refused before it is read; kvplan.io.files.read_bytes).
     Raises:
         KvplanError: missing, not a regular file, over 64 MiB, or a JSON record without a
             ``log_excerpt`` list (one line naming --from-log and the file).
     """
-    from kvplan.safe_io import InputError, read_bytes
+    from kvplan.io.files import InputError, read_bytes
 
     p = Path(path)
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from kvplan.errors import KvplanError
-from kvplan.units import GiB, MiB
+from kvplan.io.units import GiB, MiB
 from kvplan.verify.log import VllmLog
 from kvplan.verify.records import _slug
 from kvplan.verify.versions import VERIFIED_VLLM
@@ -127,7 +127,7 @@ def _check_logged_options(options: dict, *, skip: set) -> None:
     from pydantic import ValidationError
 
     from kvplan.io.errors import engine_args_error
-    from kvplan.planner import EngineArgs
+    from kvplan.engines.vllm.args import EngineArgs
 
     given = {k: v for k, v in options.items() if k in EngineArgs.model_fields and k not in skip}
     try:

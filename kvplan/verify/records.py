@@ -17,7 +17,7 @@ from typing import Optional
 
 from kvplan import __version__
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
-from kvplan.units import GiB
+from kvplan.io.units import GiB
 from kvplan.verify.log import VllmLog
 
 from kvplan.io.limits import MAX_FROM_LOG_BYTES  # noqa: E402,F401 - what --from-log reads at most
@@ -230,7 +230,7 @@ def recorded_result(name: str, existing: Path) -> CaseResult:
     ``--batch --skip-existing``: status, compared_on and errors of its ``verify`` entry, blocks
     and tokens measured and predicted. An unreadable record (over MAX_FROM_LOG_BYTES, not JSON,
     nested too deeply) reads as status "recorded"; never raises."""
-    from kvplan.safe_io import InputError, read_bytes
+    from kvplan.io.files import InputError, read_bytes
 
     from kvplan.sources.local import MAX_JSON_DEPTH, json_text_depth
 

@@ -71,8 +71,8 @@ def test_gpu_memory_of_one_gib_is_accepted():
 def test_no_recommended_utilization_outside_0_1():
     # Through the library (the CLI refuses such a GPU): 512 MiB total, 527 MiB context -> nothing is free.
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
-    from kvplan.recommend import recommendations
+    from kvplan.capacity.estimate import EngineArgs, plan
+    from kvplan.capacity.recommend import recommendations
     from kvplan.sources import load_spec
 
     spec, _ = load_spec(LLAMA8B, None)
@@ -141,7 +141,7 @@ def test_plan_batched_tokens_reason_said_once():
 
 
 def test_plan_batched_tokens_distinct_names_are_not_merged():
-    from kvplan.search import SearchSpace, Skipped, refusal_message
+    from kvplan.capacity.search import SearchSpace, Skipped, refusal_message
 
     sk = [Skipped("a", 1, 1, "auto", None, "unsupported", "--dtype bfloat16: NVIDIA H100 has no x"),
           Skipped("b", 1, 1, "auto", None, "unsupported", "--dtype bfloat16: NVIDIA H200 has no x")]

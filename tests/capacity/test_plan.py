@@ -8,7 +8,7 @@ import pytest
 
 from helpers import error_line, run_cli
 
-from kvplan.search import _dominates
+from kvplan.capacity.search import _dominates
 
 LLAMA8B = "meta-llama/Meta-Llama-3-8B"
 LLAMA70B = "meta-llama/Llama-3.3-70B-Instruct"
@@ -236,7 +236,7 @@ def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     # The hook kvplan.cli's `estimate` can call for --workload (see docs/plan.md).
     from kvplan.cli.plan import estimate_extras, load_spec
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
 
     p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=2048, kv_cache_memory_bytes=1 << 30))
     doc: dict = {}

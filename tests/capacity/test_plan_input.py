@@ -94,7 +94,7 @@ def test_search_refuses_a_non_finite_target():
     from kvplan.cli.plan import load_spec
     from kvplan.errors import KvplanError
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.search import SearchSpace, Target, search
+    from kvplan.capacity.search import SearchSpace, Target, search
 
     spec = load_spec(LLAMA8B, None)
     space = SearchSpace(gpus=(find_gpu("H200", load_profiles()),))
@@ -111,7 +111,7 @@ def test_search_skips_a_parallel_size_the_engine_model_refuses():
     # reason (never a pydantic traceback), and the CLI refuses it up front (test above).
     from kvplan.cli.plan import load_spec
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.search import SearchSpace, Target, search
+    from kvplan.capacity.search import SearchSpace, Target, search
 
     spec = load_spec(LLAMA8B, None)
     space = SearchSpace(gpus=(find_gpu("H200", load_profiles()),), tensor_parallel_sizes=(1, 2048), pipeline_parallel_sizes=(1,),
@@ -239,7 +239,7 @@ def test_a_failed_plot_write_leaves_no_file(tmp_path, monkeypatch):
     from kvplan.cli.plan import load_spec
     from kvplan.errors import KvplanError
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
     from kvplan.render.plots import pictures, save_plot
 
     p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=8192))

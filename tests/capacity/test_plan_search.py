@@ -7,7 +7,7 @@ import pytest
 
 from kvplan.cli.plan import load_spec
 from kvplan.gpus import find_gpu, load_profiles
-from kvplan.search import SearchSpace, Target, search
+from kvplan.capacity.search import SearchSpace, Target, search
 
 
 def _summary(result):
@@ -25,7 +25,7 @@ def _summary(result):
      ("deepseek-ai/DeepSeek-V3", 8192)],
 )
 def test_cached_sweep_equals_cold_sweep(model, mml):
-    from kvplan import planner
+    from kvplan.capacity import estimate as planner
 
     profiles = load_profiles()
     gpus = tuple(find_gpu(g, profiles) for g in ("H200", "A100-80GB", "L40S", "B200"))

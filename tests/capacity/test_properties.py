@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 from kvplan import render
 from kvplan.errors import KvplanError
 from kvplan.gpus import find_gpu, load_profiles
-from kvplan.planner import EngineArgs, plan
+from kvplan.capacity.estimate import EngineArgs, plan
 from kvplan.model.spec import LayerKind
 from kvplan.model.parse import parse_config
 
@@ -785,7 +785,7 @@ def test_recommendations_for_a_failed_start_help(cfg, gpu_name, kw):
     """`recommend._unblock` promises "never a change that cannot help": applying the recommended
     flags (together, as the output presents them) to a plan that does not start must make it
     start, or at least end the failure it names first and leave more KV memory per GPU."""
-    from kvplan.recommend import recommendations
+    from kvplan.capacity.recommend import recommendations
 
     p = _plan_or_error(cfg, gpu_name, kw)
     assume(p is not None and not p.fits)
@@ -890,6 +890,10 @@ def test_schema_rejects_documents_that_break_the_contract():
         broken(lambda d: d["engine"].pop("block_size")),
         broken(lambda d: d.__setitem__("fits", "yes")),
         broken(lambda d: d["stages"][0].__setitem__("layers", [0])),
+        # issue 12: exact is required, and approximate lists reasons exactly when it is false
+        broken(lambda d: d.pop("exact")),
+        broken(lambda d: d.__setitem__("exact", False)),
+        broken(lambda d: d.__setitem__("approximate", ["sized as a standard decoder"])),
     ]
     for doc in bad_docs:
         with pytest.raises(Exception) as info:
@@ -905,10 +909,12 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
+        "exact",
+        "approximate",
         "model",
         "gpu",
         "engine",

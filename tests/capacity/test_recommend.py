@@ -1,4 +1,4 @@
-"""kvplan.recommend: only flags that raise the binding limit or make vLLM start, each with the
+"""kvplan.capacity.recommend: only flags that raise the binding limit or make vLLM start, each with the
 number it gives; never a flag equal to vLLM 0.26.0's default; notes the user cannot act on only
 with --verbose (and in JSON)."""
 

@@ -15,7 +15,7 @@ import math
 from tests.helpers import run_cli
 
 from kvplan.gpus import find_gpu, load_profiles
-from kvplan.planner import EngineArgs, StartOutcome, plan
+from kvplan.capacity.estimate import EngineArgs, StartOutcome, plan
 from kvplan.sources import load_spec
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # bundled: 32 layers, V2 runner (dense)

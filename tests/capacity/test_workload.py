@@ -1,4 +1,4 @@
-"""Workload-aware capacity (kvplan.workload) against block counts derived by hand.
+"""Workload-aware capacity (kvplan.capacity.workload) against block counts derived by hand.
 
 Block rules (vLLM 0.26.0 v1/core/single_type_kv_cache_manager.py): full attention holds
 cdiv(L, 16) blocks for L tokens; a sliding window W frees the blocks wholly before the window
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.workload import (
+from kvplan.capacity.workload import (
     GroupRule,
     Sharing,
     WorkloadModel,
@@ -32,7 +32,7 @@ FULL16 = (GroupRule("full", 16),)
 def _plan(model="meta-llama/Meta-Llama-3-8B", kv_bytes=GiB, **kw):
     from kvplan.cli.plan import load_spec
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
 
     args = EngineArgs(kv_cache_memory_bytes=kv_bytes, **kw)
     return plan(load_spec(model, None), find_gpu("H200", load_profiles()), args)
@@ -295,7 +295,7 @@ def test_closed_form_sums_match_token_by_token_enumeration():
     # the per-length rule (_held) instead, over random windows, prefixes, n and lengths.
     import random
 
-    from kvplan.workload import _held, _shared_ends, _sum_range
+    from kvplan.capacity.workload import _held, _shared_ends, _sum_range
 
     rng = random.Random(5)
     for _ in range(1500):

@@ -1,4 +1,4 @@
-"""--workload input (fresh-eyes review 1, items 7 and 29): files are bounded before they are
+"""--workload input: files are bounded before they are
 read, token counts are finite whole numbers (not booleans), human-readable numbers read as
 vLLM reads --max-model-len, a UTF-8 BOM is accepted, and MEAN,P95 reports the P95 given.
 """
@@ -14,7 +14,7 @@ import pytest
 from helpers import error_line, run_cli
 
 from kvplan.errors import KvplanError
-from kvplan.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS, load_pairs_file, parse_workload
+from kvplan.capacity.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_ROWS, load_pairs_file, parse_workload
 
 DATA = __import__("pathlib").Path(__file__).parents[1] / "data" / "workload"
 LLAMA8B = "meta-llama/Meta-Llama-3-8B"

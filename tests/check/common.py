@@ -9,8 +9,8 @@ from pathlib import Path
 from tests.helpers import run_cli
 
 DATA = Path(__file__).parents[1] / "data" / "check"
-R3 = DATA / "review3"  # fixtures of the third review
-R4 = DATA / "review4"  # fixtures of the fourth review
+R3 = DATA / "review3"  # scripts, env files and configs of single checks
+R4 = DATA / "review4"  # manifests, variables, planted paths
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 

@@ -83,7 +83,7 @@ def test_min_concurrency_without_data_parallelism_is_unchanged(tmp_path):
 
 
 def test_plan_dp_option_passes_check_with_the_plans_target(tmp_path):
-    # fresh-eyes-5 H6: plan's option "2x h100-sxm 1/1/2 ... 2016.9 req" for --concurrency 2000;
+    # A data-parallel option of plan must pass check with plan's target: plan's option "2x h100-sxm 1/1/2 ... 2016.9 req" for --concurrency 2000;
     # estimate gives 1008.45 per replica (fp8 KV + fp8 weights, max-model-len 1024), and
     # 1008.45 x 2 = 2016.90 >= 2000 by hand.
     sh = _write(

@@ -288,7 +288,7 @@ def test_shell_script_failures_point_at_each_line():
         ("unknown-flag", 15),  # --max-num-sequences
     } <= found(doc, "error")
     assert "did you mean --max-num-seqs" in diag(doc, "unknown-flag")["message"]
-    assert "valid sizes: 1, 2, 4, 28" == diag(doc, "tp-divisibility")["hint"]  # 7 and 14 are refused (4 KV heads): fresh-eyes-4 new 10
+    assert "valid sizes: 1, 2, 4, 28" == diag(doc, "tp-divisibility")["hint"]  # 7 and 14 are refused (4 KV heads)
 
 
 def test_flag_spellings_on_the_command_line(tmp_path):
@@ -489,7 +489,7 @@ def test_yaml_without_a_deployment_fails(tmp_path):
 
 
 def test_specs_are_loaded_once_per_model_and_plans_reused(tmp_path):
-    from kvplan.check import Checker
+    from kvplan.check.checker import Checker
 
     files = []
     for i in range(3):
@@ -536,7 +536,7 @@ def test_random_input_never_raises(tmp_path):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from kvplan.check import Checker
+    from kvplan.check.checker import Checker
 
     checker = Checker(gpu="H100")
     pieces = st.sampled_from(

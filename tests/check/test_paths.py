@@ -95,10 +95,10 @@ def reads(monkeypatch):
     import pkgutil
 
     import kvplan.check
-    import kvplan.safe_io
+    import kvplan.io.files
 
     seen: list[str] = []
-    real = kvplan.safe_io.read_text
+    real = kvplan.io.files.read_text
 
     def spy(path, *a, **k):
         seen.append(os.path.realpath(path))

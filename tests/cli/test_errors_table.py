@@ -277,6 +277,72 @@ ROWS: list[Row] = [
         2,
         ("quantization_config.quant_method 'magic'",),
     ),
+    # -- architectures: not generative, or a guess (issue 12 part 3) ---------------------------
+    Row(
+        "pooling-only-architecture",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BertForMaskedLM"], model_type="bert"))],
+        2,
+        ("architecture 'BertForMaskedLM' (model_type 'bert') is an encoder-only model: vLLM 0.26.0 runs it only "
+         "as a pooling/encoder model (embedding, classification or scoring: `--runner pooling`), which keeps no KV "
+         "cache for generation; there is no generative start to size",),
+    ),
+    Row(
+        "pooling-head",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["LlamaForSequenceClassification"]))],
+        2,
+        ("architecture 'LlamaForSequenceClassification' (model_type 'llama') is not a generative model: vLLM 0.26.0 "
+         "runs it only as a pooling/encoder model",),
+    ),
+    Row(
+        "encoder-decoder",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["T5ForConditionalGeneration"], model_type="t5",
+                                                      is_encoder_decoder=True))],
+        2,
+        ("architecture 'T5ForConditionalGeneration' (model_type 't5') is an encoder-decoder model: vLLM 0.26.0 does "
+         "not serve it as a generative model (encoder-decoder models other than Whisper were removed with vLLM's V0 "
+         "engine; BART / mBART / Florence-2 only through the vllm-project/bart-plugin)",),
+    ),
+    Row(
+        "unknown-family-expert-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooMoeForCausalLM"], model_type="foo_moe",
+                                                      moe_intermediate_size=1024, moe_num_experts=64, moe_k=8))],
+        2,
+        ("model_type 'foo_moe' (FooMoeForCausalLM) has no kvplan family, and config.json has keys that change its "
+         "size which kvplan cannot read without one: 'moe_intermediate_size', 'moe_num_experts', 'moe_k' "
+         "(mixture-of-experts layout (routed/shared experts, dense-layer pattern)); sizing it as a standard dense "
+         "decoder would be wrong, so kvplan refuses to guess",
+         "hint: kvplan sizes an architecture without a family only from the standard keys"),
+    ),
+    Row(
+        "unknown-family-mla-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64))],
+        2,
+        ("'kv_lora_rank', 'q_lora_rank', 'qk_rope_head_dim' (multi-head latent attention (compressed KV latent, "
+         "sparse indexer))", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-state-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      ssm_state_size=128))],
+        2,
+        ("'ssm_state_size' (Mamba / SSM / linear-attention state)", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-layer-type",
+        lambda t: ["estimate", _config_dir(t, _llama(
+            architectures=["FooForCausalLM"], model_type="foo", num_hidden_layers=2,
+            layer_types=["full_attention", "linear_attention"]))],
+        2,
+        ("'layer_types[1]' (layer type 'linear_attention')", "has no kvplan family"),
+    ),
+    Row(
+        "unknown-family-per-layer",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
+                                                      num_key_value_heads=[8] * 32))],
+        2,
+        ("'num_key_value_heads' (per-layer list (one value per layer))", "has no kvplan family"),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",
@@ -695,7 +761,7 @@ def test_every_row_is_in_docs_errors_md():
         assert f"`{r.id}`" in text, f"docs/errors.md has no row named `{r.id}`"
 
 
-# -- model directories: shard names, implausible headers, symbolic links (fresh-eyes-3 10/16/17) ----
+# -- model directories: shard names, implausible headers, symbolic links -----------------------
 
 
 def _index_dir(tmp: Path, shard: str, fifo: bool = False) -> str:
@@ -715,7 +781,7 @@ def _link_dir(tmp: Path, target: str) -> str:
     return str(d)
 
 
-SOURCE_ROWS_REVIEW3 = [
+SOURCE_FILE_ROWS = [
     Row(
         "index-shard-dotdot",
         lambda t: ["estimate", _index_dir(t, "../../../../etc/passwd")],
@@ -776,21 +842,21 @@ SOURCE_ROWS_REVIEW3 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(SOURCE_ROWS_REVIEW3))
-def test_source_row_review3(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(SOURCE_FILE_ROWS))
+def test_source_file_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_source_rows_review3_are_in_docs_errors_md():
+def test_source_file_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in SOURCE_ROWS_REVIEW3:
+    for r in SOURCE_FILE_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
 
 
-# -- fresh-eyes review 3: estimate/plan advice (appended) -----------------------------------------
+# -- estimate/plan advice --------------------------------------------------------------------------
 
-ESTIMATE_ROWS_REVIEW3 = [
+ADVICE_ROWS = [
     Row(
         "gpu-memory-no-unit",
         lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "80"],
@@ -829,19 +895,19 @@ ESTIMATE_ROWS_REVIEW3 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(ESTIMATE_ROWS_REVIEW3))
-def test_estimate_row_review3(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(ADVICE_ROWS))
+def test_advice_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_estimate_rows_review3_are_in_docs_errors_md():
+def test_advice_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in ESTIMATE_ROWS_REVIEW3:
+    for r in ADVICE_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0].removeprefix("error: ")[:60] in text, r.id
 
 
-# -- fresh-eyes-5 H3 / H4: `kvplan check` inputs (appended) -------------------------------------
+# -- `kvplan check` inputs: outputs onto inputs, files outside the repository ---------------------
 
 
 def _outside_config_script(t: Path) -> str:
@@ -852,7 +918,7 @@ def _outside_config_script(t: Path) -> str:
     return _file(t / "repo" / "sub", "serve.sh", f"vllm serve meta-llama/Llama-3.1-8B-Instruct --config {t / 'creds.yaml'}\n")
 
 
-CHECK_ROWS_REVIEW5: list[Row] = [
+CHECK_INPUT_ROWS: list[Row] = [
     Row(
         "check-junit-onto-input",
         lambda t: ["check", _file(t, "in.yaml", "model: meta-llama/Meta-Llama-3-8B\n"), "--gpu", "H100",
@@ -870,8 +936,8 @@ CHECK_ROWS_REVIEW5: list[Row] = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(CHECK_ROWS_REVIEW5))
-def test_check_row_review5(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(CHECK_INPUT_ROWS))
+def test_check_input_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
     if row.id == "check-junit-onto-input":
@@ -880,13 +946,13 @@ def test_check_row_review5(row: Row, tmp_path: Path):
         assert "sk-SECRET" not in out + err
 
 
-def test_check_rows_review5_are_in_docs_errors_md():
+def test_check_input_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in CHECK_ROWS_REVIEW5:
+    for r in CHECK_INPUT_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id
 
 
-# -- fresh-eyes review 5: verify --record and 0 counts in --from-log (appended) -------------------
+# -- verify --record and 0 counts in --from-log -----------------------------------------------------
 
 _VERIFY_EXCERPT = json.loads(
     (Path(__file__).parents[1] / "data" / "logs" / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text()
@@ -900,7 +966,7 @@ def _zero_log(tmp: Path, prefix: str, replacement: str | None, drop: tuple[str, 
     return _file(tmp, "zero.log", "\n".join(lines) + "\n")
 
 
-VERIFY_ROWS_REVIEW5 = [
+VERIFY_RECORD_ROWS = [
     Row(
         "verify-record-regular-file",
         lambda t: ["verify", LLAMA3_8B, "--record", _file(t, "rec.json", "keep\n")],
@@ -944,13 +1010,13 @@ VERIFY_ROWS_REVIEW5 = [
 ]
 
 
-@pytest.mark.parametrize("row", _params(VERIFY_ROWS_REVIEW5))
-def test_verify_row_review5(row: Row, tmp_path: Path):
+@pytest.mark.parametrize("row", _params(VERIFY_RECORD_ROWS))
+def test_verify_record_row(row: Row, tmp_path: Path):
     code, out, err = run_cli(*row.argv(tmp_path))
     _check(row, code, out, err)
 
 
-def test_verify_rows_review5_are_in_docs_errors_md():
+def test_verify_record_rows_are_in_docs_errors_md():
     text = DOCS.read_text(encoding="utf-8")
-    for r in VERIFY_ROWS_REVIEW5:
+    for r in VERIFY_RECORD_ROWS:
         assert f"`{r.id}`" in text and r.fragments[0] in text, r.id

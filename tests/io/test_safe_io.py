@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import safe_io
+from kvplan.io import files as safe_io
 from kvplan.io.files import InputError
 from tests.helpers import run_cli
 

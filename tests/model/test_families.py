@@ -44,12 +44,14 @@ def test_fictitious_family_is_one_module_and_one_registry_line(monkeypatch, tmp_
     assert kv["bytes_per_token"] == 2 * 2 * 128 * 2 * 6 == 6144
 
 
-def test_unregistered_architecture_keeps_todays_notes():
+def test_unregistered_architecture_is_sized_approximately():
     # Without the registry line the same config is an unknown model type: generic decoder, all
-    # layers sliding (a model-wide window without layer_types), and the note says so.
+    # layers sliding (a model-wide window without layer_types), and the spec says it is not exact
+    # (issue 12: the reasons are typed approximations, no longer a note among the warnings).
     spec = parse_config(FOO_CONFIG, "foo-test")
     assert spec.layer_kinds == (LayerKind.SLIDING,) * 6
-    assert any("model_type 'foo' (FooForCausalLM) has no kvplan rules" in n for n in spec.notes)
+    assert not spec.exact
+    assert any("model_type 'foo' (FooForCausalLM) has no kvplan family" in a.reason for a in spec.approximations)
 
 
 def test_every_registered_model_type_has_a_default_architecture():

@@ -250,7 +250,7 @@ def test_good_yarn_factor_still_scales():
 
 
 def test_bundled_granite_spec_says_where_its_added_keys_come_from():
-    # fresh-eyes-3 item 22: the snapshot was completed (layer_types, Mamba heads, positions) from
+    # The partial snapshot was completed (layer_types, Mamba heads, positions) from
     # the config of the H200 run record, so the parser no longer falls back to all-Mamba / 2048;
     # the source's note still says the snapshot is not the live config.json
     spec, _ = load_spec("ibm-granite/granite-4.0-h-small")
@@ -321,17 +321,27 @@ def test_known_quant_method_has_no_note():
     assert spec.notes == ()
 
 
-def test_unknown_architecture_is_estimated_with_a_note():
+def test_unknown_architecture_is_estimated_approximately():
     cfg = {**LLAMA, "architectures": ["FooForCausalLM"], "model_type": "foo"}
     spec = parse_config(cfg, "m")
     assert spec.num_hidden_layers == 2  # generic shape still read
-    note = " ".join(spec.notes)
-    assert "FooForCausalLM" in note and "'foo'" in note
+    assert not spec.exact
+    reasons = " ".join(a.reason for a in spec.approximations)
+    assert "FooForCausalLM" in reasons and "'foo'" in reasons
 
 
-def test_unknown_architecture_of_a_known_model_type_is_noted():
-    spec = parse_config({**LLAMA, "architectures": ["LlamaForSequenceClassification"]}, "m")
-    assert any("LlamaForSequenceClassification" in n for n in spec.notes)
+def test_unregistered_generative_architecture_of_a_known_model_type_is_approximate():
+    # A generative name kvplan has no registry line for: the model type's rules, not exact.
+    spec = parse_config({**LLAMA, "architectures": ["LlamaForCausalLMPlus"]}, "m")
+    assert not spec.exact
+    assert any("LlamaForCausalLMPlus" in a.reason for a in spec.approximations)
+
+
+def test_classification_head_of_a_known_model_type_is_refused():
+    # vLLM 0.26.0 config/model.py _SUFFIX_TO_DEFAULTS: *ForSequenceClassification runs as a pooling
+    # model, which keeps no KV cache for generation (issue 12, "no silent guess").
+    with pytest.raises(KvplanError, match="'LlamaForSequenceClassification'.*only as a pooling/encoder model"):
+        parse_config({**LLAMA, "architectures": ["LlamaForSequenceClassification"]}, "m")
 
 
 def test_unknown_architecture_through_cli_still_estimates(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from helpers import TINY_LLAMA, run_cli
 
 from kvplan.errors import KvplanError
-from kvplan.specs.parse import parse_config
+from kvplan.model.parse import parse_config
 
 
 def _dir(tmp_path: Path, **over) -> str:

@@ -53,7 +53,7 @@ def test_curve_data_is_monotonic_where_vllm_is():
     # Longer contexts cannot raise max-length concurrency; more memory cannot lower it.
     from kvplan.cli.plan import load_spec
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
     from kvplan.render.plots import memory_parts, pictures
 
     p = plan(load_spec("meta-llama/Meta-Llama-3-8B", None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=8192))
@@ -69,7 +69,7 @@ def test_curve_data_is_monotonic_where_vllm_is():
 def test_plot_of_a_plan_that_does_not_fit():
     pytest.importorskip("matplotlib")
     from kvplan.gpus import find_gpu, load_profiles
-    from kvplan.planner import EngineArgs, plan
+    from kvplan.capacity.estimate import EngineArgs, plan
     from kvplan.render.plots import figure, pictures
     from kvplan.sources import load_spec
 

@@ -48,7 +48,7 @@ def test_yaml_carries_the_same_flags():
 
 
 def test_yaml_output_spells_a_negative_flag_so_vllm_keeps_it():
-    """Old review-2 item 11: vLLM 0.26.0's load_config_file (utils/argparse_utils.py) adds a flag
+    """vLLM 0.26.0's load_config_file (utils/argparse_utils.py) adds a flag
     only for `true` and drops `false`, so `enable-prefix-caching: false` would leave prefix caching
     on. The YAML must say `no-enable-prefix-caching: true` (-> --no-enable-prefix-caching)."""
     import yaml

@@ -97,7 +97,7 @@ def _populate(hub) -> dict[str, str]:
     shas["config-only"] = hub.add_repo("acme/config-only", {"config.json": _cfg()})
     shas["bad-st"] = hub.add_repo("acme/bad-st", {"config.json": _cfg(), "model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all"})
     shas["no-config"] = hub.add_repo("acme/no-config", {"README.md": b"# weights only\n"})
-    # Item 5/18 of fresh-eyes review 1: a header with a negative shape, and an index naming a
+    # A header with a negative shape, and an index naming a
     # tensor that its shard does not hold.
     bad_shape = json.dumps({"w": {"dtype": "BF16", "shape": [-1, 4], "data_offsets": [0, 8]}}).encode()
     hub.add_repo("acme/neg-shape", {"config.json": _cfg(), "model.safetensors": struct.pack("<Q", len(bad_shape)) + bad_shape + bytes(8)})

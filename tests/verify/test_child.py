@@ -1,4 +1,4 @@
-"""kvplan.vllm_child against stand-in `torch` and `vllm` packages (no GPU here).
+"""kvplan.verify.child against stand-in `torch` and `vllm` packages (no GPU here).
 
 The stand-ins copy only the object paths the child reads in vLLM 0.26.0 (LLM.llm_engine ->
 model_executor.driver_worker.worker, Worker.load_model / determine_available_memory /
@@ -170,7 +170,7 @@ def run_child(site: Path, request: dict | None, extra_env: dict | None = None, w
 
         shutil.rmtree(site / "vllm")
     env.update(extra_env or {})
-    args = [sys.executable, "-m", "kvplan.vllm_child"] + ([json.dumps(request)] if request is not None else [])
+    args = [sys.executable, "-m", "kvplan.verify.child"] + ([json.dumps(request)] if request is not None else [])
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -272,13 +272,13 @@ def test_child_environment_failures_exit_3(fake_site, env, with_vllm, needle):
 def test_child_bad_request_exits_2(fake_site):
     site, _ = fake_site
     assert run_child(site, None).returncode == 2
-    res = subprocess.run([sys.executable, "-m", "kvplan.vllm_child", "not json"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "kvplan.verify.child", "not json"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
     assert res.returncode == 2 and "bad request" in res.stderr
 
 
 def test_verify_end_to_end_with_the_real_child(fake_site, tmp_path):
-    """`kvplan verify` -> python -m kvplan.vllm_child -> (stand-in) vLLM -> comparison and record."""
+    """`kvplan verify` -> python -m kvplan.verify.child -> (stand-in) vLLM -> comparison and record."""
     site, _ = fake_site
     model = tmp_path / "llama"
     model.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import run_cli
 from test_verify import config_dir, record
 
-from kvplan.vllm_log import split_starts
+from kvplan.verify.log import split_starts
 
 PREFIX = "INFO 11-29 09:40:43 [api_utils.py:273] "
 

@@ -188,10 +188,10 @@ def test_record_dev_null_is_bad_input(tmp_path, no_vllm):
 
 
 def test_record_under_proc_is_bad_input(tmp_path, no_vllm):
-    code, out, err = _verify_record(tmp_path, "/proc/kvplan-review5-x")
+    code, out, err = _verify_record(tmp_path, "/proc/kvplan-record-x")
     assert code == 2 and out == ""
-    assert one_error_line(err).startswith("error: --record: /proc/kvplan-review5-x")
-    assert not os.path.exists("/proc/kvplan-review5-x")
+    assert one_error_line(err).startswith("error: --record: /proc/kvplan-record-x")
+    assert not os.path.exists("/proc/kvplan-record-x")
 
 
 def test_record_empty_is_bad_input(tmp_path, no_vllm):

@@ -320,7 +320,7 @@ DEVICE = DATA.parent / "vllm-0.26.0-h200"  # recorded starts (refused ones stay 
 
 
 def test_device_child_log_reproduces_the_calibration_start():
-    # An independent start of the calibration case llama3-8b_eager, through kvplan.vllm_child.
+    # An independent start of the calibration case llama3-8b_eager, through kvplan.verify.child.
     log = parse_log((DEVICE / "llama3-8b_eager.log").read_text())
     cal = json.loads((DATA / "vllm-0.26.0-h200" / "llama3-8b_eager.json").read_text())
     assert log.vllm_version == "0.26.0"

@@ -598,7 +598,7 @@ def test_verify_imports_no_torch_vllm_or_transformers(tmp_path):
         "from helpers import run_cli\n"
         f"rc, out, err = run_cli('verify', {str(model)!r}, '--from-log', {str(log)!r}, '--gpu', 'H200')\n"
         "assert rc == 0, err\n"
-        "import kvplan.verify, kvplan.cli.verify, kvplan.vllm_log, kvplan.vllm_child\n"
+        "import kvplan.verify, kvplan.cli.verify, kvplan.verify.log, kvplan.verify.child\n"
         "bad = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

@@ -135,8 +135,11 @@ def model_name(ctx, dep: Deployment, targets: Targets, checks: list[str]) -> str
 def engine_args(ctx, dep: Deployment, checks: list[str]) -> "_EngineInputs":
     """Map the deployment's `vllm serve` flags onto kvplan's EngineArgs, reading values as
     vLLM does (human-readable ints, choices); every rejected value is a diagnostic."""
-    from kvplan.engines.vllm.kv_spec import KV_CACHE_DTYPES
-    from kvplan.planner import QUANTIZATIONS, EngineArgs
+    from kvplan.engines.vllm import versions
+    from kvplan.engines.vllm.args import EngineArgs
+
+    rules = versions.select(ctx.vllm_version)
+    KV_CACHE_DTYPES, QUANTIZATIONS = rules.kv_spec.KV_CACHE_DTYPES, rules.quantization.QUANTIZATIONS
 
     kwargs: dict[str, Any] = {"vllm_version": ctx.vllm_version}
     eng = _EngineInputs()

@@ -66,7 +66,7 @@ def plan_checks(
     mml = p.effective["max_model_len"]
     ms = keys.get("max_model_len")
     mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
-    from kvplan.planner import StartOutcome
+    from kvplan.capacity.outcomes import StartOutcome
 
     checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
     starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
@@ -121,8 +121,8 @@ def plan_checks(
             f"{max(b.total_bytes - used, 0) // 2**30}G)",
         )
     elif p.outcome is StartOutcome.CUDA_GRAPH_CAPTURE_OOM:
-        # the same typed outcome estimate reports; its fix comes from kvplan.recommend
-        from kvplan.recommend import recommendations
+        # the same typed outcome estimate reports; its fix comes from kvplan.capacity.recommend
+        from kvplan.capacity.recommend import recommendations
 
         checks.append(CUDA_GRAPHS_FIT)
         us = keys.get("gpu_memory_utilization")

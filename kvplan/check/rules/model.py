@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kvplan.check.deployment import Deployment
 from kvplan.check.diagnostics import (
+    APPROXIMATE,
     KV_HEAD_REPLICATION,
     MAX_MODEL_LEN_LIMIT,
     MODEL_UNRESOLVED,
@@ -45,9 +46,9 @@ def load_spec(ctx, dep: Deployment, targets: Targets, model: str | None, revisio
 
 def overridden_spec(ctx, dep: Deployment, model: str, revision: str | None, spec, eng: "_EngineInputs"):
     """``spec`` rebuilt from the config with ``--hf-overrides`` applied (vLLM
-    config/model.py; see kvplan.specs.overrides), with an info naming the keys that changed;
+    config/model.py; see kvplan.model.overrides), with an info naming the keys that changed;
     a warning, and the checkpoint's own spec, when the overridden config cannot be parsed."""
-    from kvplan.specs.overrides import apply_hf_overrides, shadowed_flat_keys
+    from kvplan.model.overrides import apply_hf_overrides, shadowed_flat_keys
 
     s = eng.hf_overrides_setting
     line, key = (s.line, s.key) if s is not None else (None, "--hf-overrides")
@@ -81,15 +82,29 @@ def overridden_spec(ctx, dep: Deployment, model: str, revision: str | None, spec
 def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]) -> bool:
     """Checks that need only the model: tensor-parallel divisibility and KV-head replication
     (vLLM config/parallel.py + model_executor attention layers), max_model_len over the
-    model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse."""
+    model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse.
+
+    A model kvplan sizes only approximately (``spec.exact`` False: an architecture without a
+    kvplan family) is a warning, so ``check --strict`` fails on it."""
     ok = True
+    if not spec.exact:
+        checks.append(APPROXIMATE)
+        dep.diag(
+            APPROXIMATE,
+            "warning",
+            "approximate: kvplan has no exact rules for this model, so its memory figures are approximate ("
+            + "; ".join(a.reason for a in spec.approximations) + ")",
+            line=dep.target_lines.get("model") or dep.model_line,
+            key=dep.target_keys.get("model") or dep.model_key,
+            hint="add a kvplan family for the architecture (kvplan/model/families), or verify with a real start",
+        )
     tp = args.tensor_parallel_size
     s = keys.get("tensor_parallel_size")
     tline, tkey = (s.line, s.key) if s else (dep.line, "--tensor-parallel-size")
     checks.append(TP_DIVISIBILITY)
     heads = spec.attention.num_attention_heads
     kv = spec.attention.num_key_value_heads
-    from kvplan.planner import valid_tensor_parallel_sizes
+    from kvplan.capacity.estimate import valid_tensor_parallel_sizes
 
     # the hint lists the sizes the planner's own refusal predicate accepts (one rule, not two)
     valid = valid_tensor_parallel_sizes(spec)

@@ -11,7 +11,7 @@ from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import YamlDoc
+from kvplan.io.files import YamlDoc
 
 
 def compose_deployments(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import YamlDoc
+from kvplan.io.files import YamlDoc
 
 
 def _looks_like_vllm_config(data: dict, cat: FlagCatalogue) -> bool:

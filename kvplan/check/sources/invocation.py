@@ -21,7 +21,7 @@ from kvplan.check.sources.vllm_config import (
     kvplan_key_warning,
 )
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import InputError, load_yaml, read_text
+from kvplan.io.files import InputError, load_yaml, read_text
 
 
 def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: FlagCatalogue) -> list[Tok]:
@@ -53,7 +53,7 @@ def _inline_config_file(dep: Deployment, toks: list[Tok], base_dir: Path, cat: F
     p = Path(raw_path)
     candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p]
     found = next((c for c in candidates if c.exists() or c.is_symlink()), None)
-    # fresh-eyes-5 H4: a file outside the repository (or working directory) is never read,
+    # A file outside the repository (or working directory) is never read,
     # so a PR cannot have CI echo values of /home/runner/secrets.yaml into annotations
     outside = outside_boundary(found if found is not None else candidates[0], base_dir, raw_path)
     if outside is not None and (found is not None or all(outside_boundary(c, base_dir, raw_path) for c in candidates)):

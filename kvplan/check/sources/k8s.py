@@ -13,7 +13,7 @@ from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import YamlDoc
+from kvplan.io.files import YamlDoc
 
 
 def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, node_map: dict[str, dict[str, str]]) -> None:

@@ -29,7 +29,7 @@ from kvplan.check.sources.vllm_config import (
     duplicate_top_keys,
     multiple_documents_problem,
 )
-from kvplan.safe_io import InputError, YamlDoc, load_yaml, read_text
+from kvplan.io.files import InputError, YamlDoc, load_yaml, read_text
 
 
 class Targets(BaseModel):
@@ -312,7 +312,7 @@ def manifest_config(ctx, entry: dict, i: int, name: str, doc: YamlDoc, path: Pat
         )
 
     outside = outside_boundary(cfg, path.parent, raw_cfg)
-    if outside is not None:  # fresh-eyes-5 H4: not read, so nothing of it is echoed
+    if outside is not None:  # outside the boundary: not read, so nothing of it reaches CI logs
         bad_key(*outside)
         return None
     try:

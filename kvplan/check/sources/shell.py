@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from kvplan.safe_io import InputError, read_text
+from kvplan.io.files import InputError, read_text
 
 
 from kvplan.io.limits import MAX_QUOTE_LINES as _MAX_QUOTE_LINES  # noqa: E402 - lines a quoted string may span

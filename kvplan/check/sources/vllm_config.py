@@ -22,7 +22,7 @@ from kvplan.check.engine_flags import _READ_FLAGS
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.version import check_rules
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
-from kvplan.safe_io import YamlDoc
+from kvplan.io.files import YamlDoc
 
 
 def kvplan_key_warning(dep: Deployment, line, cat: FlagCatalogue) -> None:
@@ -169,7 +169,7 @@ def duplicate_top_keys(text: str) -> list[list[tuple[str, int, int]]]:
     Call only on text load_yaml has read (aliases are not expanded here)."""
     import yaml
 
-    from kvplan.safe_io import _yaml_loader
+    from kvplan.io.files import _yaml_loader
 
     loader = _yaml_loader()(text)
     out: list[list[tuple[str, int, int]]] = []

@@ -52,6 +52,7 @@ class VllmRules:
         runner: module: which model runner, CUDA-graph memory.
         family_quirks: module: per-family quirks of this version's model implementations.
         coefficients: fitted byte terms the estimate reads from here (not from module globals).
+        check_rules: module: rules only `kvplan check` reads (switches on by default ...).
     """
 
     version: str
@@ -68,6 +69,7 @@ class VllmRules:
     runner: ModuleType
     family_quirks: ModuleType
     coefficients: FittedCoefficients
+    check_rules: ModuleType
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is

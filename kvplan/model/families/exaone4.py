@@ -3,7 +3,7 @@ after the MLP (two RMSNorms per layer, no input norm), q/k RMSNorm per head, and
 ``layer_types``, every ``sliding_window_pattern``-th layer (default 4) full attention and the
 rest sliding (``sliding_window``); without a ``sliding_window`` every layer is full attention.
 
-Read from transformers 5.x Exaone4Config (the derived ``layer_types``) and vLLM 0.26.0
+Read from transformers 5.x Exaone4Config (the derived ``layer_types``) and vLLM (the default version)
 model_executor/models/exaone4.py (Exaone4Attention: sliding window per ``layer_types`` entry,
 q_norm/k_norm of head_dim; Exaone4DecoderLayer: post_attention / post_feedforward RMSNorms)."""
 

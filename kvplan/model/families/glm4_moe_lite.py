@@ -4,7 +4,7 @@ the first ``first_k_dense_replace`` layers a dense MLP of ``intermediate_size`` 
 MoE of ``n_routed_experts`` experts plus ``n_shared_experts`` shared ones of
 ``moe_intermediate_size``; its router always has a score-correction bias (GLM-4 MoE routing).
 
-Read from vLLM 0.26.0 model_executor/models/glm4_moe_lite.py (Glm4MoeLiteDecoderLayer: the MLA
+Read from vLLM model_executor/models/glm4_moe_lite.py (Glm4MoeLiteDecoderLayer: the MLA
 attention of deepseek_v2.py, the MoE of glm4_moe.py from ``first_k_dense_replace`` on, every
 ``moe_layer_freq``-th layer). vLLM's fp32 router is a quirk of its implementation:
 kvplan/engines/vllm/v0_26/family_quirks.py."""

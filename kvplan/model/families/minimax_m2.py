@@ -6,7 +6,7 @@ expert), its router with a score-correction bias when ``use_routing_bias``. The 
 prediction modules (``use_mtp``) are not part of the model vLLM serves without speculative
 decoding.
 
-Read from vLLM 0.26.0 model_executor/models/minimax_m2.py (MiniMaxM2Attention: q_norm/k_norm
+Read from vLLM model_executor/models/minimax_m2.py (MiniMaxM2Attention: q_norm/k_norm
 MiniMaxText01RMSNormTP over all heads, get_rope with rotary_dim / head_dim; MiniMaxM2MoE:
 FusedMoE with e_score_correction_bias). vLLM's fp32 gate is a quirk of its implementation:
 kvplan/engines/vllm/v0_26/family_quirks.py."""

@@ -5,7 +5,7 @@ shared expert, no biases. transformers' OlmoeConfig defaults fill what a partial
 (vLLM sees them): allenai/OLMoE-1B-7B-0924's published config.json gives every key below, so a
 config without them is a trimmed copy.
 
-Read from vLLM 0.26.0 model_executor/models/olmoe.py (OlmoeAttention, OlmoeMoE) and
+Read from vLLM model_executor/models/olmoe.py (OlmoeAttention, OlmoeMoE) and
 transformers 5.x OlmoeConfig."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ shared expert). transformers' PhimoeConfig defaults fill what a partial config o
 published microsoft/Phi-3.5-MoE-instruct config.json gives them, with a longrope
 ``rope_scaling`` whose ``original_max_position_embeddings`` 4096 is the default length).
 
-Read from vLLM 0.26.0 model_executor/models/phimoe.py (PhiMoEAttention: QKVParallelLinear and
+Read from vLLM model_executor/models/phimoe.py (PhiMoEAttention: QKVParallelLinear and
 RowParallelLinear with bias=True; PhiMoEDecoderLayer: nn.LayerNorm) and transformers 5.x
 PhimoeConfig. vLLM's LM-head bias is a quirk of its implementation:
 kvplan/engines/vllm/v0_26/family_quirks.py."""

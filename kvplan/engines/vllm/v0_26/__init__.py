@@ -7,6 +7,7 @@ from kvplan.engines.vllm.rules import FittedCoefficients, VllmRules
 from kvplan.engines.vllm.v0_26 import (
     activation,
     allocator,
+    check_rules,
     defaults,
     family_quirks,
     flag_catalogue,
@@ -36,4 +37,5 @@ RULES = VllmRules(
         non_torch_v1_cudagraph_extra=memory.NON_TORCH_V1_CUDAGRAPH_EXTRA,
         non_torch_multi_gpu_extra=memory.NON_TORCH_MULTI_GPU_EXTRA,
     ),
+    check_rules=check_rules,
 )

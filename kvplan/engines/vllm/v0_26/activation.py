@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.vllm.v0_26.family_quirks import GEMMA_STYLE, MLP_KEEPS_GATE_UP, quirks  # noqa: F401
 from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from kvplan.errors import KvplanError
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
 DTYPE_BYTES = {
     "float32": 4,

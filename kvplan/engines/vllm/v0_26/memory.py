@@ -7,10 +7,10 @@ request_memory, utils/mem_utils.py memory_profiling):
     available   = requested - weights - peak_activation - non_torch - cudagraph_estimate_applied
     --kv-cache-memory B  ->  available = B (profiling still runs; utilization is ignored)
 
-* weights: bytes allocated while loading (kvplan.engines.vllm.weights).
+* weights: bytes allocated while loading (kvplan.engines.vllm.v0_26.weights).
 * peak_activation: the torch allocator's peak increase during one dummy forward pass of
   ``max_num_batched_tokens`` tokens plus the sampler over ``min(max_num_batched_tokens,
-  max_num_seqs)`` rows (kvplan.engines.vllm.activation).
+  max_num_seqs)`` rows (kvplan.engines.vllm.v0_26.activation).
 * non_torch: CUDA memory outside torch's allocator that appeared after start-up (cuBLAS/NCCL
   workspaces...). 0.22 GiB on every single-GPU H200 start in ../shared/calibration.
 * CUDA graphs: vLLM 0.26.0 subtracts its graph-memory *estimate* only on the V1 model runner

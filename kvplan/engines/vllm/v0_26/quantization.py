@@ -13,7 +13,7 @@ from __future__ import annotations
 from kvplan.engines.vllm.v0_26.kv_spec import DTYPE_BYTES
 from kvplan.engines.vllm.v0_26.weights import weight_bytes_per_rank
 from kvplan.errors import KvplanError
-from kvplan.specs.model_spec import ModelSpec, QuantSpec
+from kvplan.model.spec import ModelSpec, QuantSpec
 
 # vLLM 0.26.0 config/cache.py CacheDType values kvplan does not size (yet).
 VLLM_ONLY_KV_CACHE_DTYPES = (

@@ -13,7 +13,7 @@ the rest (most MoE and every hybrid model) on the V1 runner. The runner matters 
 from __future__ import annotations
 
 from kvplan.engines.vllm.v0_26.family_quirks import DEFAULT_V2_ARCHITECTURES
-from kvplan.specs.model_spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from kvplan.engines.vllm.v0_26.family_quirks import GEMMA3_EXTRA_BYTES, QWEN2_BYTES_PER_LAYER, quirks  # noqa: F401
-from kvplan.specs.model_spec import LayerKind, ModelSpec, QuantSpec
+from kvplan.model.spec import LayerKind, ModelSpec, QuantSpec
 
 VOCAB_PADDING = 64
 

@@ -3,7 +3,8 @@
 Derived from the vLLM 0.33.0 source and checked on the 9 real H200 starts in
 tests/data/vllm-0.33.0-h200 (all with --enforce-eager). Reused from 0.26.0 unchanged:
 quantization, weights, family quirks, the flag catalogue (no serve flag kvplan reads changed;
---device-memory-utilization is a new alias kvplan does not read). New or changed here: defaults
+--device-memory-utilization is a new alias kvplan does not read) and check's rules (switches
+on by default). New or changed here: defaults
 (>= 160 GiB batch tier, prefix caching on for hybrids), kv_spec (hybrid block alignment, Mamba
 ``align`` pages), allocator (null block in the start-up check), memory (consumed-memory
 accounting, cuBLAS before the snapshot), activation (V2 profile for every model, sampler warm-up,
@@ -13,7 +14,7 @@ persistent sampler state), runner (V2 for all, graph estimate subtracted), log_g
 from __future__ import annotations
 
 from kvplan.engines.vllm.rules import FittedCoefficients, VllmRules
-from kvplan.engines.vllm.v0_26 import family_quirks, flag_catalogue, quantization, weights
+from kvplan.engines.vllm.v0_26 import check_rules, family_quirks, flag_catalogue, quantization, weights
 from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, runner
 
 # The real starts the fitted coefficients were checked on (tests/data/vllm-0.33.0-h200).
@@ -42,4 +43,5 @@ RULES = VllmRules(
         non_torch_v1_cudagraph_extra=memory.NON_TORCH_V1_CUDAGRAPH_EXTRA,
         non_torch_multi_gpu_extra=memory.NON_TORCH_MULTI_GPU_EXTRA,
     ),
+    check_rules=check_rules,
 )

@@ -45,7 +45,7 @@ from kvplan.engines.vllm.v0_26.activation import (  # noqa: F401  (unchanged rul
     moe_workspace_bytes,
 )
 from kvplan.engines.vllm.v0_26.family_quirks import quirks
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
 MiB = 1 << 20
 

@@ -19,7 +19,7 @@ from kvplan.engines.vllm.v0_26.defaults import (  # noqa: F401  (unchanged in 0.
     resolve_dtype,
     resolve_max_num_batched_tokens,
 )
-from kvplan.specs.model_spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 
 GiB = 1 << 30
 

@@ -47,7 +47,7 @@ from kvplan.engines.vllm.v0_26.kv_spec import (  # noqa: F401  (unchanged)
     mamba_state_bytes,
     mla_per_token_bytes,
 )
-from kvplan.specs.model_spec import LayerKind, ModelSpec
+from kvplan.model.spec import LayerKind, ModelSpec
 
 # Prefill-checkpoint alignment of FlashInfer's GDN prefill (gdn_attn.py
 # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT) and its checkpoint blocks per request.

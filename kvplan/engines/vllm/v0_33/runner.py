@@ -22,7 +22,7 @@ extrapolation's minimum for the FULL graphs it does not capture (49 x 1 MiB).
 from __future__ import annotations
 
 from kvplan.engines.vllm.v0_26.runner import CUDAGRAPH_BASE_BYTES, CUDAGRAPH_BYTES_PER_LAYER
-from kvplan.specs.model_spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 
 MiB = 1 << 20
 

@@ -1,1 +1,0 @@
-"""Moved to kvplan.model (issue 11); this package of aliases goes when every importer is updated."""
