@@ -41,6 +41,12 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def unwrapped(text: str) -> str:
+    """``text`` with every run of whitespace made one space: human output wraps its lines at the
+    console width (hanging indent), so a phrase may span lines."""
+    return " ".join(text.split())
+
+
 def error_line(code: int, out: str, err: str) -> str:
     """The single `error: ...` line of an exit-2 run (a hint line may follow)."""
     assert code == 2, (code, out, err)

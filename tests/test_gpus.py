@@ -477,7 +477,7 @@ def test_gpus_table_has_a_price_column_and_marks_missing_prices(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     code, out, err = run_cli("gpus")
     assert code == 0, err
-    header = out.splitlines()[1]
+    header = out.splitlines()[0]  # no blank first line (box edge)
     assert "$/h" in header
     row = next(line for line in out.splitlines() if line.split()[:1] == ["h100-sxm"])
     assert "4.76" in row

@@ -131,7 +131,12 @@ def _encodable(con):
 
 
 def _print_diags(con, diags, group_file: str) -> None:
+    """One finding a line: line, severity, check id, then the key and message wrapped at the
+    console width under their first character (so is the hint, under its text)."""
     from rich.markup import escape as _escape
+    from rich.text import Text
+
+    from kvplan.render.table import hanging
 
     safe = _encodable(con)
 
@@ -140,11 +145,12 @@ def _print_diags(con, diags, group_file: str) -> None:
 
     for d in diags:
         where = (f"{d.file}:" if d.file != group_file else "") + (f"{d.line}" if d.line else "-")
-        key = f"{escape(d.key)}: " if d.key else ""
+        key = f"{safe(d.key)}: " if d.key else ""
         style = _STYLE[d.severity]
-        con.print(f"    {escape(where):>5}  [{style}]{d.severity:<7}[/{style}] [dim]{d.check_id}[/dim]  {key}{escape(d.message)}")
+        head = Text.from_markup(f"    {escape(where):>5}  [{style}]{d.severity:<7}[/{style}] [dim]{d.check_id}[/dim]  ")
+        con.print(hanging(head, key + safe(d.message)))
         if d.hint:
-            con.print(f"           [dim]hint: {escape(d.hint)}[/dim]")
+            con.print(hanging(Text("           hint: ", style="dim"), Text(safe(d.hint), style="dim")))
 
 
 def print_human(report, strict: bool, console=None) -> None:
@@ -152,6 +158,9 @@ def print_human(report, strict: bool, console=None) -> None:
     check id, key, message, hint); then a summary line with the exit code."""
     from rich.console import Console
     from rich.markup import escape
+    from rich.text import Text
+
+    from kvplan.render.table import hanging
 
     con = console or Console(highlight=False, soft_wrap=True)
     safe = _encodable(con)
@@ -171,7 +180,7 @@ def print_human(report, strict: bool, console=None) -> None:
                 )
             if any(d.check_id == APPROXIMATE for d in dep.diagnostics):
                 what += " (approximate: kvplan has no exact rules for this model)"
-            con.print(f"  {mark} {escape(safe(dep.name))}: {escape(safe(what))}")
+            con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: "), safe(what)))
             _print_diags(con, dep.diagnostics, f.file)
     diags = report.diagnostics
     n_err = sum(d.severity == "error" for d in diags)

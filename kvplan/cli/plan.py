@@ -424,7 +424,7 @@ def plan_cmd(
     ),
     workload: Optional[str] = typer.Option(None, "--workload", help="'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL of prompt_tokens,output_tokens."),
     shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Tokens every prompt starts with (a system prompt)."),
-    n: int = typer.Option(1, "--n", "--beam-width", help="Sequences per request (parallel sampling n / beam width)."),
+    n: int = typer.Option(1, "--n", "--beam-width", metavar="N", help="Sequences per request (parallel sampling n / beam width)."),
     top: int = typer.Option(10, "--top", help="Options to show."),
     show_all: bool = typer.Option(False, "--all", help="Also show dominated options (marked *)."),
     explain: bool = typer.Option(False, "--explain", help="List skipped combinations and why."),

@@ -374,14 +374,15 @@ def print_comparison(doc: dict, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from kvplan.render.table import hanging, title_line
     from kvplan.verify.compare import FIGURES
 
     head = f"{doc.get('model')}" + (f" - vLLM {doc['vllm_version']}" if doc.get("vllm_version") else "") + f" ({doc.get('usage')})"
     if doc.get("gpu"):
         head += f" - GPU: {doc['gpu']}"
-    console.print(Text(head, style="bold"))
+    console.print(title_line(head))
     if doc.get("engine_args"):
-        console.print("engine args: " + ", ".join(f"{k}={v!r}" for k, v in doc["engine_args"].items()))
+        console.print(hanging("engine args: ", ", ".join(f"{k}={v!r}" for k, v in doc["engine_args"].items())))
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"), ("error", "right"), ("error %", "right"), ("measured from", "left")):
         t.add_column(col, justify=justify)
@@ -411,20 +412,20 @@ def print_comparison(doc: dict, console) -> None:
         console.print(Text(f"MISMATCH: {on} off by {_pct_text(errs.get(on))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
     elif status == "refused":
         r = doc.get("refusal") or {}
-        console.print(Text("vLLM REFUSED the config: ", style="bold red") + Text(str(r.get("message", ""))))
+        console.print(hanging(Text("vLLM REFUSED the config: ", style="bold red"), str(r.get("message", ""))))
         if doc.get("kvplan_fits") is True:
             console.print(Text("kvplan predicted it would start: a mismatch", style="red"))
         elif doc.get("kvplan_fits") is False:
-            console.print(Text("kvplan predicted this too: ", style="yellow") + Text(str(doc.get("kvplan_failure"))))
+            console.print(hanging(Text("kvplan predicted this too: ", style="yellow"), str(doc.get("kvplan_failure"))))
             if r.get("estimated_max_model_len") is not None:
                 console.print(
                     f"largest max_model_len: vLLM {r['estimated_max_model_len']:,}, kvplan {doc.get('kvplan_largest_max_model_len')}"
                 )
         elif doc.get("prediction_error"):
-            console.print(Text("kvplan refused it before planning: ", style="yellow") + Text(doc["prediction_error"]))
+            console.print(hanging(Text("kvplan refused it before planning: ", style="yellow"), doc["prediction_error"]))
     elif status == "failed":
         # not a memory refusal: vLLM stopped before sizing memory (exit 3, docs/verify.md)
-        console.print(Text("FAILED: ", style="bold yellow") + Text(str(doc.get("failure") or "")))
+        console.print(hanging(Text("FAILED: ", style="bold yellow"), str(doc.get("failure") or "")))
     elif status == "incomplete":
         if any(meas.get(k) == 0 for k in ("num_gpu_blocks", "gpu_kv_cache_tokens")):
             text = "INCOMPLETE: the log's num_gpu_blocks or KV tokens is 0: no percentage error of 0 (n/a)"
@@ -441,8 +442,6 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        from kvplan.render.table import hanging
-
         console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)

@@ -18,6 +18,18 @@ from kvplan.capacity.recommend import recommendations
 from kvplan.render.serve import serve_command, serve_settings
 
 
+def gpu_label(gpu) -> str:
+    """How the header names the GPU: the profile's name, or - when --gpu-memory replaced its
+    memory - the size given and the profile the other properties come from (a 23.69 GiB total
+    under "NVIDIA H200 SXM 141GB" would contradict itself)."""
+    if gpu.memory_source != "--gpu-memory":
+        return gpu.display_name
+    props = ["fp8" if gpu.fp8_supported else "no fp8", "bf16" if gpu.bf16_supported else "no bf16"]
+    if gpu.compute_capability:
+        props.append(f"compute capability {gpu.compute_capability}")
+    return f"{gpu.memory_bytes / 2**30:.2f} GiB GPU ({gpu.id} profile's other properties: {', '.join(props)})"
+
+
 def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
     """The --format json document (see module docstring)."""
     worst = plan.worst_stage
@@ -66,6 +78,7 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
         "gpu": {
             "name": plan.gpu.id,
             "display_name": plan.gpu.display_name,
+            "label": gpu_label(plan.gpu),
             "memory_bytes": plan.gpu.memory_bytes,
             "memory_quality": plan.gpu.memory_quality,
             "memory_source": plan.gpu.memory_source,

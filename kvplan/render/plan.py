@@ -85,7 +85,9 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
     head = f"{flags.model}: {t.concurrency:g} concurrent requests at --max-model-len {t.max_model_len}"
     if wl is not None:
         head += f", workload {wl.workload.description}"
-    console.print(Text(head, style="bold"))
+    from kvplan.render.table import title_line
+
+    console.print(title_line(head))
     if not result.exact:
         # issue 12: the model has no kvplan family; every option below is sized from the standard keys
         from kvplan.render.table import hanging
@@ -163,36 +165,42 @@ def print_capacity(cap, wl, console) -> None:
 
     from kvplan.capacity.workload import LIMIT_NAMES
 
+    from kvplan.render.table import hanging
+
     w = wl.workload
-    console.print(
-        Text("workload per engine", style="bold")
-        + Text(
-            f": prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
-            f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens"
-        )
-    )
+    console.print(hanging(
+        Text("workload per engine: ", style="bold"),
+        f"prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
+        f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens",
+    ))
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("")
-    t.add_column("PagedAttention", justify="right")
-    t.add_column("static max-length", justify="right")
+    t.add_column("PagedAttention", justify="right", no_wrap=True)
+    t.add_column("static max-length", justify="right", no_wrap=True)
     t.add_row("blocks per sequence", f"{cap.blocks.per_sequence:.2f} (at completion {cap.blocks_at_completion.per_sequence:.2f})", str(cap.static_blocks_per_sequence))
     t.add_row("concurrent sequences (KV)", f"{cap.kv_sequences:.1f} (at completion {cap.kv_sequences_at_completion:.1f})", str(cap.static_sequences))
     t.add_row("KV memory holding tokens", f"{cap.paged_utilization:.1%}", f"{cap.static_utilization:.1%}")
     console.print(t)
     s = cap.sharing
     if s.shared_prefix_tokens or s.n > 1:
-        console.print(
-            f"sharing: prefix caching {'on' if s.enable_prefix_caching else 'off'}; shared prefix {s.shared_prefix_tokens} tokens "
-            f"= {cap.blocks.global_shared:.0f} block(s) held once; n={s.n}"
-        )
-    console.print(
-        f"limits: KV blocks {cap.kv_sequences:.1f}, --max-num-seqs {cap.max_num_seqs}, "
-        f"--max-num-batched-tokens {cap.max_num_batched_tokens} sustains {cap.mbt_sequences:.1f} sequences"
-    )
-    console.print(Text("binding: ", style="bold") + Text(f"{LIMIT_NAMES[cap.binding]} -> {cap.sequences:.1f} sequences ({cap.requests:.1f} requests)"))
+        console.print(hanging(
+            "sharing: ",
+            f"prefix caching {'on' if s.enable_prefix_caching else 'off'}; shared prefix {s.shared_prefix_tokens} tokens "
+            f"= {cap.blocks.global_shared:.0f} block(s) held once; n={s.n}",
+        ))
+    console.print(hanging(
+        "limits: ",
+        f"KV blocks {cap.kv_sequences:.1f}, --max-num-seqs {cap.max_num_seqs}, "
+        f"--max-num-batched-tokens {cap.max_num_batched_tokens} sustains {cap.mbt_sequences:.1f} sequences",
+    ))
+    console.print(hanging(
+        Text("binding: ", style="bold"),
+        f"{LIMIT_NAMES[cap.binding]} -> {cap.sequences:.1f} sequences ({cap.requests:.1f} requests)",
+    ))
     for c in cap.changes:
-        console.print(f"  {c.flag} {c.value}: {c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}")
+        console.print(hanging(
+            f"  {c.flag} {c.value}: ",
+            f"{c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}",
+        ))
     if cap.excluded_fraction:
-        from kvplan.render.table import hanging
-
         console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))

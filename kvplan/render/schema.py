@@ -99,6 +99,10 @@ class GPU(_Strict):
 
     name: str = Field(min_length=1, description="profile id")
     display_name: str
+    label: str = Field(
+        description="the header's name for the GPU: display_name, or with --gpu-memory the size given and the "
+        "profile whose other properties (fp8, bf16, compute capability) apply"
+    )
     memory_bytes: int = Field(gt=0, description="CUDA-visible total of one GPU")
     memory_quality: MemoryQuality
     memory_source: Optional[str]

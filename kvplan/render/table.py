@@ -8,15 +8,16 @@ from __future__ import annotations
 import math
 
 from kvplan.capacity.estimate import Plan
-from kvplan.render.document import to_dict
+from kvplan.render.document import gpu_label, to_dict
 
 GiB = 1 << 30
 
 
-def hanging(head, body):
+def hanging(head, body, indent: int | None = None):
     """``head`` then ``body``, the body wrapped to the console width with continuation lines
     starting under its first character (hanging indent), never at column 0: on a terminal of any
     width and in a pipe (rich's 80 columns). No trailing padding. Strings are plain text.
+    ``indent`` sets the continuation indent instead (a title whose head is long or empty).
 
     Returns:
         a rich renderable for Console.print.
@@ -25,22 +26,50 @@ def hanging(head, body):
 
     head = head if isinstance(head, Text) else Text(head)
     body = body if isinstance(body, Text) else Text(body)
-    return _Hanging(head, body)
+    return _Hanging(head, body, indent)
 
 
 class _Hanging:
-    def __init__(self, head, body) -> None:
-        self.head, self.body = head, body
+    def __init__(self, head, body, indent: int | None = None) -> None:
+        self.head, self.body, self.indent = head, body, indent
 
     def __rich_console__(self, console, options):
         from rich.text import Text
 
-        indent = self.head.cell_len
-        width = max(options.max_width - indent, 20)
+        indent = self.head.cell_len if self.indent is None else self.indent
+        width = max(options.max_width - max(indent, self.head.cell_len), 20)
         lines = self.body.wrap(console, width, overflow="fold") or [Text("")]
         for i, line in enumerate(lines):
             line.rstrip()
             yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
+
+
+class _RStrip:
+    """A renderable drawn without the trailing spaces rich pads table cells with."""
+
+    def __init__(self, renderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.rstrip():
+                line.pop()
+            if line and not line[-1].control:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+            yield from line
+            yield Segment.line()
+
+
+def title_line(text: str, style: str = "bold"):
+    """A header line wrapped at the console width with a two-space hanging indent (the terminal
+    would otherwise break it, at column 0, mid-word)."""
+    from rich.text import Text
+
+    return hanging(Text(""), Text(text, style=style), indent=2)
+
 
 def print_table(plan: Plan, console, revision: str | None = None, verbose: bool = False) -> None:
     """The human view: memory bar, KV figures, binding limit, recommendations, serve line (an
@@ -53,10 +82,15 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     eff = plan.effective
     n_gpus = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
     title = (
-        f"{plan.spec.name} on {n_gpus}x {plan.gpu.display_name} "
+        f"{plan.spec.name} on {n_gpus}x {gpu_label(plan.gpu)} "
         f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
     )
-    console.print(Text(title, style="bold"), soft_wrap=True)
+    console.print(title_line(title))
+    if plan.gpu.memory_source == "--gpu-memory":
+        console.print(hanging(Text("note: ", style="dim"), (
+            f"--gpu-memory replaced only the memory of the {plan.gpu.id} profile (the default when --gpu is not "
+            f"given); fp8/bf16 support, compute capability and vLLM's batch defaults are still the {plan.gpu.id}'s"
+        )))
     if not plan.exact:
         # issue 12: an architecture without a kvplan family, sized from the standard keys; said at
         # the top, not among the warnings (nor behind --verbose)
@@ -161,34 +195,71 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
 def print_gpus(profiles, console) -> None:
     """The `kvplan gpus` table: id (never cut: users copy it into --gpu), name, GiB, fp8, bf16,
     $/h, aliases, CUDA-visible bytes, then a note on the price column. ``profiles`` is a list of
-    GPUProfile."""
+    GPUProfile.
+
+    Ids and numbers are never cut or wrapped; only the name and aliases wrap. Three layouts by
+    console width: name and aliases in columns of their own (wide); both in one column, aliases
+    under the name (80 columns, rich's width in a pipe); one hanging-indented line per GPU
+    (narrower still)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     rows = list(profiles)
     unpriced = [p.id for p in rows if p.price_per_hour_usd is None]
-    # Ids are what users copy into --gpu: never cut them; the other columns wrap instead.
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
-    t.add_column("id", no_wrap=True, min_width=max((len(p.id) for p in rows), default=2))
-    t.add_column("name", overflow="fold", min_width=10)
-    t.add_column("GiB", justify="right", no_wrap=True)
-    t.add_column("fp8", no_wrap=True)
-    t.add_column("bf16", no_wrap=True)
-    t.add_column("$/h", justify="right", no_wrap=True)
-    t.add_column("aliases", overflow="fold", min_width=10)
-    t.add_column("CUDA bytes", justify="right", no_wrap=True)
-    for p in rows:
-        cells = [
-            p.id,
-            p.display_name,
+
+    def numbers(p) -> list[str]:
+        return [
             f"{p.memory_bytes / 2**30:.2f}",
             "yes" if p.fp8_supported else "no",
             "yes" if p.bf16_supported else "no",
+            "?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}",
+            f"{p.memory_bytes:,}",
         ]
-        cells.append("?" if p.price_per_hour_usd is None else f"{p.price_per_hour_usd:.2f}")
-        cells += [", ".join(p.aliases), f"{p.memory_bytes:,}"]
-        t.add_row(*cells)
-    console.print(t)
+
+    heads = [("GiB", "right"), ("fp8", "left"), ("bf16", "left"), ("$/h", "right"), ("CUDA bytes", "right")]
+    id_w = max((len(p.id) for p in rows), default=2)
+    num_w = [max([len(h)] + [len(numbers(p)[j]) for p in rows]) for j, (h, _) in enumerate(heads)]
+    fixed = id_w + sum(num_w)  # cells that never wrap
+    width = console.width
+    # one space between columns (collapse_padding, no edge padding); a text column at least 16
+    if width >= fixed + 7 + 2 * 16:
+        layout = "wide"
+    elif width >= fixed + 6 + 16:
+        layout = "narrow"
+    else:
+        layout = "lines"
+
+    if layout == "lines":
+        for p in rows:
+            n = numbers(p)
+            console.print(hanging(Text(f"{p.id}  ", style="bold"), (
+                f"{p.display_name}; {n[0]} GiB ({n[4]} bytes); fp8 {n[1]}; bf16 {n[2]}; $/h {n[3]}"
+                + (f"; aliases {', '.join(p.aliases)}" if p.aliases else "")
+            )))
+    else:
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        t.add_column("id", no_wrap=True, min_width=id_w)
+        if layout == "wide":
+            t.add_column("name", overflow="fold", max_width=32)
+        else:
+            t.add_column("name / aliases", overflow="fold")
+        for (h, just), w in zip(heads[:4], num_w):
+            t.add_column(h, justify=just, no_wrap=True, min_width=w)
+        if layout == "wide":
+            t.add_column("aliases", overflow="fold")
+        t.add_column(heads[4][0], justify="right", no_wrap=True, min_width=num_w[4])
+        for p in rows:
+            n = numbers(p)
+            aliases = ", ".join(p.aliases)
+            if layout == "wide":
+                t.add_row(p.id, p.display_name, *n[:4], aliases, n[4])
+            else:
+                text = Text(p.display_name)
+                if aliases:
+                    text.append("\n" + aliases, style="dim")
+                t.add_row(p.id, text, *n)
+        console.print(_RStrip(t))
     console.print(hanging(
         "$/h: ",
         "on-demand list price of one GPU (USD per hour; source and date: --format json, price_source)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from tests.helpers import run_cli
+from tests.helpers import run_cli, unwrapped
 from tests.check.common import MODEL, R3, R4, _diags, _json, _write
 
 
@@ -29,8 +29,9 @@ def test_header_and_info_line_use_the_same_concurrency():
     # A10G, Llama-3.1-8B, max-model-len 8192: 2,317 blocks x 16 = 37,072 tokens;
     # 37,072 / 8,192 = 4.5254 -> "4.52" (truncated to 2 decimals) in the header and in the note
     code, out, _ = run_cli("check", str(R3 / "a10g-seqs2.yaml"))
+    out = unwrapped(out)  # the human report wraps at the console width
     assert "37,072 tokens, 4.52 x 8192-token requests" in out
-    info = next(x for x in out.splitlines() if "max-num-seqs 2 caps" in x)
+    info = out[out.index("max-num-seqs 2 caps"):]
     assert "below the 4.52 requests" in info
     assert code == 0
 

@@ -678,8 +678,11 @@ def _check(row: Row, code: int, out: str, err: str) -> None:
         assert len(lines) <= 2 and (len(lines) == 1 or lines[1].startswith("  hint: ")), err
         if row.code == 2:
             assert out == "", out[:500]  # bad input: nothing on stdout
+    from tests.helpers import unwrapped
+
     for fragment in row.fragments:
-        assert fragment in text, (fragment, text[-1500:])
+        # stdout is the human report, wrapped at the console width
+        assert fragment in text or unwrapped(fragment) in unwrapped(text), (fragment, text[-1500:])
 
 
 def _run_isolated(argv: list[str], limit_bytes: int = 1 << 30) -> tuple[int, str, str]:

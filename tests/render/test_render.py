@@ -53,7 +53,7 @@ def test_gpus_help_promise_of_a_price_column_holds(monkeypatch):
     code, out, err = run_cli("gpus", "--help")
     assert "price" in out
     code, out, err = run_cli("gpus")
-    assert "$/h" in out.splitlines()[1]
+    assert "$/h" in out.splitlines()[0]  # no blank first line (box edge)
 
 
 def test_cuda_graph_row_fits_80_columns(monkeypatch):
