@@ -155,7 +155,7 @@ def kv_usage_over_time(result: SimulationResult) -> list[tuple[float, float]]:
     return [(s.end_s, s.kv_blocks_used / result.kv_blocks_usable) for s in result.steps]
 
 
-def is_stable(result: SimulationResult, tolerance: float = 0.05) -> bool:
+def is_stable(result: SimulationResult, tolerance: float = 0.02) -> bool:
     """Whether an open-loop run kept up with its arrivals: over the middle half of the sending
     window (from the 25th to the 75th percentile send time), requests finished at least
     (1 - tolerance) times as fast as they arrived. An overloaded engine finishes at its capacity,
@@ -178,7 +178,7 @@ def saturation_rate(
     high: float,
     *,
     rel_tol: float = 0.02,
-    tolerance: float = 0.05,
+    tolerance: float = 0.02,
     max_iter: int = 30,
 ) -> float:
     """The highest open-loop request rate (requests/s) in [low, high] whose run is stable
