@@ -1,6 +1,6 @@
 """vLLM's KV block pool and per-group block tables, restated for the emulator.
 
-Rules (vLLM 0.26.0; the version's policy object says which apply):
+Rules (vLLM, as the versions kvplan has rules for do it; the policy object says which apply):
 
 * v1/core/block_pool.py ``BlockPool``: ``num_gpu_blocks`` blocks shared by every KV-cache group;
   block 0 is the null block (placeholder for skipped blocks, never handed out). The free queue

@@ -5,7 +5,7 @@ Each loop iteration is one engine step: schedule (the version's rules, read from
 time it with the caller's ``step_time(StepBatch) -> seconds``, then apply its outputs (one token
 per request that finished its prompt; a request stops at exactly ``output_tokens``, as with
 ``ignore_eos``). With async scheduling two batches are in flight: step N+1 is scheduled when step
-N-1's output has been processed, before step N's (vLLM 0.26.0 v1/engine/core.py
+N-1's output has been processed, before step N's (vLLM v1/engine/core.py
 step_with_batch_queue), so finished requests free their seats and blocks one step later and a
 new arrival waits for the next scheduling instant.
 
@@ -170,13 +170,16 @@ class Emulator:
     Args:
         config: the engine.
         step_time: seconds one StepBatch takes (batch.constant_step_time for tests).
+        fast: advance runs of identical decode-only steps in one go (same result as stepping
+            them one by one, which ``fast=False`` does; tests compare the two).
 
     Raises:
         KvplanError: an unknown ``vllm_version``, a group kind not modelled, or flags vLLM would
             refuse (max_num_batched_tokens < max_num_seqs, a threshold above max_model_len).
     """
 
-    def __init__(self, config: EngineConfig, step_time: StepTime):
+    def __init__(self, config: EngineConfig, step_time: StepTime, *, fast: bool = True):
+        self.fast = fast
         rules = versions.select(config.vllm_version)
         if rules.scheduler is None:
             raise KvplanError(f"--vllm-version: kvplan has no scheduler rules for vLLM {config.vllm_version}")
@@ -213,6 +216,8 @@ class Emulator:
         ]
         sizes = [g.block_size for g in self.groups]
         self.align = reduce(lambda a, b: a * b // gcd(a, b), sizes)
+        # in-flight tokens only matter to sliding-window frees (counted on processed tokens)
+        self.track_in_flight = any(g.kind == "sliding" for g in self.groups)
         self.pool = BlockPool(c.num_gpu_blocks, c.enable_prefix_caching)
         self.caching = c.enable_prefix_caching
         self.approximate: list[str] = []
@@ -402,6 +407,7 @@ class Emulator:
         bs0 = self.groups[0].block_size
         caching = self.caching
         async_ = self.async_
+        track = self.track_in_flight
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
@@ -440,7 +446,8 @@ class Emulator:
                     break
             comp += n
             r.computed = comp
-            r.in_flight += n
+            if track:
+                r.in_flight += n
             samples = comp >= known + ph
             if samples and async_:
                 r.placeholders = ph + 1
@@ -479,7 +486,8 @@ class Emulator:
                     r.cached_tokens = hit
                 r.state = 1
                 r.computed = hit + n
-                r.in_flight += n
+                if track:
+                    r.in_flight += n
                 samples = hit + n >= known
                 if samples and async_:
                     r.placeholders += 1
@@ -495,16 +503,18 @@ class Emulator:
         done = []
         mml = self.config.max_model_len
         async_ = self.async_
+        track = self.track_in_flight
         for r, n, samples in scheduled:
-            r.in_flight -= n
-            if r.state == 3 or not samples:
-                continue
-            r.outputs += 1
-            if async_:
-                r.placeholders -= 1
-            r.times.append(end)
-            if r.outputs >= r.max_tokens or r.prompt + r.outputs >= mml:
-                done.append(r)
+            if track:
+                r.in_flight -= n
+            if samples and r.state != 3:
+                o = r.outputs + 1
+                r.outputs = o
+                if async_:
+                    r.placeholders -= 1
+                r.times.append(end)
+                if o >= r.max_tokens or r.prompt + o >= mml:
+                    done.append(r)
         if done:
             gone = set()
             for r in done:
@@ -517,6 +527,98 @@ class Emulator:
             if gone:
                 self.running = [r for r in self.running if id(r) not in gone]
         return done
+
+    # ------------------------------------------------------------------ quiet runs
+    def _quiet(self, t: float, gpu_free: float, queue: deque, next_arrival: float, steps: list) -> tuple[float, float] | None:
+        """Advance k >= 2 steps at once when they are bound to be identical decode-only steps
+        (every running request decodes one token, none finishes, nobody can be admitted, no
+        arrival is seen, the blocks they take are free): exactly what k exact steps would do,
+        with per-request work once per run. Returns the new (t, gpu_free) or None."""
+        groups = self.groups
+        if len(groups) != 1 or groups[0].kind != "full":
+            return None
+        running = self.running
+        d = len(running)
+        if self.waiting and d < self.limit:
+            return None
+        async_ = self.async_
+        if async_:
+            if len(queue) != 1 or len(queue[0][0]) != d:
+                return None
+        elif queue:
+            return None
+        bs = groups[0].block_size
+        mml = self.config.max_model_len
+        k = 1 << 60
+        sum_c = max_c = 0
+        cnt = [0] * bs
+        for r in running:
+            c = r.computed
+            known = r.prompt + r.outputs
+            if async_:
+                if r.placeholders != 1 or c != known:
+                    return None
+            elif c != known - 1:
+                return None
+            if len(r.blocks[0]) != -(-c // bs):
+                return None
+            left = r.max_tokens - r.outputs - 1
+            if mml - known - 1 < left:
+                left = mml - known - 1
+            if left < k:
+                k = left
+            if k < 2:
+                return None
+            sum_c += c
+            if c > max_c:
+                max_c = c
+            cnt[(-c) % bs] += 1
+        pool = self.pool
+        free = pool.num_free
+        used = pool.num_usable - free
+        wait = len(self.waiting)
+        step_time = self.step_time
+        ends: list[float] = []
+        if async_:
+            ends.append(queue[0][1])
+        sched_t = t
+        m = 0
+        while m < k:
+            if m and next_arrival <= sched_t:
+                break
+            new = cnt[m % bs]
+            if new > free:
+                break
+            free -= new
+            used += new
+            start = sched_t if sched_t > gpu_free else gpu_free
+            end = start + step_time(StepBatch((), d, sum_c + d * (m + 1), max_c + m + 1))
+            gpu_free = end
+            steps.append(StepRecord(start, end, d, 0, d, d, d, wait, used, 0))
+            ends.append(end)
+            sched_t = ends[m] if async_ else end
+            m += 1
+        if m < 2:
+            if m:  # undo the one step taken: let the exact path run it
+                steps.pop()
+            return None
+        caching = self.caching
+        got = ends[:m]
+        for r in running:
+            c = r.computed + m
+            more = -(-c // bs) - len(r.blocks[0])
+            if more > 0:
+                r.blocks[0].extend(pool.take(more))
+            r.computed = c
+            r.outputs += m
+            r.times.extend(got)
+            if caching:
+                self._register(r, c - 1 if async_ else c)
+        if async_:
+            queue[0] = ([(r, 1, True) for r in running], ends[m])
+            return ends[m - 1], gpu_free
+        return ends[m - 1], gpu_free
+
 
     # ------------------------------------------------------------------ the run
     def run(self, workload: OpenLoop | ClosedLoop) -> SimulationResult:
@@ -566,6 +668,11 @@ class Emulator:
                 r = _Req(k, specs[k], at, ng)
                 reqs[k] = r
                 self.waiting.append(r)
+            if self.fast and self.running:
+                moved = self._quiet(t, gpu_free, queue, arrivals[0][0] if arrivals else float("inf"), steps)
+                if moved is not None:
+                    t, gpu_free = moved
+                    continue
             if self.running or self.waiting:
                 scheduled, batch = self._schedule(t)
                 end = start = max(t, gpu_free)
@@ -605,6 +712,6 @@ class Emulator:
         return SimulationResult(c, records, tuple(steps), usable, tuple(self.approximate))
 
 
-def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop) -> SimulationResult:
+def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop, *, fast: bool = True) -> SimulationResult:
     """Emulate vLLM serving ``workload`` on ``config`` with ``step_time`` (see Emulator)."""
-    return Emulator(config, step_time).run(workload)
+    return Emulator(config, step_time, fast=fast).run(workload)

@@ -1,5 +1,5 @@
 """Serving metrics of an emulated run, defined as vLLM's benchmark client defines them
-(vllm bench serve, vLLM 0.26.0 benchmarks/serve.py calculate_metrics), and the saturation-rate
+(vllm bench serve, vLLM benchmarks/serve.py calculate_metrics), and the saturation-rate
 finder.
 
 * TTFT: first token time - send time. E2E: last token time - send time.

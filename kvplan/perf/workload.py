@@ -2,7 +2,7 @@
 arrivals (closed loop at a concurrency, open loop at a Poisson rate, seeded) and a shared-prefix
 fraction.
 
-The arrival models follow vLLM's benchmark client (vllm bench serve, 0.26.0
+The arrival models follow vLLM's benchmark client (vllm bench serve,
 benchmarks/serve.py): an open loop draws exponential inter-arrival gaps at ``--request-rate``
 (``inf`` sends everything at t=0); ``--max-concurrency`` keeps at most c requests in flight, the
 next one sent when one finishes — with an infinite rate that is a closed loop at c.
