@@ -73,7 +73,7 @@ def groups_from_layout(layout) -> tuple[GroupSpec, ...]:
     """
     out = []
     for g in layout.groups:
-        kind = g.kind if not getattr(layout, "mixed_single_group", False) else g.kind
+        kind = g.kind  # the mixed single group keeps its layers' kind; a block is one id
         if kind not in _LAYOUT_KINDS:
             raise KvplanError(
                 f"KV-cache group kind {kind!r}: the scheduler emulator models full-attention, MLA "

@@ -44,3 +44,17 @@ def test_content_keys_share_only_whole_blocks_of_the_prefix():
 def test_a_pool_without_room_beside_the_null_block_is_refused():
     with pytest.raises(KvplanError, match="num_gpu_blocks"):
         BlockPool(1, enable_caching=False)
+
+
+def test_groups_from_kvplans_layout():
+    from kvplan.engines.vllm.v0_26.allocator import KVCacheGroup, KVCacheLayout
+    from kvplan.perf import GroupSpec, groups_from_layout
+
+    layout = KVCacheLayout(
+        groups=(KVCacheGroup("full", 12, 0, 16, 4096), KVCacheGroup("sliding", 12, 0, 16, 4096, sliding_window=128)),
+        group_size=12, bytes_per_block=2 * 12 * 4096,
+    )
+    assert groups_from_layout(layout) == (GroupSpec("full", 16), GroupSpec("sliding", 16, 128))
+    mamba = KVCacheLayout(groups=(KVCacheGroup("mamba", 4, 0, 16, 4096),), group_size=4, bytes_per_block=4 * 4096)
+    with pytest.raises(KvplanError, match="mamba"):
+        groups_from_layout(mamba)
