@@ -65,6 +65,7 @@ class VllmRules:
         family_quirks: module: per-family quirks of this version's model implementations.
         coefficients: fitted byte terms the estimate reads from here (not from module globals).
         check_rules: module: rules only `kvplan check` reads (switches on by default ...).
+        scheduler: module: the V1 scheduler's policy (``POLICY``) the perf emulator applies.
     """
 
     version: str
@@ -82,6 +83,7 @@ class VllmRules:
     family_quirks: ModuleType
     coefficients: FittedCoefficients
     check_rules: ModuleType
+    scheduler: ModuleType | None = None
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is

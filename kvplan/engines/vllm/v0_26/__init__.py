@@ -15,6 +15,7 @@ from kvplan.engines.vllm.v0_26 import (
     memory,
     quantization,
     runner,
+    scheduler,
     weights,
 )
 
@@ -34,4 +35,5 @@ RULES = VllmRules(
     family_quirks=family_quirks,
     coefficients=FittedCoefficients.of(memory),
     check_rules=check_rules,
+    scheduler=scheduler,
 )

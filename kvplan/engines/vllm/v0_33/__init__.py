@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from kvplan.engines.vllm import v0_26
 from kvplan.engines.vllm.rules import FittedCoefficients
-from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, runner
+from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, runner, scheduler
 
 # The real starts the fitted coefficients were checked on (tests/data/vllm-0.33.0-h200).
 CHECKED_STARTS = 9
@@ -37,5 +37,6 @@ RULES = replace(
     memory=memory,
     activation=activation,
     runner=runner,
+    scheduler=scheduler,
     coefficients=FittedCoefficients.of(memory),
 )

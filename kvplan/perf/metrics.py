@@ -1,0 +1,206 @@
+"""Serving metrics of an emulated run, defined as vLLM's benchmark client defines them
+(vllm bench serve, vLLM benchmarks/serve.py calculate_metrics), and the saturation-rate
+finder.
+
+* TTFT: first token time - send time. E2E: last token time - send time.
+* TPOT per request: (E2E - TTFT) / (output_tokens - 1), requests with one output token left out.
+* ITL: every gap between consecutive tokens of a request, pooled over requests.
+* Throughputs over the benchmark duration (first send to last token): output tokens/s, total
+  (prompt + output) tokens/s, requests/s.
+* Percentiles: linear interpolation between closest ranks (numpy.percentile's default, which the
+  client uses).
+
+Units: seconds (float), tokens/s, requests/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from kvplan.errors import KvplanError
+from kvplan.perf.emulator import SimulationResult
+
+PERCENTILES = (50, 90, 99)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values`` by linear interpolation between closest
+    ranks (numpy.percentile, method="linear"); nan for no values."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Mean and p50/p90/p99 of one latency (seconds); nan when there are no samples."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    count: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Distribution":
+        mean = sum(values) / len(values) if values else math.nan
+        return cls(mean, *(percentile(values, q) for q in PERCENTILES), len(values))
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99, "count": self.count}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The run summarized.
+
+    Attributes:
+        duration_s: first send to last token.
+        completed: requests finished.
+        output_throughput / total_token_throughput: tokens/s; request_throughput: requests/s.
+        ttft / tpot / itl / e2e: Distributions in seconds.
+        preemptions: preemptions over all requests.
+        kv_usage_mean: step-duration-weighted mean of held blocks / usable blocks (0..1).
+        kv_usage_max: the highest step's.
+        approximate: the emulator's reasons the numbers are approximate (empty = exact rules).
+    """
+
+    duration_s: float
+    completed: int
+    output_throughput: float
+    total_token_throughput: float
+    request_throughput: float
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2e: Distribution
+    preemptions: int
+    kv_usage_mean: float
+    kv_usage_max: float
+    approximate: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "duration_s": self.duration_s,
+            "completed": self.completed,
+            "output_throughput": self.output_throughput,
+            "total_token_throughput": self.total_token_throughput,
+            "request_throughput": self.request_throughput,
+            "ttft_s": self.ttft.to_dict(),
+            "tpot_s": self.tpot.to_dict(),
+            "itl_s": self.itl.to_dict(),
+            "e2e_s": self.e2e.to_dict(),
+            "preemptions": self.preemptions,
+            "kv_usage_mean": self.kv_usage_mean,
+            "kv_usage_max": self.kv_usage_max,
+            "approximate": list(self.approximate),
+        }
+
+
+def summarize(result: SimulationResult) -> Summary:
+    """The benchmark client's metrics of ``result`` (see the module docstring)."""
+    reqs = result.requests
+    if not reqs:
+        raise KvplanError("workload: no requests were run")
+    start = min(r.arrival_s for r in reqs)
+    end = max(r.finish_s for r in reqs)
+    duration = end - start
+    out_tokens = sum(r.output_tokens for r in reqs)
+    in_tokens = sum(r.prompt_tokens for r in reqs)
+    ttft, tpot, e2e, itl = [], [], [], []
+    for r in reqs:
+        t = r.first_token_s - r.arrival_s
+        e = r.finish_s - r.arrival_s
+        ttft.append(t)
+        e2e.append(e)
+        if r.output_tokens > 1:
+            tpot.append((e - t) / (r.output_tokens - 1))
+        times = r.token_times_s
+        itl.extend(b - a for a, b in zip(times, times[1:]))
+    usable = result.kv_blocks_usable
+    weighted = total = 0.0
+    peak = 0.0
+    for s in result.steps:
+        d = s.end_s - s.start_s
+        u = s.kv_blocks_used / usable
+        weighted += u * d
+        total += d
+        peak = max(peak, u)
+    rate = (lambda x: x / duration) if duration > 0 else (lambda x: math.inf)
+    return Summary(
+        duration_s=duration,
+        completed=len(reqs),
+        output_throughput=rate(out_tokens),
+        total_token_throughput=rate(in_tokens + out_tokens),
+        request_throughput=rate(len(reqs)),
+        ttft=Distribution.of(ttft),
+        tpot=Distribution.of(tpot),
+        itl=Distribution.of(itl),
+        e2e=Distribution.of(e2e),
+        preemptions=sum(r.num_preemptions for r in reqs),
+        kv_usage_mean=weighted / total if total else 0.0,
+        kv_usage_max=peak,
+        approximate=result.approximate,
+    )
+
+
+def kv_usage_over_time(result: SimulationResult) -> list[tuple[float, float]]:
+    """(step end time s, held blocks / usable blocks) per step."""
+    return [(s.end_s, s.kv_blocks_used / result.kv_blocks_usable) for s in result.steps]
+
+
+def is_stable(result: SimulationResult, tolerance: float = 0.02) -> bool:
+    """Whether an open-loop run kept up with its arrivals: over the middle half of the sending
+    window (from the 25th to the 75th percentile send time), requests finished at least
+    (1 - tolerance) times as fast as they arrived. An overloaded engine finishes at its capacity,
+    below the arrival rate, and its queue grows without bound."""
+    arrivals = sorted(r.arrival_s for r in result.requests)
+    n = len(arrivals)
+    if n < 8:
+        raise KvplanError("saturation: needs at least 8 requests per rate")
+    lo, hi = arrivals[n // 4], arrivals[(3 * n) // 4]
+    if hi <= lo:
+        return False
+    arrived = sum(1 for a in arrivals if lo <= a < hi)
+    finished = sum(1 for r in result.requests if lo <= r.finish_s < hi)
+    return finished >= (1.0 - tolerance) * arrived
+
+
+def saturation_rate(
+    run_at: Callable[[float], SimulationResult],
+    low: float,
+    high: float,
+    *,
+    rel_tol: float = 0.02,
+    tolerance: float = 0.02,
+    max_iter: int = 30,
+) -> float:
+    """The highest open-loop request rate (requests/s) in [low, high] whose run is stable
+    (is_stable), by bisection on a log scale; ``run_at(rate)`` runs the same seeded workload at
+    ``rate``. Returns ``low`` when even ``low`` is unstable (the caller should lower it) and
+    ``high`` when ``high`` is stable.
+
+    Raises:
+        KvplanError: not 0 < low < high.
+    """
+    if not 0 < low < high:
+        raise KvplanError(f"saturation: needs 0 < low < high, got {low}, {high}")
+    if not is_stable(run_at(low), tolerance):
+        return low
+    if is_stable(run_at(high), tolerance):
+        return high
+    for _ in range(max_iter):
+        if high / low <= 1 + rel_tol:
+            break
+        mid = math.sqrt(low * high)
+        if is_stable(run_at(mid), tolerance):
+            low = mid
+        else:
+            high = mid
+    return low
