@@ -40,6 +40,39 @@ BUNDLED_ORIGIN = "kvplan/data/gpus.yaml"
 MemoryQuality = Literal["measured", "cuda-exact", "torch-mib-floor", "vllm-log-gib", "estimate", "user"]
 
 
+class DenseTflops(BaseModel):
+    """Vendor peak dense (no sparsity) tensor-core throughput of one GPU, in TFLOPS (int8: TOPS).
+    A dtype left unset is not known (or has no tensor cores); nothing is inferred for it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bf16: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    fp16: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    fp8: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    int8: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    fp4: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class GPUPerf(BaseModel):
+    """Performance numbers of one GPU for the step-time model (kvplan/perf/step_time.py).
+
+    Attributes:
+        memory_bandwidth_bytes_per_s: vendor peak DRAM bandwidth, bytes/s.
+        dense_tflops: peak dense tensor throughput per dtype (DenseTflops).
+        link_bandwidth_bytes_per_s: GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s.
+        link: the link's name.
+        source: the datasheet the numbers come from.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_bandwidth_bytes_per_s: int | None = Field(default=None, gt=0)
+    dense_tflops: DenseTflops = Field(default_factory=DenseTflops)
+    link_bandwidth_bytes_per_s: int | None = Field(default=None, gt=0)
+    link: str | None = None
+    source: str | None = None
+
+
 class GPUProfile(BaseModel):
     """One GPU model as vLLM sees it (one device; multiply by the GPU count yourself).
 
@@ -69,6 +102,7 @@ class GPUProfile(BaseModel):
         price_source: where the price came from, and when.
         aliases: other accepted names.
         notes: free text.
+        perf: bandwidth and matrix throughput for the step-time model (GPUPerf), None = unknown.
         warnings: one-line warnings kvplan found while loading the profile files (an alias that
             shadows another profile's name or alias, or that an id makes unreachable, a name
             listed twice); not settable from YAML. For the plan's warnings.
@@ -91,6 +125,7 @@ class GPUProfile(BaseModel):
     price_source: str | None = None
     aliases: tuple[str, ...] = ()
     notes: str | None = None
+    perf: GPUPerf | None = None
     warnings: tuple[str, ...] = ()
 
     @field_validator("memory_bytes", mode="before")

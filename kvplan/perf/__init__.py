@@ -1,5 +1,6 @@
 """Serving performance: vLLM's V1 scheduler emulated step by step on kvplan's exact block pool,
-the request streams that drive it, and the benchmark client's metrics.
+the request streams that drive it, the benchmark client's metrics, and the per-step time model
+(step_time, with its GPU data and coefficients).
 
 Layering: perf imports engines, model, capacity, io and errors; never render/cli/check/verify.
 The step time (seconds per engine step) is the caller's function of a StepBatch.

@@ -421,6 +421,18 @@ ROWS: list[Row] = [
         2,
         ("--gpu-profiles: file not found: /no/such/gpus.yaml",),
     ),
+    Row(
+        "gpu-profiles-perf-negative-bandwidth",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-profiles", _file(t, "gpus.yaml", "gpus:\n  - id: h200\n    perf: {memory_bandwidth_bytes_per_s: -1}\n")],
+        2,
+        ("gpus.yaml: gpus[0].perf.memory_bandwidth_bytes_per_s (id 'h200'): must be greater than 0 (got -1)",),
+    ),
+    Row(
+        "gpu-profiles-perf-unknown-dtype",
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-profiles", _file(t, "gpus.yaml", "gpus:\n  - id: h200\n    perf: {dense_tflops: {bf8: 3}}\n")],
+        2,
+        ("gpus.yaml: gpus[0].perf.dense_tflops.bf8 (id 'h200'): unknown key (see kvplan/data/gpus.yaml for the accepted keys)",),
+    ),
     # -- model name ---------------------------------------------------------------------------
     Row("empty-model-name", E(""), 2, ("MODEL: empty model name",)),
     Row(
