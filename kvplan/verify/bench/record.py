@@ -101,7 +101,7 @@ class PointRecord(_Model):
     metrics_after: dict[str, float] = Field(default_factory=dict)
     metrics_delta: dict[str, float] = Field(default_factory=dict)
     # [seconds after the point started, kv_cache_usage_perc, num_requests_running, num_requests_waiting]
-    samples: list[list[float]] = Field(default_factory=list)
+    samples: list[list[Optional[float]]] = Field(default_factory=list)
     requests: list[RequestRecord] = Field(default_factory=list)
 
 
@@ -132,6 +132,8 @@ class BenchRecord(_Model):
     cache_config: dict = Field(default_factory=dict)
     server_log: dict = Field(default_factory=dict)
     skipped: list[dict] = Field(default_factory=list)
+    # requests sent before the grid (not measured): JIT/autotune and allocator warm-up
+    warmup: list[dict] = Field(default_factory=list)
     points: list[PointRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 

@@ -13,6 +13,7 @@ a run cut short still leaves the points it finished, marked ``complete: false`` 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import datetime as _dt
 import os
 import shutil
@@ -28,8 +29,8 @@ from kvplan.errors import EnvironmentMissing, KvplanError
 from kvplan.verify.bench import metrics as prom
 from kvplan.verify.bench.http import Endpoint, HttpError, get_json, get_text
 from kvplan.verify.bench.record import BenchRecord, PointRecord, RequestRecord, Workload, summarize
-from kvplan.verify.bench.server import Server, start_server, wait_ready
-from kvplan.verify.bench.workload import DEFAULT_TOKEN_LIMIT, PointRun, grid, resolve_rate, run_point
+from kvplan.verify.bench.server import SERVER_OVERRIDE_ENV, Server, start_server, wait_ready
+from kvplan.verify.bench.workload import DEFAULT_TOKEN_LIMIT, PointRun, grid, resolve_rate, run_point, warmup_points
 
 SAMPLE_EVERY_S = 0.5
 IDLE_WAIT_S = 30.0
@@ -102,9 +103,9 @@ async def _sampler(endpoint: Endpoint, t0: float, samples: list, stop: asyncio.E
         if values:
             samples.append([
                 round(time.perf_counter() - t0, 3),
-                values.get("vllm:kv_cache_usage_perc", float("nan")),
-                values.get("vllm:num_requests_running", float("nan")),
-                values.get("vllm:num_requests_waiting", float("nan")),
+                values.get("vllm:kv_cache_usage_perc"),
+                values.get("vllm:num_requests_running"),
+                values.get("vllm:num_requests_waiting"),
             ])
         try:
             await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
@@ -158,12 +159,21 @@ async def _bench(
     record.skipped = list(skipped)
     for s in skipped:
         say(f"skip {s['name']}: {s['reason']}")
+    for spec in warmup_points(points):
+        run = await run_point(spec, endpoint, record.served_model, record.vocab_size, seed=seed + 1_000_000)
+        failed = [t.error for t in run.timings if t.error]
+        record.warmup.append({"name": spec.name, "sent": len(run.timings), "failed": len(failed), "wall_s": round(run.end - run.start, 3),
+                              "first_error": failed[0] if failed else None})
+        say(f"warm-up {spec.name}: {len(run.timings)} sent, {len(failed)} failed, {run.end - run.start:.1f} s" + (f" ({failed[0]})" if failed else ""))
+        await _wait_idle(endpoint, IDLE_WAIT_S)
     req_s: dict[str, float] = {}
     for spec in points:
-        spec, why = resolve_rate(spec, req_s)
-        if spec is None:
-            record.skipped.append({"name": "?", "reason": why or ""})
+        resolved, why = resolve_rate(spec, req_s)
+        if resolved is None:
+            record.skipped.append({"name": spec.name, "reason": why or ""})
+            say(f"skip {spec.name}: {why}")
             continue
+        spec = resolved
         before, _ = await _scrape(endpoint)
         samples: list = []
         stop = asyncio.Event()
@@ -232,6 +242,11 @@ def run_bench(
     gpu_name, gpu_count = gpu_info()
     server: Optional[Server] = None
     if endpoint is None:
+        if not os.environ.get(SERVER_OVERRIDE_ENV) and importlib.util.find_spec("vllm") is None:
+            raise EnvironmentMissing(
+                "vLLM is not installed (python -m vllm.entrypoints.openai.api_server cannot start)",
+                hint="put vLLM on PYTHONPATH, or benchmark a running server with --endpoint http://HOST:PORT",
+            )
         log_path = log_path or (record_path.with_suffix(".log") if record_path else Path(tempfile.mkstemp(prefix="kvplan-bench-", suffix=".log")[1]))
         server = start_server(model_dir, serve_flags, config, log_path)
         say(f"starting vLLM: {' '.join(server.command)} (log: {log_path})")

@@ -25,7 +25,7 @@ from typing import Callable, Optional
 from kvplan.verify.bench.client import Timing, random_prompt, send_completion
 from kvplan.verify.bench.http import Endpoint
 
-DEFAULT_SECONDS = 10.0
+DEFAULT_SECONDS = 8.0
 DEFAULT_DRAIN_S = 90.0
 DEFAULT_TOKEN_LIMIT = 600_000
 
@@ -112,6 +112,22 @@ def grid(name: str, seconds: Optional[float] = None, token_limit: int = DEFAULT_
         points = [_closed(1, 32, 8, s, 20.0), ref] + [_open(f, ref, s, 20.0, 4) for f in (0.5, 2.0)]
         return points, []
     raise ValueError(f"unknown grid {name!r}")
+
+
+def warmup_points(points: list[PointSpec]) -> list[PointSpec]:
+    """Requests sent before the grid and not measured: one request per input length of the
+    grid (4 output tokens; the prefill shapes), then a burst at the grid's largest concurrency
+    of the shortest input with 16 output tokens (decode batches of every size up to it). They
+    take the first-use costs (Triton JIT and autotuning, allocator growth) out of the points."""
+    if not points:
+        return []
+    out = []
+    for i in sorted({p.input_len for p in points}):
+        out.append(PointSpec(f"warmup-c1-{i}x4", "closed", i, 4, concurrency=1, seconds=0.0, min_requests=1, drain_s=300.0))
+    c = max(p.concurrency or 1 for p in points)
+    i = min(p.input_len for p in points)
+    out.append(PointSpec(f"warmup-c{c}-{i}x16", "closed", i, 16, concurrency=c, seconds=0.0, min_requests=c, drain_s=300.0))
+    return out
 
 
 @dataclass
