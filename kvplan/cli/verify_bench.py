@@ -119,11 +119,12 @@ def _print_points(record) -> None:
     from rich.table import Table
 
     console = Console(highlight=False)
+    console = Console(highlight=False, width=max(console.width, 110))  # one row per point, never cut
     console.print(f"{record.model} - vLLM {record.vllm_version or '?'} - GPU: {record.gpu_name or '?'} - grid {record.grid}")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("point", no_wrap=True)
     for col in ("done", "fail", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50", "E2E p50", "preempt"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", no_wrap=True)
     f = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
     for p in record.points:
         s = p.summary

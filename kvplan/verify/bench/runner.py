@@ -57,6 +57,20 @@ def vocab_size_of(config: dict) -> int:
     raise KvplanError("config.json: no vocab_size (an integer > 200) to draw prompt token ids from")
 
 
+def raise_open_files_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: an open loop above saturation holds hundreds of
+    connections (one per request in flight), past the usual soft limit of 1024 with the server's."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def gpu_info() -> tuple[Optional[str], Optional[int]]:
     """(GPU name, GPU count) from ``nvidia-smi``; (None, None) without it."""
     exe = shutil.which("nvidia-smi")
@@ -239,6 +253,7 @@ def run_bench(
         KeyboardInterrupt: after the server is stopped.
     """
     vocab = vocab_size_of(config)
+    raise_open_files_limit()
     gpu_name, gpu_count = gpu_info()
     server: Optional[Server] = None
     if endpoint is None:

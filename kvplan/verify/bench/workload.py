@@ -224,9 +224,10 @@ async def run_point(
         gaps = poisson_gaps(spec.rate, seed, spec.name)
         due = run.start
         while True:
-            now = clock()
-            if now >= deadline and counter["sent"] >= spec.min_requests:
+            # every arrival due before the deadline is sent (and at least min_requests)
+            if due >= deadline and counter["sent"] >= spec.min_requests:
                 break
+            now = clock()
             if due > now:
                 await asyncio.sleep(due - now)
             tasks.add(asyncio.ensure_future(one(next_index())))
