@@ -1,7 +1,7 @@
 """vLLM's Prometheus ``/metrics``: the few series the benchmark keeps, read before and after
 each point and sampled while it runs.
 
-Names from vLLM 0.26.0 v1/metrics/loggers.py (PrometheusStatLogger); the Prometheus client adds
+Names from vLLM's v1/metrics/loggers.py (PrometheusStatLogger; the version of kvplan.verify.versions); the Prometheus client adds
 ``_total`` to counters. Series carry labels (``model_name``, ``engine``); values are summed over
 them (one engine per server here).
 

@@ -6,8 +6,9 @@ no console script is needed) with ``--model DIR --load-format dummy --skip-token
 ids) on 127.0.0.1 at a free port, plus the user's engine flags in `vllm serve` spelling. It
 leads its own process group; stopping sends SIGINT (uvicorn's graceful shutdown, which also
 ends the engine-core process), then SIGKILL to the group after a grace period. For a MoE model
-the server's environment gets VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random (vLLM 0.26.0
-envs.py; model_executor/layers/fused_moe/router/routing_simulator_router.py): with dummy
+the server's environment gets VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random (vLLM's
+envs.py and model_executor/layers/fused_moe/router/routing_simulator_router.py, the version of
+kvplan.verify.versions; its strategies: uniform_random, normal_routing): with dummy
 weights the router would send most tokens to a few experts and the timings would not be those
 of a trained model.
 
