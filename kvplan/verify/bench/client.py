@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -72,18 +73,14 @@ class Timing:
     error: Optional[str] = None
 
 
-def _int_after(data: bytes, key: bytes) -> Optional[int]:
-    """The integer after the last ``key`` in ``data`` (JSON text), or None."""
-    i = data.rfind(key)
-    if i < 0:
-        return None
-    j = i + len(key)
-    while j < len(data) and data[j:j + 1] == b" ":
-        j += 1
-    k = j
-    while k < len(data) and data[k:k + 1].isdigit():
-        k += 1
-    return int(data[j:k]) if k > j else None
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
+
+
+def _int_of(rx: "re.Pattern[bytes]", data: bytes) -> Optional[int]:
+    """The integer ``rx`` captures in ``data`` (JSON text), or None."""
+    m = rx.search(data)
+    return int(m.group(1)) if m else None
 
 
 def _error_message(data: bytes) -> str:
@@ -139,11 +136,11 @@ async def send_completion(
             if b'"error"' in data and b'"choices"' not in data:
                 t.error = "server error: " + _error_message(data)
                 break
-            total = _int_after(data, b'"completion_tokens":')
-            if b'"choices":[]' in data.replace(b" ", b""):  # the final usage chunk
+            total = _int_of(_COMPLETION_TOKENS, data)
+            if b'"choices":[]' in data or b'"choices": []' in data:  # the final usage chunk
                 if total is not None:
                     seen = total
-                t.server_prompt_tokens = _int_after(data, b'"prompt_tokens":')
+                t.server_prompt_tokens = _int_of(_PROMPT_TOKENS, data)
                 continue
             n = (total - seen) if total is not None else 1
             if n > 0:

@@ -127,6 +127,7 @@ class BenchRecord(_Model):
     seed: int
     token_limit: int
     started_at: str
+    client_event_loop: str = "asyncio"
     wall_s: float = 0.0
     startup_s: Optional[float] = None
     cache_config: dict = Field(default_factory=dict)
@@ -140,7 +141,8 @@ class BenchRecord(_Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=())
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, indent=1)
+        """Compact JSON (no indentation: a full grid holds ~10^6 per-chunk gaps)."""
+        return self.model_dump_json(by_alias=True)
 
 
 def percentile(values: list[float], q: float) -> Optional[float]:

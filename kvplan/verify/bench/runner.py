@@ -43,6 +43,24 @@ LOG_FIELDS = (
 )
 
 
+def event_loop_name() -> str:
+    """"uvloop" when it is importable (vLLM depends on it; its event loop halves the client's
+    cost per streamed chunk) on Python >= 3.11, else "asyncio" (the standard library's)."""
+    if sys.version_info < (3, 11) or os.environ.get("KVPLAN_BENCH_LOOP") == "asyncio":
+        return "asyncio"
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+def run_async(coro):
+    """Run ``coro`` to completion on a fresh event loop (event_loop_name's kind)."""
+    if event_loop_name() == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro)
+    return asyncio.run(coro)
+
+
 def vocab_size_of(config: dict) -> int:
     """config.json's vocab_size (top level, else text_config / llm_config).
 
@@ -135,6 +153,21 @@ async def _wait_idle(endpoint: Endpoint, limit_s: float) -> None:
         if not values or (values.get("vllm:num_requests_running", 0) + values.get("vllm:num_requests_waiting", 0)) == 0:
             return
         await asyncio.sleep(0.25)
+
+
+def _read_server_log(path: Path) -> dict:
+    """The start-up figures kvplan.verify.log reads from the server's log (LOG_FIELDS), and the
+    log's path; a log it cannot read gives only the path and why (the record is still written)."""
+    from kvplan.verify.log import parse_log
+
+    out: dict = {"path": str(path)}
+    try:
+        log = parse_log(path.read_text(encoding="utf-8", errors="replace"))
+    except Exception as exc:  # a figure-less record beats no record after a long run
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    out.update({k: getattr(log, k) for k in LOG_FIELDS if getattr(log, k, None) is not None})
+    return out
 
 
 def _write(record: BenchRecord, path: Optional[Path]) -> None:
@@ -270,15 +303,15 @@ def run_bench(
         model_config=config, vocab_size=vocab, engine_args=engine_args, serve_command=server.command if server else None,
         env=server.env if server else {}, endpoint=(server.endpoint if server else endpoint).url(""), started_server=server is not None,
         grid=grid_name, seed=seed, token_limit=token_limit, started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        notes=["complete: false (the run has not finished)"],
+        notes=["complete: false (the run has not finished)"], client_event_loop=event_loop_name(),
     )
     t0 = time.monotonic()
     complete = False
     try:
         if server is not None:
-            record.startup_s = round(asyncio.run(wait_ready(server, start_timeout_s, lambda s: None)), 3)
+            record.startup_s = round(run_async(wait_ready(server, start_timeout_s, lambda s: None)), 3)
             say(f"vLLM ready after {record.startup_s:.1f} s")
-        asyncio.run(_bench(
+        run_async(_bench(
             record=record, endpoint=server.endpoint if server else endpoint, grid_name=grid_name, seconds=seconds,
             token_limit=token_limit, seed=seed, record_path=record_path, say=say,
         ))
@@ -288,11 +321,7 @@ def run_bench(
         if server is not None:
             code = server.stop()
             say(f"vLLM stopped (exit status {code})")
-            from kvplan.verify.log import parse_log
-
-            log = parse_log(server.log_path.read_text(encoding="utf-8", errors="replace"))
-            record.server_log = {k: getattr(log, k) for k in LOG_FIELDS if getattr(log, k, None) is not None}
-            record.server_log["path"] = str(server.log_path)
+            record.server_log = _read_server_log(server.log_path)
         record.wall_s = round(time.monotonic() - t0, 3)
         if complete or record.points:  # a server that never started leaves no record file
             _write(record, record_path)
