@@ -66,6 +66,7 @@ class VerifyFlags:
     bench_seconds: Optional[float] = None
     bench_token_limit: int = 600_000
     endpoint: Optional[str] = None
+    serve_args: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -119,13 +120,14 @@ def verify(
     bench_seconds: Optional[float] = typer.Option(None, "--bench-seconds", help="With --bench: sending time per point (s; default 8, quick 1)."),
     bench_token_limit: int = typer.Option(600_000, "--bench-token-limit", help="With --bench: skip closed-loop points whose concurrency x input length exceeds this many prompt tokens."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="With --bench: benchmark the vLLM server already running at http://HOST:PORT instead of starting one."),
+    serve_args: Optional[str] = typer.Option(None, "--serve-args", help="With --bench: more `vllm serve` flags for the server, verbatim (one shell-quoted string, e.g. '--async-scheduling')."),
 ) -> None:
     """Start vLLM with these arguments (or read its log) and compare with kvplan's prediction."""
     from kvplan.cli import fail
 
     try:
         code = _run(
-            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt, bench=bench, grid=grid, bench_seconds=bench_seconds, bench_token_limit=bench_token_limit, endpoint=endpoint)
+            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt, bench=bench, grid=grid, bench_seconds=bench_seconds, bench_token_limit=bench_token_limit, endpoint=endpoint, serve_args=serve_args)
         )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
@@ -197,7 +199,8 @@ def _run(kw: VerifyFlags) -> int:
 
         return run_bench_command(kw, _options(kw), kw.grid, kw.bench_seconds, kw.bench_token_limit, kw.endpoint)
     for flag, value, unset in (("--grid", kw.grid, "full"), ("--bench-seconds", kw.bench_seconds, None),
-                               ("--bench-token-limit", kw.bench_token_limit, 600_000), ("--endpoint", kw.endpoint, None)):
+                               ("--bench-token-limit", kw.bench_token_limit, 600_000), ("--endpoint", kw.endpoint, None),
+                               ("--serve-args", kw.serve_args, None)):
         if value != unset:
             raise KvplanError(f"{flag}: only with --bench")
     if kw.start is not None and not kw.from_log:

@@ -48,6 +48,29 @@ def check_record_file(value: Optional[str]) -> Optional[Path]:
     return path
 
 
+def extra_serve_args(text: Optional[str]) -> list[str]:
+    """--serve-args: a shell-quoted string of more `vllm serve` flags -> argv tokens.
+
+    Raises:
+        KvplanError: unbalanced quotes, or a token that is not a flag or a flag's value, or a flag
+            kvplan sets itself (--model, --host, --port, --load-format) (exit 2).
+    """
+    import shlex
+
+    if text is None:
+        return []
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise KvplanError(f"--serve-args: {exc} in {text!r}") from None
+    if tokens and not tokens[0].startswith("--"):
+        raise KvplanError(f"--serve-args: {tokens[0]!r} is not a flag; give `vllm serve` flags such as '--async-scheduling'")
+    for t in tokens:
+        if t.split("=", 1)[0] in ("--model", "--host", "--port", "--load-format"):
+            raise KvplanError(f"--serve-args: {t.split('=', 1)[0]} is set by kvplan verify --bench; leave it out")
+    return tokens
+
+
 def check_bench_flags(kw, grid: str, seconds: Optional[float], token_limit: int, endpoint: Optional[str]):
     """The --bench flags, checked. Returns (Endpoint or None, record Path or None).
 
@@ -72,6 +95,7 @@ def check_bench_flags(kw, grid: str, seconds: Optional[float], token_limit: int,
         raise KvplanError(f"--format: unknown value {kw.fmt!r}", hint="use table or json")
     if not kw.model:
         raise KvplanError("MODEL: missing", hint="kvplan verify --bench MODEL_DIR (a directory holding config.json)")
+    extra_serve_args(kw.serve_args)
     ep = parse_endpoint(endpoint) if endpoint is not None else None
     return ep, check_record_file(kw.record)
 
@@ -84,7 +108,7 @@ def run_bench_command(kw, options: dict, grid: str, seconds: Optional[float], to
 
     ep, record_path = check_bench_flags(kw, grid, seconds, token_limit, endpoint)
     engine_args = predict.options_to_engine_kwargs(options)
-    flags = serve_args(engine_args, None)
+    flags = serve_args(engine_args, None) + extra_serve_args(kw.serve_args)
     workdir = Path(tempfile.mkdtemp(prefix="kvplan-bench-"))
     try:
         model_dir, config = predict._materialize_model(kw.model, kw.revision, workdir, True)

@@ -102,7 +102,8 @@ def test_launcher_starts_and_stops_the_server_and_reads_its_log(tmp_path, monkey
     rec = tmp_path / "moe.json"
     model = _model(tmp_path, num_local_experts=8, num_experts_per_tok=2, architectures=["MixtralForCausalLM"], model_type="mixtral")
     code, out, err = run_cli("verify", "--bench", str(model), "--grid", "quick", "--bench-seconds", "0.2",
-                             "--max-model-len", "2048", "--max-num-seqs", "8", "--record", str(rec))
+                             "--max-model-len", "2048", "--max-num-seqs", "8", "--record", str(rec),
+                             "--serve-args", "--async-scheduling --max-num-partial-prefills 2")
     assert code == 0, err
     r = load_record(rec)
     assert r.started_server and r.startup_s is not None
@@ -112,6 +113,7 @@ def test_launcher_starts_and_stops_the_server_and_reads_its_log(tmp_path, monkey
         assert flag in cmd
     assert cmd[cmd.index("--max-model-len") + 1] == "2048" and cmd[cmd.index("--max-num-seqs") + 1] == "8"
     assert r.engine_args == {"max_model_len": 2048, "max_num_seqs": 8}
+    assert cmd[-3:] == ["--async-scheduling", "--max-num-partial-prefills", "2"]
     assert r.env[MOE_ROUTING_ENV] == "uniform_random"
     log = (tmp_path / "moe.log").read_text()
     # the server saw the variable, and was stopped with SIGINT (its shutdown line)
@@ -149,6 +151,7 @@ BAD = [
     ("bench-seconds-not-positive", ["--bench-seconds", "0"], "error: --bench-seconds: must be a number of seconds > 0 and <= 3600, got 0.0"),
     ("bench-token-limit-not-positive", ["--bench-token-limit", "0"], "error: --bench-token-limit: must be a number of prompt tokens > 0, got 0"),
     ("bench-with-from-log", ["--from-log", "x.log"], "error: --from-log: not used with --bench"),
+    ("bench-serve-args-port", ["--serve-args", "--port 9"], "error: --serve-args: --port is set by kvplan verify --bench; leave it out"),
     ("bench-no-vocab-size", None, "error: config.json: no vocab_size (an integer > 200) to draw prompt token ids from"),
 ]
 
