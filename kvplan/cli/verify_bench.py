@@ -4,7 +4,8 @@
 Called by kvplan.cli.verify when --bench is given; thin: checks the flags (each bad one is one
 line, exit 2, before anything starts or is written) -> kvplan.verify.bench.runner -> a table
 or JSON of the per-point summaries. Exit 0: every request of every point completed; 1: some
-requests failed (the record says which and why); 3: the server did not start.
+requests failed (the record says which and why) or no point could run; 3: the server did not
+start.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def run_bench_command(kw, options: dict, grid: str, seconds: Optional[float], to
         _print_points(record)
         if record_path is not None:
             print(f"record: {record_path}")
-    return EXIT_FAIL if failed else EXIT_OK
+    return EXIT_FAIL if failed or not record.points else EXIT_OK
 
 
 def _print_points(record) -> None:

@@ -36,6 +36,7 @@ class FakeServer:
         self.max_model_len, self.model, self.port = max_model_len, model, port
         self.num_gpu_blocks, self.block_size, self.chunked = num_gpu_blocks, block_size, chunked
         self.running = self.waiting = 0
+        self.max_model_len_reported = True  # in /v1/models, as vLLM does (False: a server that does not)
         self.max_running = 0
         self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "request_success": 0, "num_preemptions": 0}
         self.requests: list[dict] = []  # what each completion asked for (for tests)
@@ -56,9 +57,11 @@ class FakeServer:
             elif method == "GET" and path == "/version":
                 await self._send_json(writer, 200, {"version": VERSION})
             elif method == "GET" and path == "/v1/models":
-                await self._send_json(writer, 200, {"object": "list", "data": [{
-                    "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-                    "root": self.model, "parent": None, "max_model_len": self.max_model_len, "permission": []}]})
+                card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+                        "root": self.model, "parent": None, "max_model_len": self.max_model_len, "permission": []}
+                if not self.max_model_len_reported:
+                    del card["max_model_len"]
+                await self._send_json(writer, 200, {"object": "list", "data": [card]})
             elif method == "GET" and path == "/metrics":
                 await self._send(writer, 200, self._metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
             elif method == "POST" and path == "/v1/completions":

@@ -33,7 +33,9 @@ from kvplan.verify.bench.server import SERVER_OVERRIDE_ENV, Server, start_server
 from kvplan.verify.bench.workload import DEFAULT_TOKEN_LIMIT, PointRun, grid, resolve_rate, run_point, warmup_points
 
 SAMPLE_EVERY_S = 0.5
-IDLE_WAIT_S = 30.0
+# vLLM refreshes its gauges at each engine step: after an abort (a cancelled request) an idle
+# engine may leave num_requests_running stale, so the wait for idle is capped
+IDLE_WAIT_S = 10.0
 DEFAULT_START_TIMEOUT_S = 900.0
 # start-up figures copied from the parsed server log into the record (kvplan.verify.log.VllmLog)
 LOG_FIELDS = (
@@ -195,14 +197,23 @@ async def _bench(
         record.vllm_version = (await get_json(endpoint, "/version")).get("version")
     except (HttpError, asyncio.TimeoutError, AttributeError):
         record.notes.append("GET /version failed: vllm_version unknown")
+    max_len = None
     try:
         models = await get_json(endpoint, "/v1/models")
         record.served_model = models["data"][0]["id"]
+        max_len = models["data"][0].get("max_model_len")
     except (HttpError, asyncio.TimeoutError, KeyError, IndexError, TypeError):
         record.notes.append("GET /v1/models failed: requests name the model directory")
     _, infos = await _scrape(endpoint)
     record.cache_config = prom.cache_config(infos)
     points, skipped = grid(grid_name, seconds, token_limit)
+    if isinstance(max_len, int) and max_len > 0:  # vLLM would refuse these requests (HTTP 400)
+        too_long = {p.name for p in points if p.input_len + p.output_len > max_len}
+        for p in points:
+            if p.name in too_long or p.rate_of in too_long:
+                why = f"input + output = {p.input_len + p.output_len:,} tokens > the server's max_model_len {max_len:,}"
+                skipped.append({"name": p.name, "reason": why if p.name in too_long else f"its reference point {p.rate_of} is skipped"})
+        points = [p for p in points if p.name not in too_long and p.rate_of not in too_long]
     record.skipped = list(skipped)
     for s in skipped:
         say(f"skip {s['name']}: {s['reason']}")

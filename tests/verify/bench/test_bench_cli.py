@@ -82,6 +82,7 @@ def test_json_format_prints_the_summaries(tmp_path, fake):
 
 def test_failed_requests_exit_1_and_are_recorded(tmp_path):
     s = FakeServer(ttft_s=0.0, itl_s=0.0, max_model_len=30)  # 32-token prompts are refused
+    s.max_model_len_reported = False  # so kvplan cannot skip the points beforehand
     s.start()
     try:
         rec = tmp_path / "b.json"
@@ -192,3 +193,21 @@ def test_every_bench_row_is_in_docs_errors_md():
     for row, _, message in BAD:
         assert f"`{row}`" in text, row
         assert message.replace("{tmp}", "") in text, row
+
+
+def test_points_longer_than_the_servers_max_model_len_are_skipped(tmp_path):
+    # quick grid requests are 32 + 8 = 40 tokens: a server with max_model_len 39 takes none
+    s = FakeServer(ttft_s=0.0, itl_s=0.0, max_model_len=39)
+    s.start()
+    try:
+        rec = tmp_path / "b.json"
+        code, out, err = run_cli("verify", "--bench", str(_model(tmp_path)), "--endpoint", s.url(), "--grid", "quick",
+                                 "--bench-seconds", "0.1", "--record", str(rec))
+    finally:
+        s.stop()
+    assert code == 1, err  # nothing measured is not a pass
+    r = load_record(rec)
+    assert r.points == [] and r.warmup == [] and s.requests == []
+    reasons = {x["name"]: x["reason"] for x in r.skipped}
+    assert set(reasons) == {"closed-c1-32x8", "closed-c4-32x8", "open-0.5x-32x8", "open-2x-32x8"}
+    assert set(reasons.values()) == {"input + output = 40 tokens > the server's max_model_len 39"}
