@@ -28,8 +28,9 @@ set -u
 MODEL_DIR=${1:?usage: bench.sh MODEL_DIR NAME [vllm serve flags...]}
 NAME=${2:?usage: bench.sh MODEL_DIR NAME [vllm serve flags...]}
 shift 2
+[ -d "$MODEL_DIR" ] && MODEL_DIR=$(cd "$MODEL_DIR" && pwd)  # absolute: the script changes directory
 OUT=${OUT:-/tmp/bench-out}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-0}
