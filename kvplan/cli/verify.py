@@ -61,6 +61,12 @@ class VerifyFlags:
     deadline: Optional[float]
     skip_existing: bool
     fmt: str
+    bench: bool = False
+    grid: str = "full"
+    bench_seconds: Optional[float] = None
+    bench_token_limit: int = 600_000
+    endpoint: Optional[str] = None
+    serve_args: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -98,7 +104,7 @@ def verify(
     tolerance: float = typer.Option(1.0, "--tolerance", help="Allowed num_gpu_blocks error in percent (exit 1 above)."),
     timeout: float = typer.Option(900.0, "--timeout", help="Seconds to wait for vLLM to start (default 15 min)."),
     record: Optional[str] = typer.Option(
-        None, "--record", metavar="DIR", help="Write <name>.json (calibration shape) and <name>.log here (created when a start is recorded)."
+        None, "--record", metavar="DIR", help="Write <name>.json (calibration shape) and <name>.log here (created when a start is recorded); with --bench: the record FILE (its server log beside it, .log)."
     ),
     name: Optional[str] = typer.Option(None, "--name", help="Record name (default: model and arguments)."),
     from_log: Optional[str] = typer.Option(None, "--from-log", help="Read a vLLM start-up log (or a calibration JSON record) instead of starting vLLM."),
@@ -109,13 +115,19 @@ def verify(
     deadline: Optional[float] = typer.Option(None, "--deadline", help="With --batch: start no case after this many seconds."),
     skip_existing: bool = typer.Option(False, "--skip-existing", help="With --batch --record: do not rerun cases already recorded there."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
+    bench: bool = typer.Option(False, "--bench", help="Measure serving performance: start vLLM's OpenAI server (dummy weights) and run a workload grid (docs/bench.md)."),
+    grid: str = typer.Option("full", "--grid", help="With --bench: full or quick."),
+    bench_seconds: Optional[float] = typer.Option(None, "--bench-seconds", help="With --bench: sending time per point (s; default 8, quick 1)."),
+    bench_token_limit: int = typer.Option(600_000, "--bench-token-limit", help="With --bench: skip closed-loop points whose concurrency x input length exceeds this many prompt tokens."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="With --bench: benchmark the vLLM server already running at http://HOST:PORT instead of starting one."),
+    serve_args: Optional[str] = typer.Option(None, "--serve-args", help="With --bench: more `vllm serve` flags for the server, verbatim (one shell-quoted string, e.g. '--async-scheduling')."),
 ) -> None:
     """Start vLLM with these arguments (or read its log) and compare with kvplan's prediction."""
     from kvplan.cli import fail
 
     try:
         code = _run(
-            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt)
+            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt, bench=bench, grid=grid, bench_seconds=bench_seconds, bench_token_limit=bench_token_limit, endpoint=endpoint, serve_args=serve_args)
         )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
@@ -182,6 +194,15 @@ def _run(kw: VerifyFlags) -> int:
     if kw.usage is not None and kw.usage not in ("llm", "serve"):
         raise KvplanError(f"--usage: must be 'llm' or 'serve', got {kw.usage!r}")
     _check_numbers(kw, compare.MAX_TOLERANCE_PCT)
+    if kw.bench:
+        from kvplan.cli.verify_bench import run_bench_command
+
+        return run_bench_command(kw, _options(kw), kw.grid, kw.bench_seconds, kw.bench_token_limit, kw.endpoint)
+    for flag, value, unset in (("--grid", kw.grid, "full"), ("--bench-seconds", kw.bench_seconds, None),
+                               ("--bench-token-limit", kw.bench_token_limit, 600_000), ("--endpoint", kw.endpoint, None),
+                               ("--serve-args", kw.serve_args, None)):
+        if value != unset:
+            raise KvplanError(f"{flag}: only with --bench")
     if kw.start is not None and not kw.from_log:
         raise KvplanError("--start: only with --from-log (it picks one start of the log)")
     if kw.from_log and kw.batch:
