@@ -75,12 +75,24 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
     ]
 
 
+def serve_env(plan: Plan, revision: str | None = None) -> dict[str, str]:
+    """The environment the serve line needs to start as predicted: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    when the line's --max-model-len (after kvplan's fixes) is above the model's derived max length
+    (vLLM 0.26.0 config/model.py _get_and_verify_max_len refuses it otherwise); {} otherwise."""
+    for st in serve_settings(plan, revision):
+        if st["field"] == "max_model_len" and st["value"] != "auto":
+            return plan.start_env(int(st["value"]))
+    return {}
+
+
 def serve_command(plan: Plan, revision: str | None = None) -> str:
-    """The copy-pasteable ``vllm serve`` line: the user's flags plus kvplan's fixes (serve_settings)."""
+    """The copy-pasteable ``vllm serve`` line: the user's flags plus kvplan's fixes (serve_settings),
+    preceded by the ``NAME=VALUE`` assignments of serve_env when vLLM needs them to start."""
     import shlex
 
     toks = [t for s in serve_settings(plan, revision) for t in s["tokens"]]
-    return shlex.join(["vllm", "serve", _served_model(plan.spec.name), *toks])
+    env = [f"{k}={shlex.quote(v)}" for k, v in serve_env(plan, revision).items()]
+    return " ".join([*env, shlex.join(["vllm", "serve", _served_model(plan.spec.name), *toks])])
 
 def config_yaml(plan: Plan, revision: str | None = None) -> str:
     """A vLLM ``--config`` file for this plan."""
@@ -92,7 +104,12 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
             args[st["field"]] = False
         else:
             args[st["field"]] = True if st["value"] is True else _typed(st["value"])
-    return yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, None), sort_keys=False)
+    text = yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, None), sort_keys=False)
+    env = serve_env(plan, revision)
+    if env:
+        # vLLM reads these from its environment, not from --config: say so where the YAML is copied.
+        text = "".join(f"# start vLLM with {k}={v} in its environment\n" for k, v in env.items()) + text
+    return text
 
 
 def _typed(raw: str):
