@@ -343,7 +343,13 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
                                   enable_prefix_caching=enable_prefix_caching, plot=plot, curves=curves)["prepared"]
     wl, cap, pics = prepared
     if doc is not None:
-        doc["workload"] = cap.to_dict() if cap is not None else None
+        if cap is not None:
+            from kvplan.capacity.workload import workload_summary
+
+            # the counted requests' lengths, and how many were left out and why
+            doc["workload"] = cap.to_dict() | {"summary": workload_summary(wl.workload, cap.max_model_len)}
+        else:
+            doc["workload"] = None
     if console is not None and fmt == "table" and cap is not None:
         from kvplan.render.plan import print_capacity
 
