@@ -196,6 +196,8 @@ class Option:
             args += ["--data-parallel-size", str(self.data_parallel_size)]
         if a.enable_prefix_caching is not None and a.enable_prefix_caching == self.plan.spec.is_hybrid:
             args.append("--enable-prefix-caching" if a.enable_prefix_caching else "--no-enable-prefix-caching")
+        if self.plan.spec.hf_overrides:  # the config was sized with them (sources.load_spec)
+            args += ["--hf-overrides", self.plan.spec.hf_overrides]
         env = [f"{k}={v}" for k, v in self.plan.start_env().items()]
         return " ".join([*env, shlex.join(["vllm", "serve", self.plan.spec.name, *args])])
 

@@ -60,7 +60,7 @@ class Workload:
 
     def within(self, max_model_len: int) -> tuple["Workload | None", float]:
         """(the requests with prompt + output <= ``max_model_len`` tokens as a Workload, or None
-        when none is; the weight left out). vLLM 0.26.0 refuses a request whose prompt
+        when none is; the weight left out). vLLM refuses a request whose prompt
         plus output tokens exceed max_model_len (renderers/params.py: "This model's maximum
         context length is ..."), so such requests take no KV cache. A given P95 is dropped once anything is left out (it
         described the whole distribution). Raises nothing."""
