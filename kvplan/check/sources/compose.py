@@ -83,9 +83,12 @@ def compose_deployments(
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
             except (KeyError, TypeError):
                 devices = None
+            dep.host = f"compose file {file}"  # compose starts a file's services on one Docker host
+            dep.host_gpus = _nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
             if isinstance(devices, list):
                 for di, d in enumerate(devices):
                     if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia"):
+                        dep.host_gpus = _reserved_gpus(d)
                         dpath = spath + ("deploy", "resources", "reservations", "devices", di)
                         if isinstance(d.get("device_ids"), list):
                             dep.gpu_count = len(d["device_ids"])
@@ -98,3 +101,28 @@ def compose_deployments(
                         break
             out.append(dep)
     return out
+
+
+def _nvidia_visible(value: str | None) -> tuple[str, ...] | None:
+    """The host GPUs an NVIDIA_VISIBLE_DEVICES value gives a container (NVIDIA Container
+    Toolkit: "all", a comma list of indices or UUIDs, "none"/"void"/empty for none); () when
+    unset (no GPU without a device reservation), None for all."""
+    if value is None:
+        return ()
+    v = str(value).strip()
+    if v == "all":
+        return None
+    if v in ("", "none", "void"):
+        return ()
+    return tuple(e.strip() for e in v.split(",") if e.strip())
+
+
+def _reserved_gpus(device: dict) -> tuple[str, ...] | None:
+    """The host GPUs a compose device reservation gives: its device_ids, or for ``count: N``
+    GPUs 0..N-1 (Docker daemon/nvidia_linux.go sets NVIDIA_VISIBLE_DEVICES to the first N
+    indices), None for ``count: all`` or a count kvplan cannot read."""
+    ids = device.get("device_ids")
+    if isinstance(ids, list):
+        return tuple(str(i).strip() for i in ids)
+    n = _int_or_none(device.get("count"))
+    return tuple(str(i) for i in range(n)) if n is not None and n >= 0 else None

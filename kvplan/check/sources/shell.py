@@ -409,6 +409,20 @@ class Invocation:
     runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
     # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
     visible_devices: tuple[str | None, int | None, str] | None = None
+    background: bool = False  # a shell command ended by `&`: the script goes on while it runs
+
+
+_SEPARATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&"})
+
+
+def _in_background(words: list[str]) -> bool:
+    """Whether the command starting at ``words[0]`` is ended by ``&`` (POSIX "Asynchronous
+    Lists": the shell does not wait for it) rather than by ``;``, ``&&``, ``|`` ... or the line's
+    end; redirections (``>``, ``>&`` ...) before the separator are skipped."""
+    for w in words:
+        if _is_operator(w) and w in _SEPARATORS:
+            return w == "&"
+    return False
 
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
@@ -521,6 +535,7 @@ def serve_calls_in_argv(
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
         inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes, runtime=runtime)
+        inv.background = syntax == "shell" and _in_background(words[start:])
         inv.process_env = _process_env(words, start, syntax, env, exported, runtime, argv_env)
         inv.visible_devices = _visible_devices(words, start, syntax, env, exported, runtime, inv.line, argv_env)
         return [inv]
@@ -545,7 +560,8 @@ def serve_calls_in_argv(
                     wl = [item_line] * len(inv.words)
                 out.append(
                     Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes,
-                               process_env=inv.process_env, visible_devices=_placed(inv.visible_devices, wl, item_line))
+                               process_env=inv.process_env, visible_devices=_placed(inv.visible_devices, wl, item_line),
+                               background=inv.background)
                 )
             return out
     if implicit and words:
