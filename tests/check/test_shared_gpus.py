@@ -111,3 +111,34 @@ spec:
     code, doc, _ = check(f, "--vllm-version", "0.26.0")
     assert len([d for f_ in doc["files"] for d in f_["deployments"]]) == 2
     assert not _shared(doc)
+
+
+def _pod(containers: str) -> str:
+    return f"""# kvplan: gpu=H100
+apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  containers:{containers}
+"""
+
+
+def _container(name: str, env: str | None, limit: bool = False) -> str:
+    envs = f"\n    env:\n    - name: NVIDIA_VISIBLE_DEVICES\n      value: \"{env}\"" if env is not None else ""
+    res = "\n    resources: {limits: {nvidia.com/gpu: 1}}" if limit else ""
+    return f"""
+  - name: {name}
+    image: vllm/vllm-openai:v0.26.0
+    args: ["--model", "{M}", "--max-model-len", "8192"]{envs}{res}"""
+
+
+def test_containers_of_one_pod_that_see_the_same_node_gpus_share_them(tmp_path):
+    # without a device-plugin limit, NVIDIA_VISIBLE_DEVICES names the node GPUs a container sees
+    f = write(tmp_path, "pod.yaml", _pod(_container("a", "0") + _container("b", "0,1")))
+    found = _shared(check(f, "--vllm-version", "0.26.0")[1])
+    assert {d["deployment"] for d in found} == {"Pod/p container a", "Pod/p container b"}
+    f = write(tmp_path, "apart.yaml", _pod(_container("a", "0") + _container("b", "1")))
+    assert not _shared(check(f, "--vllm-version", "0.26.0")[1])
+    # nvidia.com/gpu limits: the device plugin gives each container GPUs of its own
+    f = write(tmp_path, "limits.yaml", _pod(_container("a", None, limit=True) + _container("b", None, limit=True)))
+    assert not _shared(check(f, "--vllm-version", "0.26.0")[1])

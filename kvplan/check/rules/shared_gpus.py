@@ -7,7 +7,9 @@ of the processes running together add up to more than 1 the one that starts late
 Which deployments run together: a compose file's services (one Docker host); a script's
 commands where the earlier ones are started in the background (``vllm serve ... &``); a command
 the script waits for ends before the next starts. Kubernetes pods are placed by the scheduler
-and each container gets its own GPUs from the device plugin, so they are never grouped here.
+and each container gets its own GPUs from the device plugin (``nvidia.com/gpu``); only the
+containers of one pod that see node GPUs without a limit of their own (NVIDIA_VISIBLE_DEVICES
+in their env) are grouped, by the GPUs it names.
 
 Which GPUs a process uses: the first tensor x pipeline x data-parallel ones it sees. It sees
 the host GPUs of its container (compose ``device_ids``, ``count: N`` = GPUs 0..N-1,
@@ -44,8 +46,8 @@ def used_gpus(dep: Deployment, need: int) -> tuple[str, ...] | None:
 def _running_together(deps: list[Deployment]) -> list[list[Deployment]]:
     """The deployments of one host split into the sets that run at the same time: a script's
     command ended by ``&`` runs beside the next ones; a command not in the background ends the set
-    (the script waits for it). Compose services all run together (none is in the background)."""
-    if not any(d.background for d in deps) and all(d.kind == "compose" for d in deps):
+    (the script waits for it). A compose file's services and a pod's containers all run together."""
+    if all(d.kind != "command" for d in deps):
         return [deps]
     sets, cur = [], []
     for d in deps:

@@ -9,7 +9,7 @@ from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
-from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, serve_calls_in_argv
+from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -84,7 +84,7 @@ def compose_deployments(
             except (KeyError, TypeError):
                 devices = None
             dep.host = f"compose file {file}"  # compose starts a file's services on one Docker host
-            dep.host_gpus = _nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
+            dep.host_gpus = nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
             if isinstance(devices, list):
                 for di, d in enumerate(devices):
                     if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia"):
@@ -101,20 +101,6 @@ def compose_deployments(
                         break
             out.append(dep)
     return out
-
-
-def _nvidia_visible(value: str | None) -> tuple[str, ...] | None:
-    """The host GPUs an NVIDIA_VISIBLE_DEVICES value gives a container (NVIDIA Container
-    Toolkit: "all", a comma list of indices or UUIDs, "none"/"void"/empty for none); () when
-    unset (no GPU without a device reservation), None for all."""
-    if value is None:
-        return ()
-    v = str(value).strip()
-    if v == "all":
-        return None
-    if v in ("", "none", "void"):
-        return ()
-    return tuple(e.strip() for e in v.split(",") if e.strip())
 
 
 def _reserved_gpus(device: dict) -> tuple[str, ...] | None:

@@ -428,6 +428,22 @@ def _in_background(words: list[str]) -> bool:
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
+def nvidia_visible(value: str | None) -> tuple[str, ...] | None:
+    """The host GPUs an NVIDIA_VISIBLE_DEVICES value gives a container (NVIDIA Container
+    Toolkit: "all", a comma list of indices or UUIDs, "none"/"void"/empty for none); () when
+    unset (no GPU without a device reservation), None for all."""
+    if value is None:
+        return ()
+    v = str(value).strip()
+    if v == "all":
+        return None
+    if v in ("", "none", "void"):
+        return ()
+    return tuple(e.strip() for e in v.split(",") if e.strip())
+
+
+
+
 def _visible_devices(
     words: list[str], start: int, syntax: str, env: dict[str, str], exported: dict[str, int] | None,
     runtime: frozenset[str] | None, line: int | None, argv_env: dict[str, str] | None = None,
