@@ -128,6 +128,14 @@ class Plan:
         """The planner environment that gives this plan again (for re-planning with other flags)."""
         return {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if self.allow_long_max_model_len else {}
 
+    def start_env(self, max_model_len: int | None = None) -> dict[str, str]:
+        """The environment vLLM must start with for this plan: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+        when ``max_model_len`` (tokens; default the plan's effective one) is above the model's
+        derived max length, {} otherwise. vLLM config/model.py _get_and_verify_max_len
+        refuses such a length unless the variable is set. Raises nothing."""
+        mml = self.effective["max_model_len"] if max_model_len is None else max_model_len
+        return {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if mml > self.spec.derived_max_model_len else {}
+
     @property
     def worst_stage(self) -> StagePlan:
         return min(self.stages, key=lambda s: s.num_blocks)

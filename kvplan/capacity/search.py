@@ -196,7 +196,10 @@ class Option:
             args += ["--data-parallel-size", str(self.data_parallel_size)]
         if a.enable_prefix_caching is not None and a.enable_prefix_caching == self.plan.spec.is_hybrid:
             args.append("--enable-prefix-caching" if a.enable_prefix_caching else "--no-enable-prefix-caching")
-        return shlex.join(["vllm", "serve", self.plan.spec.name, *args])
+        if self.plan.spec.hf_overrides:  # the config was sized with them (sources.load_spec)
+            args += ["--hf-overrides", self.plan.spec.hf_overrides]
+        env = [f"{k}={v}" for k, v in self.plan.start_env().items()]
+        return " ".join([*env, shlex.join(["vllm", "serve", self.plan.spec.name, *args])])
 
     def to_dict(self, revision: str | None = None) -> dict:
         """JSON-ready (bytes as ints)."""

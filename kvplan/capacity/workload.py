@@ -299,6 +299,41 @@ def excluded_weight(workload: Workload, max_model_len: int) -> float:
     return bad / workload.total_weight
 
 
+def workload_summary(workload: Workload, max_model_len: int) -> dict:
+    """What the workload report states about the requests it counts: the lengths of those with
+    prompt + output <= ``max_model_len`` tokens (the others vLLM refuses; Workload.within) and how
+    many were left out, and why.
+
+    Returns:
+        {"description", "mean_prompt_tokens", "mean_output_tokens", "p95_prompt_tokens",
+        "p95_output_tokens" (tokens, over the counted requests), "requests_counted",
+        "requests_left_out" (request counts for a file; None for a MEAN,P95 distribution),
+        "fraction_left_out" (0..1), "left_out_reason" (None when nothing is left out)}.
+    Raises:
+        KvplanError: every request is longer than max_model_len (names --workload).
+    """
+    kept, left = workload.within(max_model_len)
+    if kept is None:
+        raise KvplanError(
+            f"--workload: every request has prompt + output tokens > --max-model-len {max_model_len}",
+            hint="raise --max-model-len or check the workload's lengths",
+        )
+    counts = workload.weights_are_requests
+    return {
+        "description": workload.description,
+        "mean_prompt_tokens": round(kept.mean_prompt_tokens, 2),
+        "mean_output_tokens": round(kept.mean_output_tokens, 2),
+        "p95_prompt_tokens": kept.percentile("prompt", 0.95),
+        "p95_output_tokens": kept.percentile("output", 0.95),
+        "requests_counted": round(kept.total_weight) if counts else None,
+        "requests_left_out": round(left) if counts else None,
+        "fraction_left_out": round(left / workload.total_weight, 4),
+        "left_out_reason": (
+            f"prompt + output tokens > --max-model-len {max_model_len}: vLLM refuses these requests" if left else None
+        ),
+    }
+
+
 def rules_of(layout) -> tuple[GroupRule, ...]:
     """GroupRules of an allocator.KVCacheLayout (the mixed one-group layout counts as one group
     of its kind: vLLM gives it one block table)."""

@@ -49,11 +49,28 @@ class Workload:
         description: what the user gave (for reports).
         given_p95: (("prompt" | "output", P95 tokens), ...) for sides given as MEAN,P95: the
             fitted lognormal's exact 95th percentile, which ``percentile(side, 0.95)`` reports.
+        weights_are_requests: True when each weight counts requests (a file), False when the
+            weights are quantile points of a fitted distribution.
     """
 
     pairs: tuple[tuple[int, int, float], ...]
     description: str
     given_p95: tuple[tuple[str, int], ...] = ()
+    weights_are_requests: bool = False
+
+    def within(self, max_model_len: int) -> tuple["Workload | None", float]:
+        """(the requests with prompt + output <= ``max_model_len`` tokens as a Workload, or None
+        when none is; the weight left out). vLLM refuses a request whose prompt
+        plus output tokens exceed max_model_len (renderers/params.py: "This model's maximum
+        context length is ..."), so such requests take no KV cache. A given P95 is dropped once anything is left out (it
+        described the whole distribution). Raises nothing."""
+        kept = tuple(pr for pr in self.pairs if pr[0] + pr[1] <= max_model_len)
+        left = sum(w for p, o, w in self.pairs if p + o > max_model_len)
+        if not kept:
+            return None, left
+        if len(kept) == len(self.pairs):
+            return self, 0.0
+        return Workload(kept, self.description, (), self.weights_are_requests), left
 
     @cached_property
     def total_weight(self) -> float:
@@ -369,7 +386,8 @@ def load_pairs_file(path: str | Path) -> Workload:
         raise KvplanError(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
     if not counts:
         raise KvplanError(f"--workload: {path} holds no (prompt_tokens, output_tokens) rows")
-    return Workload(pairs=tuple((pp, o, float(w)) for (pp, o), w in sorted(counts.items())), description=str(path))
+    return Workload(pairs=tuple((pp, o, float(w)) for (pp, o), w in sorted(counts.items())), description=str(path),
+                    weights_are_requests=True)
 
 
 def parse_workload(text: str, shared_prefix_tokens: int = 0) -> Workload:

@@ -61,10 +61,11 @@ from kvplan.check.diagnostics import (
 )
 from kvplan.check.paths import _display_path, _real, is_stdin, link_out_of_repository
 from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_error
-from kvplan.check.rules.hardware import gpu_count_check, resolve_gpu, utilization_target
+from kvplan.check.rules.hardware import gpu_count_check, gpus_needed, resolve_gpu, utilization_target
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
 from kvplan.check.rules.memory import plan_checks
 from kvplan.check.rules.model import load_spec, model_checks
+from kvplan.check.rules.shared_gpus import shared_gpu_check
 from kvplan.check.sources.compose import compose_deployments
 from kvplan.check.sources.detect import detect_kind, yaml_doc_kind
 from kvplan.check.sources.dockerfile import dockerfile_calls
@@ -333,7 +334,14 @@ class Checker:
                         message=f"no `vllm serve` command or vLLM config found (read as {kind})",
                     )
                 )
+        if kind == "command":  # a script's commands run on the machine that runs the script
+            for dep in deps:
+                dep.host = f"script {shown}"
         fr.deployments = [self.evaluate(dep) for dep in deps]
+        shared_gpu_check(deps, {id(d): r.checks for d, r in zip(deps, fr.deployments)})
+        order = {"error": 0, "warning": 1, "info": 2}
+        for r in fr.deployments:
+            r.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))
         return fr
 
     def _yaml_deployments(self, docs: list[YamlDoc], path: Path, shown: str, raw: list[str], fr: FileResult) -> list[Deployment]:
@@ -392,6 +400,9 @@ class Checker:
         eng = engine_args(self, dep, checks)
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
         gpu_count_check(self, dep, targets, eng, checks)
+        if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
+            util = eng.args.gpu_memory_utilization
+            dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))
         utilization_target(self, dep, targets, eng, checks)
         spec = load_spec(self, dep, targets, model, eng.revision, eng)
         figures = None
@@ -414,6 +425,21 @@ class Checker:
             diagnostics=dep.diagnostics,
             figures=figures,
         )
+
+
+def _utilization_known(dep: Deployment, eng) -> bool:
+    """Whether --gpu-memory-utilization is the value vLLM uses: vLLM's default when unset, the
+    value read when it was set and accepted (not a $VARIABLE, not a refused value)."""
+    s = dep.settings.get("gpu-memory-utilization")
+    util = eng.args.gpu_memory_utilization
+    if not 0 < util <= 1:
+        return False
+    if s is None:
+        return True
+    try:
+        return not (s.unresolved or s.literal) and float(str(s.value)) == util
+    except ValueError:
+        return False
 
 
 def check_files(

@@ -88,7 +88,7 @@ class Deployment:
     model_null_line: int | None = None  # `model:` with no value in a --config file
     invalid: set = field(default_factory=set)  # flags whose value was refused while reading
     literal_reason: str = ""  # why $VARIABLES are passed as text (exec form, Kubernetes ...)
-    process_env: dict[str, str] = field(default_factory=dict)  # `NAME=value vllm serve`: set for vLLM
+    process_env: dict[str, str] = field(default_factory=dict)  # vLLM's process environment (prefix, env, ENV, export)
     var_notes: dict = field(default_factory=dict)  # $NAME -> why it is unset at runtime
     targets: dict[str, Any] = field(default_factory=dict)
     target_lines: dict[str, int | None] = field(default_factory=dict)
@@ -101,6 +101,14 @@ class Deployment:
     visible_devices: tuple | None = None
     # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
     gpu_group: tuple | None = None
+    # where it runs beside other deployments of the file (check.rules.shared_gpus): deployments with
+    # the same ``host`` run on one machine (a compose file's services, a script's commands); None:
+    # its own machine or GPUs. ``host_gpus``: the host's GPU ids it can see (compose device_ids /
+    # count, NVIDIA_VISIBLE_DEVICES), None for all of them, () for none.
+    host: str | None = None
+    host_gpus: tuple[str, ...] | None = None
+    background: bool = False  # a script's `vllm serve ... &`: the next command starts beside it
+    gpu_use: tuple | None = None  # (gpu_memory_utilization, GPUs vLLM uses, its Setting), Checker.evaluate
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:

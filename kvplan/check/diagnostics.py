@@ -92,6 +92,9 @@ FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
 GPU_COUNT = "gpu-count"
 
 
+SHARED_GPU = "shared-gpu"  # vLLM processes on one host whose utilizations of a GPU sum above 1
+
+
 WEIGHTS_FIT = "weights-fit"
 
 

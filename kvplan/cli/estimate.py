@@ -18,6 +18,7 @@ import typer
 from kvplan.cli.options import (
     check_fraction,
     engine_option,
+    parse_hf_overrides,
     parse_kv_cache_memory,
     parse_max_model_len,
     positive_engine_args,
@@ -60,6 +61,7 @@ class EstimateFlags:
     plot: Optional[str]
     curves: bool
     verbose: bool
+    hf_overrides: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -87,6 +89,10 @@ def estimate(
         "kv_cache_memory_bytes", None, help="KV-cache bytes (bypasses --gpu-memory-utilization)."
     ),
     revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    hf_overrides: Optional[str] = typer.Option(
+        None, "--hf-overrides", metavar="JSON",
+        help="JSON object applied to the model's config.json as vLLM applies it, e.g. '{\"max_position_embeddings\": 65536}'.",
+    ),
     vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
     usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option(
@@ -115,7 +121,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose,
+        curves=curves, verbose=verbose, hf_overrides=hf_overrides,
     )
     try:
         code = run_estimate(flags)
@@ -145,6 +151,7 @@ def run_estimate(f: EstimateFlags) -> int:
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
     max_model_len = parse_max_model_len(f.max_model_len)
+    hf_overrides = parse_hf_overrides(f.hf_overrides)
     extras = {"plot": f.plot, "curves": f.curves}
     wl_args = (f.workload, f.shared_prefix_tokens, f.n, f.enable_prefix_caching)
     if f.workload is not None or f.shared_prefix_tokens or f.n != 1 or f.plot is not None or f.curves:
@@ -156,6 +163,7 @@ def run_estimate(f: EstimateFlags) -> int:
         estimate_extras = None
     plan, source = plan_from_options(
         model=f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
+        hf_overrides=hf_overrides,
         tensor_parallel_size=f.tensor_parallel_size, pipeline_parallel_size=f.pipeline_parallel_size,
         max_model_len=max_model_len, gpu_memory_utilization=f.gpu_memory_utilization,
         kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,

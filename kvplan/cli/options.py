@@ -98,6 +98,31 @@ def parse_max_model_len(value: Optional[str]) -> Optional[int]:
     return n
 
 
+def parse_hf_overrides(value: Optional[str]) -> Optional[dict]:
+    """--hf-overrides as `vllm serve` reads it: a JSON object (vLLM engine/arg_utils.py
+    union_dict_and_str; text that is not an object is refused by config/model.py ModelConfig).
+    None when not given; {} (no override) for ``{}``.
+
+    Raises:
+        KvplanError: not a JSON object (names the flag).
+    """
+    if value is None:
+        return None
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        raise KvplanError(
+            f"--hf-overrides: expected a JSON object, got {shown!r}",
+            hint='write a JSON object such as \'{"max_position_embeddings": 262144}\'',
+        )
+    return parsed
+
+
 def parse_kv_cache_memory(value: Optional[str]) -> Optional[int]:
     """--kv-cache-memory-bytes as `vllm serve` reads it ("80g" = 80e9, "80G" = 80 GiB) or with
     an IEC unit ("80GiB"), in bytes. Raises KvplanError naming the flag as typed

@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from kvplan.cli.options import engine_option, positive, positive_engine_args
+from kvplan.cli.options import engine_option, parse_hf_overrides, positive, positive_engine_args
 from kvplan.engines.vllm.versions import DEFAULT_VERSION
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
@@ -103,15 +103,16 @@ def validate_plot(plot: str | None):
 
 
 @lru_cache(maxsize=8)
-def load_spec(model: str, revision: str | None):
-    """The parsed ModelSpec for (model, revision), once per process (kvplan.sources.load_spec).
+def load_spec(model: str, revision: str | None, hf_overrides: str | None = None):
+    """The parsed ModelSpec for (model, revision, --hf-overrides JSON text), once per process
+    (kvplan.capacity.options.load_spec_with_overrides).
 
     Raises:
-        KvplanError: model not found / config not understood.
+        KvplanError: model not found / config not understood (with the overrides applied).
     """
-    from kvplan.sources import load_spec as _load
+    from kvplan.capacity.options import load_spec_with_overrides
 
-    return _load(model, revision)[0]
+    return load_spec_with_overrides(model, revision, parse_hf_overrides(hf_overrides))[0]
 
 
 def _gpus(names: Optional[str], profiles: dict) -> tuple:
@@ -246,7 +247,8 @@ def run_plan(kw: PlanFlags) -> int:
     prices = parse_prices(kw.price, profiles)
     wl = workload_model_from_flags(kw.workload, kw.shared_prefix_tokens, kw.n, kw.enable_prefix_caching)
 
-    spec = load_spec(kw.model, kw.revision)
+    parse_hf_overrides(kw.hf_overrides)  # a bad value fails with the other flags' errors
+    spec = load_spec(kw.model, kw.revision, kw.hf_overrides)
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
@@ -343,7 +345,13 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
                                   enable_prefix_caching=enable_prefix_caching, plot=plot, curves=curves)["prepared"]
     wl, cap, pics = prepared
     if doc is not None:
-        doc["workload"] = cap.to_dict() if cap is not None else None
+        if cap is not None:
+            from kvplan.capacity.workload import workload_summary
+
+            # the counted requests' lengths, and how many were left out and why
+            doc["workload"] = cap.to_dict() | {"summary": workload_summary(wl.workload, cap.max_model_len)}
+        else:
+            doc["workload"] = None
     if console is not None and fmt == "table" and cap is not None:
         from kvplan.render.plan import print_capacity
 
@@ -393,6 +401,7 @@ class PlanFlags:
     vllm_version: str
     usage: str
     fmt: str
+    hf_overrides: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -431,6 +440,9 @@ def plan_cmd(
     curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
     revision: Optional[str] = typer.Option(None, "--revision"),
+    hf_overrides: Optional[str] = typer.Option(
+        None, "--hf-overrides", metavar="JSON", help="JSON object applied to the model's config.json as vLLM applies it."
+    ),
     vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
     usage: str = typer.Option("serve", "--usage"),
     fmt: str = typer.Option("table", "--format", help="table or json."),
@@ -447,7 +459,8 @@ def plan_cmd(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager,
         enable_prefix_caching=enable_prefix_caching, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
-        curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt
+        curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt,
+        hf_overrides=hf_overrides,
     )
     try:
         code = run_plan(flags)

@@ -233,6 +233,9 @@ class ModelSpec(_Frozen):
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
     approximations: tuple[Approximation, ...] = ()
     notes: tuple[str, ...] = ()
+    # the --hf-overrides JSON object (text) applied to the config before parsing (sources.load_spec);
+    # the serve line carries it again so vLLM sizes the same config
+    hf_overrides: str | None = None
     snapshot_notes: tuple[str, ...] = ()
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 from kvplan import __version__
 from kvplan.capacity.estimate import Plan
 from kvplan.capacity.recommend import recommendations
-from kvplan.render.serve import serve_command, serve_settings
+from kvplan.render.serve import serve_command, serve_env, serve_settings
 
 
 def gpu_label(gpu) -> str:
@@ -120,6 +120,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
         "serve_flags": [
             {"flag": st["flag"], "value": st["value"], "origin": st["origin"]} for st in serve_settings(plan, revision)
         ],
+        # only when the serve line needs it (VLLM_ALLOW_LONG_MAX_MODEL_LEN); absent otherwise
+        **({"serve_env": env} if (env := serve_env(plan, revision)) else {}),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
         "stages": [

@@ -36,13 +36,11 @@ def to_dict(result, flags, capacity=None, wl=None) -> dict:
         "workload": None,
     }
     if wl is not None:
-        w = wl.workload
-        out["workload"] = {
-            "description": w.description,
-            "mean_prompt_tokens": round(w.mean_prompt_tokens, 2),
-            "mean_output_tokens": round(w.mean_output_tokens, 2),
-            "p95_prompt_tokens": w.percentile("prompt", 0.95),
-            "p95_output_tokens": w.percentile("output", 0.95),
+        from kvplan.capacity.workload import workload_summary
+
+        mml = capacity.max_model_len if capacity is not None else result.target.max_model_len
+        # the lengths of the requests counted (those vLLM refuses are left out, and counted as such)
+        out["workload"] = workload_summary(wl.workload, mml) | {
             "capacity_of_first_option": capacity.to_dict() if capacity is not None else None,
         }
     if flags.show_all:
@@ -167,11 +165,13 @@ def print_capacity(cap, wl, console) -> None:
 
     from kvplan.render.table import hanging
 
-    w = wl.workload
+    from kvplan.capacity.workload import workload_summary
+
+    w = workload_summary(wl.workload, cap.max_model_len)  # over the requests vLLM takes
     console.print(hanging(
         Text("workload per engine: ", style="bold"),
-        f"prompt mean {w.mean_prompt_tokens:.0f} (p95 {w.percentile('prompt', 0.95)}), output mean "
-        f"{w.mean_output_tokens:.0f} (p95 {w.percentile('output', 0.95)}) tokens",
+        f"prompt mean {w['mean_prompt_tokens']:.0f} (p95 {w['p95_prompt_tokens']}), output mean "
+        f"{w['mean_output_tokens']:.0f} (p95 {w['p95_output_tokens']}) tokens" + _counted(w),
     ))
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("")
@@ -203,4 +203,21 @@ def print_capacity(cap, wl, console) -> None:
             f"{c.sequences:.1f} sequences (+{c.gain:.1f}; then {LIMIT_NAMES[c.binding_after]}) - {c.note}",
         ))
     if cap.excluded_fraction:
-        console.print(hanging("warning: ", f"{cap.excluded_fraction:.1%} of requests exceed --max-model-len {cap.max_model_len}; vLLM rejects them (left out)"))
+        left = (f"{w['requests_left_out']:,} of {w['requests_counted'] + w['requests_left_out']:,} requests "
+                f"({cap.excluded_fraction:.1%})" if w["requests_left_out"] is not None
+                else f"{cap.excluded_fraction:.1%} of requests")
+        console.print(hanging(
+            "warning: ",
+            f"{left} exceed --max-model-len {cap.max_model_len}; vLLM refuses them, so every count above leaves "
+            "them out",
+        ))
+
+
+def _counted(summary: dict) -> str:
+    """The summary's note on what it counts: '' when every request is counted."""
+    if not summary["left_out_reason"]:
+        return ""
+    if summary["requests_left_out"] is not None:
+        return (f", over the {summary['requests_counted']:,} requests counted "
+                f"({summary['requests_left_out']:,} left out: longer than --max-model-len)")
+    return f", over the {1 - summary['fraction_left_out']:.1%} of the distribution counted (the rest is longer than --max-model-len)"

@@ -263,6 +263,12 @@ class EstimateDocument(_Strict):
     recommendations: dict[str, Recommendation] = Field(description="flag (as vllm serve spells it) -> value, reason")
     serve_command: str = Field(min_length=1)
     serve_flags: list[ServeFlag] = Field(description="serve_command's flags in order, each with its origin")
+    serve_env: Optional[dict[str, str]] = Field(
+        default=None,
+        description="environment variables vLLM must start with for this plan, which serve_command sets before "
+        "`vllm serve` (VLLM_ALLOW_LONG_MAX_MODEL_LEN when --max-model-len is above the model's derived max "
+        "length); absent when none is needed",
+    )
     warnings: list[str]
     notes: list[str] = Field(description="kvplan's own uncertainty the user cannot act on (estimate --verbose)")
     stages: list[Stage] = Field(min_length=1)

@@ -14,6 +14,7 @@ from kvplan.capacity.recommend import recommendations
 # a `vllm serve` flag, in the table's order, except --max-model-len (serve_settings writes it only
 # when it is not the model's own), --vllm-version (kvplan's, not vLLM's) and
 # --disable-hybrid-kv-cache-manager (no kvplan flag sets it).
+HF_OVERRIDES_FLAG = "--hf-overrides"  # vLLM's spelling (engine/arg_utils.py ModelConfig.hf_overrides)
 _NOT_EXPLICIT = ("max_model_len", "vllm_version", "disable_hybrid_kv_cache_manager")
 EXPLICIT_FIELDS = tuple(a.name for a in ENGINE_ARGS if a.flags and a.name not in _NOT_EXPLICIT)
 
@@ -69,30 +70,61 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
         if f is not None and r.in_serve_line:
             values[f] = r.value
             origin[f] = "recommended"
-    return [
+    out = [
         {"flag": toks[0], "value": toks[1] if len(toks) > 1 else True, "origin": origin[f], "tokens": toks, "field": f}
         for f, toks in flags.serve_tokens(values)
     ]
+    if plan.spec.hf_overrides:
+        # the config kvplan sized is the overridden one: vLLM must get the same overrides
+        text = plan.spec.hf_overrides
+        out.append({"flag": HF_OVERRIDES_FLAG, "value": text, "origin": "user", "tokens": [HF_OVERRIDES_FLAG, text],
+                    "field": "hf_overrides"})
+    return out
+
+
+def serve_env(plan: Plan, revision: str | None = None) -> dict[str, str]:
+    """The environment the serve line needs to start as predicted: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    when the line's --max-model-len (after kvplan's fixes) is above the model's derived max length
+    (vLLM config/model.py _get_and_verify_max_len refuses it otherwise); {} otherwise."""
+    for st in serve_settings(plan, revision):
+        if st["field"] == "max_model_len" and st["value"] != "auto":
+            return plan.start_env(int(st["value"]))
+    return {}
 
 
 def serve_command(plan: Plan, revision: str | None = None) -> str:
-    """The copy-pasteable ``vllm serve`` line: the user's flags plus kvplan's fixes (serve_settings)."""
+    """The copy-pasteable ``vllm serve`` line: the user's flags plus kvplan's fixes (serve_settings),
+    preceded by the ``NAME=VALUE`` assignments of serve_env when vLLM needs them to start."""
     import shlex
 
     toks = [t for s in serve_settings(plan, revision) for t in s["tokens"]]
-    return shlex.join(["vllm", "serve", _served_model(plan.spec.name), *toks])
+    env = [f"{k}={shlex.quote(v)}" for k, v in serve_env(plan, revision).items()]
+    return " ".join([*env, shlex.join(["vllm", "serve", _served_model(plan.spec.name), *toks])])
 
 def config_yaml(plan: Plan, revision: str | None = None) -> str:
     """A vLLM ``--config`` file for this plan."""
+    import json
+
     import yaml
 
     args = {}
+    overrides = None
     for st in serve_settings(plan, revision):
-        if st["flag"].startswith("--no-"):
+        if st["field"] == "hf_overrides":
+            overrides = json.loads(st["value"])  # vLLM's --config turns a mapping back into JSON
+        elif st["flag"].startswith("--no-"):
             args[st["field"]] = False
         else:
             args[st["field"]] = True if st["value"] is True else _typed(st["value"])
-    return yaml.safe_dump(flags.config_yaml_dict(_served_model(plan.spec.name), args, None), sort_keys=False)
+    doc = flags.config_yaml_dict(_served_model(plan.spec.name), args, None)
+    if overrides is not None:
+        doc[HF_OVERRIDES_FLAG[2:]] = overrides
+    text = yaml.safe_dump(doc, sort_keys=False)
+    env = serve_env(plan, revision)
+    if env:
+        # vLLM reads these from its environment, not from --config: say so where the YAML is copied.
+        text = "".join(f"# start vLLM with {k}={v} in its environment\n" for k, v in env.items()) + text
+    return text
 
 
 def _typed(raw: str):

@@ -18,6 +18,8 @@ def hanging(head, body, indent: int | None = None):
     starting under its first character (hanging indent), never at column 0: on a terminal of any
     width and in a pipe (rich's 80 columns). No trailing padding. Strings are plain text.
     ``indent`` sets the continuation indent instead (a title whose head is long or empty).
+    A no-break space (U+00A0, NBSP) in ``body`` keeps the words around it on one line; it is
+    printed as a plain space.
 
     Returns:
         a rich renderable for Console.print.
@@ -38,10 +40,27 @@ class _Hanging:
 
         indent = self.head.cell_len if self.indent is None else self.indent
         width = max(options.max_width - max(indent, self.head.cell_len), 20)
-        lines = self.body.wrap(console, width, overflow="fold") or [Text("")]
+        # rich breaks at any whitespace, NBSP included: wrap with a one-cell non-space in its place
+        body = _swap(self.body, NBSP, _GLUE)
+        lines = body.wrap(console, width, overflow="fold") or [Text("")]
         for i, line in enumerate(lines):
+            line = _swap(line, _GLUE, " ")
             line.rstrip()
             yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
+
+
+NBSP = "\u00a0"
+_GLUE = "\ue000"  # a private-use character, one cell wide, that rich does not break at
+
+
+def _swap(text, old: str, new: str):
+    """``text`` with the one-character ``old`` replaced by ``new`` (styles kept: same length)."""
+    from rich.text import Text
+
+    if old not in text.plain:
+        return text
+    return Text(text.plain.replace(old, new), style=text.style, spans=list(text.spans), end=text.end,
+                justify=text.justify, overflow=text.overflow, no_wrap=text.no_wrap)
 
 
 class _RStrip:
@@ -83,7 +102,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     n_gpus = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
     title = (
         f"{plan.spec.name} on {n_gpus}x {gpu_label(plan.gpu)} "
-        f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
+        f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM{NBSP}{eff['vllm_version']}"
     )
     console.print(title_line(title))
     if plan.gpu.memory_source == "--gpu-memory":

@@ -135,6 +135,10 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
         # a bundled source's own notes say its snapshot is partial (sources/bundled.py)
         "snapshot_notes": source.notes if source.origin == "bundled" else (),
     }
+    if hf_overrides:
+        import json
+
+        update["hf_overrides"] = json.dumps(hf_overrides)
     if source.checkpoint_params or source.checkpoint_bytes:
         update["checkpoint_params"] = tuple(sorted(source.checkpoint_params.items())) if source.checkpoint_params else None
         update["checkpoint_bytes"] = source.checkpoint_bytes

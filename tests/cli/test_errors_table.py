@@ -502,6 +502,20 @@ ROWS: list[Row] = [
         ("--max-model-len 10000000: larger than the model's limit (8192 tokens, from max_position_embeddings and rope scaling); vLLM refuses it",),
     ),
     Row(
+        "hf-overrides-not-an-object",
+        E(LLAMA3_8B, "--hf-overrides", "[1]"),
+        2,
+        ("error: --hf-overrides: expected a JSON object, got '[1]'",
+         """hint: write a JSON object such as '{"max_position_embeddings": 262144}'"""),
+    ),
+    Row(
+        "hf-overrides-bad-config",
+        E(LLAMA3_8B, "--hf-overrides", '{"num_hidden_layers": "x"}'),
+        2,
+        ("error: --hf-overrides: the overridden config is not one vLLM reads: meta-llama/Meta-Llama-3-8B: "
+         "config key 'num_hidden_layers' must be an integer, got 'x'",),
+    ),
+    Row(
         "block-size-not-multiple-of-16",
         E(LLAMA3_8B, "--block-size", "17"),
         2,

@@ -61,3 +61,36 @@ def test_yaml_output_spells_a_negative_flag_so_vllm_keeps_it():
     doc = yaml.safe_load(out)
     assert doc.get("no-enable-prefix-caching") is True
     assert "enable-prefix-caching" not in doc
+
+
+def test_serve_line_sets_the_long_max_model_len_variable_the_plan_relies_on(monkeypatch):
+    # Meta-Llama-3-8B: max_position_embeddings 8192 and no rope scaling, so 16384 starts only with
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vLLM 0.26.0 config/model.py _get_and_verify_max_len)
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    args = ("estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "16384", "--gpu", "H200",
+            "--vllm-version", "0.26.0")
+    expected = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve meta-llama/Meta-Llama-3-8B --max-model-len 16384"
+    code, out, _ = run_cli(*args, "--format", "serve")
+    assert code == 0 and out.strip() == expected
+    code, out, _ = run_cli(*args, "--format", "json")
+    doc = json.loads(out)
+    assert doc["serve_command"] == expected
+    assert doc["serve_env"] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+    code, out, _ = run_cli(*args)
+    assert expected in out
+    code, out, _ = run_cli(*args, "--format", "yaml")
+    assert out.startswith("# start vLLM with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in its environment\n")
+    code, out, _ = run_cli("plan", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "16384", "--concurrency", "8",
+                           "--gpus", "H200", "--vllm-version", "0.26.0", "--format", "json")
+    assert code == 0
+    assert all(o["serve_command"].startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ") for o in json.loads(out)["options"])
+
+
+def test_serve_line_has_no_environment_when_the_length_is_the_models_own(monkeypatch):
+    # the variable set but not needed (8192 is the model's own length): the line stays bare
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    code, out, _ = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "4096", "--gpu", "H200",
+                           "--vllm-version", "0.26.0", "--format", "json")
+    doc = json.loads(out)
+    assert doc["serve_command"] == "vllm serve meta-llama/Meta-Llama-3-8B --max-model-len 4096"
+    assert "serve_env" not in doc

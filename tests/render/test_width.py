@@ -138,3 +138,19 @@ def test_bundled_ids_are_documented_and_plan_n_metavar_matches_estimate(monkeypa
     _, est_help, _ = run_cli("estimate", "--help")
     assert "--n, --beam-width N" in " ".join(est_help.split())
     assert "--n, --beam-width N" in " ".join(plan_help.split())
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_estimate_title_keeps_the_vllm_version_together(monkeypatch, width):
+    # at 80 columns the title used to end in "vLLM" and continue with "  0.26.0"
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, _ = run_cli(*ESTIMATE, "--vllm-version", "0.26.0")
+    assert code == 0
+    head = []
+    for s in _fits(out, width):
+        if head and not s.startswith("  "):
+            break
+        head.append(s)
+    assert len(head) >= 2  # the title wraps at this width
+    assert "vLLM 0.26.0" in "\n".join(head)  # a plain space, never a break, between the two
+    assert "\u00a0" not in out and "\ue000" not in out

@@ -46,6 +46,15 @@ def _visible_count(value: str) -> int:
     return len([e for e in value.split(",") if e.strip()])
 
 
+def gpus_needed(eng: "_EngineInputs") -> int:
+    """GPUs vLLM starts workers on, per node: tensor x pipeline x data parallel (the local data
+    parallel size when given) divided by --nnodes (vLLM config/parallel.py world_size)."""
+    tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
+    dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
+    nnodes = max(eng.other.get("nnodes") or 1, 1)
+    return -(-tp * pp * dp // nnodes)
+
+
 def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
     """vLLM starts tensor x pipeline x data-parallel workers, one GPU each (per node:
     divided by --nnodes); fewer GPUs than that and it cannot start (vLLM
@@ -55,7 +64,7 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
     tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
     dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
     nnodes = max(eng.other.get("nnodes") or 1, 1)
-    need = -(-tp * pp * dp // nnodes)
+    need = gpus_needed(eng)
     where = ""
     if targets.gpu_count is not None:
         cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")

@@ -157,7 +157,7 @@ def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]
                 dep.diag(
                     MAX_MODEL_LEN_LIMIT,
                     "warning",
-                    f"{mml} tokens is over the model's limit of {limit} ({how}); the command sets "
+                    f"{mml} tokens is over the model's limit of {limit} ({how}); vLLM's environment sets "
                     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, so vLLM accepts it but warns that outputs may be wrong; "
                     "kvplan sizes no length past the limit, so the memory checks are skipped",
                     line=s.line,

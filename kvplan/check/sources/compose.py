@@ -9,7 +9,7 @@ from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
-from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, serve_calls_in_argv
+from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -83,9 +83,12 @@ def compose_deployments(
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
             except (KeyError, TypeError):
                 devices = None
+            dep.host = f"compose file {file}"  # compose starts a file's services on one Docker host
+            dep.host_gpus = nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
             if isinstance(devices, list):
                 for di, d in enumerate(devices):
                     if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia"):
+                        dep.host_gpus = _reserved_gpus(d)
                         dpath = spath + ("deploy", "resources", "reservations", "devices", di)
                         if isinstance(d.get("device_ids"), list):
                             dep.gpu_count = len(d["device_ids"])
@@ -98,3 +101,14 @@ def compose_deployments(
                         break
             out.append(dep)
     return out
+
+
+def _reserved_gpus(device: dict) -> tuple[str, ...] | None:
+    """The host GPUs a compose device reservation gives: its device_ids, or for ``count: N``
+    GPUs 0..N-1 (Docker daemon/nvidia_linux.go sets NVIDIA_VISIBLE_DEVICES to the first N
+    indices), None for ``count: all`` or a count kvplan cannot read."""
+    ids = device.get("device_ids")
+    if isinstance(ids, list):
+        return tuple(str(i).strip() for i in ids)
+    n = _int_or_none(device.get("count"))
+    return tuple(str(i) for i in range(n)) if n is not None and n >= 0 else None

@@ -11,7 +11,7 @@ from kvplan.check.deployment import Deployment, _as_words, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
-from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, serve_calls_in_argv
+from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -209,7 +209,7 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
     size - 1 times a worker pod's (see _LwsGroup); ``dep.gpu_group`` keeps the per-pod count for
     a `vllm serve --nnodes N` that counts GPUs per node."""
     out: list[Deployment] = []
-    for doc in docs:
+    for di, doc in enumerate(docs):
         if not isinstance(doc.data, dict):
             continue
         obj_kind = doc.data.get("kind", "object")
@@ -252,6 +252,12 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                             dep.gpu_count_line = doc.line_of(cpath + ("resources", part, "nvidia.com/gpu"))
                             dep.gpu_count_key = f"resources.{part}.nvidia.com/gpu"
                             break
+                    if dep.gpu_count is None and "NVIDIA_VISIBLE_DEVICES" in env:
+                        # no device-plugin GPUs of its own (those are exclusive to the container):
+                        # it sees the node's GPUs that NVIDIA_VISIBLE_DEVICES names, beside the
+                        # pod's other containers (check.rules.shared_gpus)
+                        dep.host = f"pod {obj_kind}/{obj_name} (document {di + 1}{'/' + '.'.join(map(str, path)) if path else ''})"
+                        dep.host_gpus = nvidia_visible(env["NVIDIA_VISIBLE_DEVICES"])
                     if is_leader and group.gpus is not None and group.size > 1:
                         dep.gpu_group = (dep.gpu_count, group.size, group.leader_gpus, group.worker_gpus)
                         dep.gpu_count = group.gpus

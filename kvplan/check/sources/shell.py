@@ -405,13 +405,43 @@ class Invocation:
     syntax: str = "shell"
     notes: dict[str, str] = field(default_factory=dict)
     issues: list = field(default_factory=list)
-    process_env: dict[str, str] = field(default_factory=dict)  # NAME=value words before the command
+    process_env: dict[str, str] = field(default_factory=dict)  # the process's environment (_process_env)
     runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
     # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
     visible_devices: tuple[str | None, int | None, str] | None = None
+    background: bool = False  # a shell command ended by `&`: the script goes on while it runs
+
+
+_SEPARATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&"})
+
+
+def _in_background(words: list[str]) -> bool:
+    """Whether the command starting at ``words[0]`` is ended by ``&`` (POSIX "Asynchronous
+    Lists": the shell does not wait for it) rather than by ``;``, ``&&``, ``|`` ... or the line's
+    end; redirections (``>``, ``>&`` ...) before the separator are skipped."""
+    for w in words:
+        if _is_operator(w) and w in _SEPARATORS:
+            return w == "&"
+    return False
 
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+def nvidia_visible(value: str | None) -> tuple[str, ...] | None:
+    """The host GPUs an NVIDIA_VISIBLE_DEVICES value gives a container (NVIDIA Container
+    Toolkit: "all", a comma list of indices or UUIDs, "none"/"void"/empty for none); () when
+    unset (no GPU without a device reservation), None for all."""
+    if value is None:
+        return ()
+    v = str(value).strip()
+    if v == "all":
+        return None
+    if v in ("", "none", "void"):
+        return ()
+    return tuple(e.strip() for e in v.split(",") if e.strip())
+
+
 
 
 def _visible_devices(
@@ -446,6 +476,34 @@ def _visible_devices(
     elif "$" in value and _VAR.search(value):
         return None, where, f"{value}, which kvplan cannot expand"
     return value, where, ""
+
+
+def _process_env(
+    words: list[str], start: int, syntax: str, env: dict[str, str], exported: dict[str, int] | None,
+    runtime: frozenset[str] | None, argv_env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment variables (with values kvplan can read) of the `vllm serve` process whose
+    arguments start at ``start``: the variables of ``env`` it inherits (a container's env,
+    compose environment:, Dockerfile ENV: all of them; a shell script: the exported ones, see
+    _visible_devices), then a shell command's own ``NAME=value`` prefix on top. A value kvplan
+    cannot read (Kubernetes valueFrom, a variable it cannot expand) is left out. Rule source:
+    POSIX shell "Simple Commands" / "export"; vLLM envs.py reads its variables from the process
+    environment."""
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if (exported is not None and name not in exported) or (runtime is not None and name in runtime):
+            continue
+        value = str(value)
+        if syntax == "compose" and "$" in value:
+            value, missing, _ = expand_word(value, "compose", argv_env or {})
+            if missing:
+                continue
+        elif "$" in value and _VAR.search(value):
+            continue
+        out[name] = value
+    if syntax == "shell":
+        out.update(_command_env(words, start))
+    return out
 
 
 def serve_calls_in_argv(
@@ -493,8 +551,8 @@ def serve_calls_in_argv(
         start, entry = found
         args, arg_lines = _cut_at_operator(words[start:], lines[start:])
         inv = Invocation(args, arg_lines, lines[start - 1] or line, entry, direct_env, syntax, notes, runtime=runtime)
-        if syntax == "shell":
-            inv.process_env = _command_env(words, start)
+        inv.background = syntax == "shell" and _in_background(words[start:])
+        inv.process_env = _process_env(words, start, syntax, env, exported, runtime, argv_env)
         inv.visible_devices = _visible_devices(words, start, syntax, env, exported, runtime, inv.line, argv_env)
         return [inv]
     for i, w in enumerate(words[:-1]):
@@ -518,11 +576,13 @@ def serve_calls_in_argv(
                     wl = [item_line] * len(inv.words)
                 out.append(
                     Invocation(inv.words, wl, wl[0] if wl and wl[0] else item_line, inv.entry, inv.env, "shell", notes,
-                               process_env=inv.process_env, visible_devices=_placed(inv.visible_devices, wl, item_line))
+                               process_env=inv.process_env, visible_devices=_placed(inv.visible_devices, wl, item_line),
+                               background=inv.background)
                 )
             return out
     if implicit and words:
         inv = Invocation(list(words), list(lines), lines[0] or line, "serve", direct_env, syntax, notes, runtime=runtime)
+        inv.process_env = _process_env(words, 0, syntax, env, exported, runtime, argv_env)
         inv.visible_devices = _visible_devices(words, 0, syntax, env, exported, runtime, inv.line, argv_env)
         return [inv]
     return []
