@@ -48,8 +48,10 @@ runbench() {  # runbench JSONLINE: {"name", "argv": [...kvplan args...], "env": 
 
 log "daemon3 start"
 nvidia-smi > $L/nvidia-smi.txt 2>&1
-install /tmp/acc26 /tmp/site26 v026 > $L/install26.log 2>&1
-check /tmp/site26 >> $L/install26.log 2>&1; log "check26 rc=$?"
+if [ -z "${RESUME:-}" ]; then  # RESUME=1 (resume3.sh): 0.26 is installed already
+  install /tmp/acc26 /tmp/site26 v026 > $L/install26.log 2>&1
+  check /tmp/site26 >> $L/install26.log 2>&1; log "check26 rc=$?"
+fi
 (
   while [ ! -f /tmp/acc33/COMPLETE ]; do sleep 2; done
   log "acc33 complete: $(ls /tmp/acc33/part_* | wc -l) parts"
