@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Optional
 
 import typer
 
 from kvplan.cli.options import engine_option, positive, positive_engine_args
-from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_HELP, VersionChoice
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
 GiB = 1 << 30
@@ -202,7 +202,8 @@ def run_plan(kw: PlanFlags) -> int:
     fmt = kw.fmt
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-    versions.select(kw.vllm_version)  # an unknown version is refused here (exit 2)
+    choice = versions.resolve(kw.vllm_version)  # an unknown --vllm-version is refused here (exit 2)
+    kw = replace(kw, vllm_version=choice.version, version_choice=choice)
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
     # printed or written until every input has been read.
     check_numbers(kw)
@@ -390,9 +391,10 @@ class PlanFlags:
     curves: bool
     plot: Optional[str]
     revision: Optional[str]
-    vllm_version: str
+    vllm_version: Optional[str]
     usage: str
     fmt: str
+    version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
 
 
 def register(app: typer.Typer) -> None:
@@ -431,7 +433,7 @@ def plan_cmd(
     curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
     revision: Optional[str] = typer.Option(None, "--revision"),
-    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage"),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from kvplan.capacity.estimate import Plan
-from kvplan.render.document import gpu_label, to_dict
+from kvplan.render.document import evidence_line, gpu_label, to_dict
 
 GiB = 1 << 30
 
@@ -86,6 +86,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
         f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
     )
     console.print(title_line(title))
+    console.print(hanging(Text("evidence: ", style="dim"), evidence_line(plan)))
     if plan.gpu.memory_source == "--gpu-memory":
         console.print(hanging(Text("note: ", style="dim"), (
             f"--gpu-memory replaced only the memory of the {plan.gpu.id} profile (the default when --gpu is not "
