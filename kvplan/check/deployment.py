@@ -101,6 +101,12 @@ class Deployment:
     visible_devices: tuple | None = None
     # a LeaderWorkerSet leader: (this pod's GPUs, group size, leader pod's GPUs, worker pod's GPUs)
     gpu_group: tuple | None = None
+    # the container image it runs in (k8s container / compose service image, Dockerfile FROM),
+    # where kvplan.check.version reads the vLLM version from its tag
+    image: str | None = None
+    image_line: int | None = None
+    image_key: str | None = None
+    version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:

@@ -409,6 +409,10 @@ class Invocation:
     runtime: frozenset[str] | None = None  # k8s: names set to values kvplan cannot read (expand_word)
     # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
     visible_devices: tuple[str | None, int | None, str] | None = None
+    # the container image the call runs in (Dockerfile FROM), and its line: check reads the vLLM
+    # version from its tag (kvplan.check.version)
+    image: str | None = None
+    image_line: int | None = None
 
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
