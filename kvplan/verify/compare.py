@@ -326,6 +326,9 @@ def comparison_document(
         "usage": usage,
         "engine_args": engine_args,
         "vllm_version": version,
+        # which version's rules predicted, why, and what they stand on (render.document)
+        "predicted_with": (plan_doc or {}).get("vllm"),
+        "evidence": (plan_doc or {}).get("evidence"),
         "gpu": gpu_source,
         "status": status,
         "tolerance_pct": tolerance_pct,
