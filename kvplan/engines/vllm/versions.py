@@ -164,15 +164,22 @@ def release(text: str) -> Optional[str]:
 
 
 def nearest(version: str) -> str:
-    """The supported version closest to ``version`` ("X.Y.Z"): the smallest difference in
-    (major, minor, patch), compared in that order; a tie goes to the newer one."""
+    """The supported version closest to ``version`` ("X.Y.Z"): the newest supported one for a
+    version after all of them, the oldest for one before all of them, else the one with the
+    smallest difference in (major, minor, patch), compared in that order (a tie goes to the
+    newer one)."""
     want = _key(version)
+    ordered = sorted(SUPPORTED, key=_key)
+    if want >= _key(ordered[-1]):
+        return ordered[-1]
+    if want <= _key(ordered[0]):
+        return ordered[0]
 
     def distance(v: str) -> tuple:
         have = _key(v)
         return (*(abs(a - b) for a, b in zip(have, want)), tuple(-x for x in have))
 
-    return min(SUPPORTED, key=distance)
+    return min(ordered, key=distance)
 
 
 def choose(text: str, reason: str) -> VersionChoice:
