@@ -126,7 +126,7 @@ class Plan:
 
     @property
     def version_label(self) -> str:
-        """"vLLM 0.33.0 (installed vllm 0.33.0)": the version used and why."""
+        """"vLLM X.Y.Z (installed vllm X.Y.Z)": the version used and why."""
         if self.version_choice is not None:
             return self.version_choice.label()
         return f"vLLM {self.effective['vllm_version']}"

@@ -57,8 +57,9 @@ def plan_from_options(
     args = build_engine_args(**engine_kw)
     profile = find_gpu(gpu, load_profiles(gpu_profiles))
     if gpu_memory is not None:
-        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
-    spec, source = load_spec(model, revision)
+        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory,
+                                                         vllm_version=args.vllm_version))
+    spec, source = load_spec(model, revision, vllm_version=args.vllm_version)
     import os
 
     # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user

@@ -125,7 +125,8 @@ class Checker:
     def spec(self, model: str, revision: str | None, hf_overrides: dict | None = None):
         """(ModelSpec, ModelSource) for a model (with ``--hf-overrides`` applied), cached;
         raises KvplanError when not found."""
-        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None)
+        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None,
+               self.vllm_version)
         if key in self._specs:
             self.stats["spec_cache_hits"] += 1
             hit = self._specs[key]
@@ -136,7 +137,7 @@ class Checker:
 
         self.stats["spec_loads"] += 1
         try:
-            spec, source = load_spec(model, revision, hf_overrides=hf_overrides)
+            spec, source = load_spec(model, revision, hf_overrides=hf_overrides, vllm_version=self.vllm_version)
         except KvplanError as exc:
             self._specs[key] = exc
             raise
@@ -396,7 +397,7 @@ class Checker:
         choice, unknown = deployment_version(self.default_choice, self.version_flag, dep, targets)
         run_version, run_cat = self.vllm_version, self.cat
         # the flags were read with the run's catalogue: the versions kvplan has share one
-        # (v0_33 reuses 0.26.0's flag table); the rules below are the deployment's version's
+        # (the newer version package reuses the older one's flag table); the rules below are the deployment's version's
         self.vllm_version, self.cat = choice.version, catalogue(choice.version)
         try:
             return self._evaluate(dep, targets, choice, unknown)

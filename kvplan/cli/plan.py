@@ -103,15 +103,15 @@ def validate_plot(plot: str | None):
 
 
 @lru_cache(maxsize=8)
-def load_spec(model: str, revision: str | None):
-    """The parsed ModelSpec for (model, revision), once per process (kvplan.sources.load_spec).
+def load_spec(model: str, revision: str | None, vllm_version: str | None = None):
+    """The parsed ModelSpec for (model, revision), its notes naming ``vllm_version`` (kvplan.sources.load_spec).
 
     Raises:
         KvplanError: model not found / config not understood.
     """
     from kvplan.sources import load_spec as _load
 
-    return _load(model, revision)[0]
+    return _load(model, revision, vllm_version=vllm_version)[0]
 
 
 def _gpus(names: Optional[str], profiles: dict) -> tuple:
@@ -247,7 +247,7 @@ def run_plan(kw: PlanFlags) -> int:
     prices = parse_prices(kw.price, profiles)
     wl = workload_model_from_flags(kw.workload, kw.shared_prefix_tokens, kw.n, kw.enable_prefix_caching)
 
-    spec = load_spec(kw.model, kw.revision)
+    spec = load_spec(kw.model, kw.revision, kw.vllm_version)
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw.concurrency))

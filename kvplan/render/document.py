@@ -42,7 +42,7 @@ def version_dict(plan: Plan) -> dict:
 
 
 def evidence_line(plan: Plan) -> str:
-    """One line for people: "vLLM 0.33.0 (--vllm-version): calibrated on 9 real vLLM 0.33.0 starts"."""
+    """One line for people: "vLLM X.Y.Z (--vllm-version): calibrated on N real vLLM X.Y.Z starts"."""
     tail = f": {plan.evidence.label()}" if plan.evidence is not None else ""
     return plan.version_label + tail
 

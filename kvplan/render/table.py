@@ -86,7 +86,6 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
         f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM {eff['vllm_version']}"
     )
     console.print(title_line(title))
-    console.print(hanging(Text("evidence: ", style="dim"), evidence_line(plan)))
     if plan.gpu.memory_source == "--gpu-memory":
         console.print(hanging(Text("note: ", style="dim"), (
             f"--gpu-memory replaced only the memory of the {plan.gpu.id} profile (the default when --gpu is not "
@@ -99,6 +98,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
             Text("approximate, not exact: ", style="bold yellow"),
             "; ".join(a.reason for a in plan.approximations),
         ))
+    console.print(hanging(Text("evidence: ", style="dim"), evidence_line(plan)))
 
     # Memory bar, per GPU.
     width = 60

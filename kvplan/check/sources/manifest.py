@@ -59,7 +59,7 @@ class Targets(BaseModel):
     vllm_version: Optional[str] = Field(
         None,
         min_length=1,
-        description="The vLLM version this deployment runs (e.g. \"0.33.0\", quoted), checked with that version's "
+        description="The vLLM version this deployment runs (X.Y.Z, quoted in YAML), checked with that version's "
         "rules; below --vllm-version, above the image tag. A version kvplan has no rules for is a warning "
         "naming the nearest supported one, which is used.",
     )
@@ -94,7 +94,7 @@ class Manifest(BaseModel):
     vllm_version: Optional[str] = Field(
         None,
         min_length=1,
-        description="The vLLM version of every deployment listed here that names none itself (\"0.33.0\", quoted).",
+        description="The vLLM version of every deployment listed here that names none itself (X.Y.Z, quoted in YAML).",
     )
 
 

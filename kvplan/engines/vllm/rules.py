@@ -47,7 +47,7 @@ class Evidence:
     the rules it used that none of them checked.
 
     Attributes:
-        version: the vLLM version ("0.33.0").
+        version: the vLLM version ("X.Y.Z").
         real_starts: how many real starts of that version kvplan's rules were checked on (the
             version package's real_starts.STARTS).
         unchecked: the rules this estimate used that no real start checked (the version's
