@@ -8,7 +8,10 @@ short diff, and exits 1 on any difference (0 when everything is identical). Opti
 `-k SUBSTRING` (repeatable) keeps only cases whose id contains one of the substrings;
 `--isolated` runs every case in its own `python` process (a pool of `--jobs`, default 2)
 instead of in-process, which proves that no state leaks from one in-process call to the next;
-`--show N` prints N differing cases (default 10).
+`--show N` prints N differing cases (default 10); `--vllm-version V` appends
+`--vllm-version V` to every case's command line (record and compare alike: pins the version
+when the default changes); `--drop-version-labels` leaves the version/evidence labels out of
+what is compared (see VERSION LABELS below), to show that a change moved nothing else.
 
 Cases (ids start with the group name):
 
@@ -53,6 +56,11 @@ NORMALISED (and nothing else; every other byte must match):
   4. the value of the "seconds" key (check's wall-time stat) -> "<seconds>".
 An uncaught exception is recorded as exit 1 with one line "uncaught TYPE: MESSAGE" in stderr
 (no traceback: its module paths and line numbers change with every refactor).
+
+VERSION LABELS (dropped only with --drop-version-labels, on both sides of a compare): in JSON
+stdout the keys "vllm", "evidence" and "predicted_with" (anywhere), check's `vllm-version`
+diagnostics and check id, its summary "infos" count; in JUnit files the `:: vllm-version`
+test cases and every tests="N" count; in stderr the `kvplan: vLLM ...` evidence line.
 """
 
 from __future__ import annotations
@@ -282,7 +290,8 @@ def all_cases() -> list[dict]:
 class Runner:
     """Runs cases with a fixed environment; every path under one temporary root."""
 
-    def __init__(self, isolated: bool, jobs: int) -> None:
+    def __init__(self, isolated: bool, jobs: int, vllm_version: str | None = None) -> None:
+        self.vllm_version = vllm_version
         self.isolated = isolated
         self.jobs = jobs
         self.tmp = Path(tempfile.mkdtemp(prefix="kvplan-regress-"))
@@ -305,7 +314,8 @@ class Runner:
         return text
 
     def _argv(self, case: dict) -> list[str]:
-        return [a.replace("<TMP>", str(self.tmp)) for a in case["argv"]]
+        pin = ["--vllm-version", self.vllm_version] if self.vllm_version else []
+        return [a.replace("<TMP>", str(self.tmp)) for a in case["argv"]] + pin
 
     def _prepare(self, case: dict) -> None:
         for rel, text in case["setup"].items():
@@ -467,6 +477,42 @@ def record(out_dir: Path, keys: list[str] | None, runner: Runner) -> int:
     return 0
 
 
+_LABEL_KEYS = ("vllm", "evidence", "predicted_with")
+
+
+def _drop_json_labels(x):
+    if isinstance(x, dict):
+        out = {k: _drop_json_labels(v) for k, v in x.items() if k not in _LABEL_KEYS}
+        if isinstance(out.get("diagnostics"), list):
+            out["diagnostics"] = [d for d in out["diagnostics"] if not (isinstance(d, dict) and d.get("check_id") == "vllm-version")]
+        if isinstance(out.get("checks"), list):
+            out["checks"] = [c for c in out["checks"] if c != "vllm-version"]
+        if isinstance(out.get("summary"), dict):
+            out["summary"] = {k: v for k, v in out["summary"].items() if k != "infos"}
+        return out
+    if isinstance(x, list):
+        return [_drop_json_labels(v) for v in x]
+    return x
+
+
+def drop_version_labels(result: dict) -> dict:
+    """``result`` without the version/evidence labels (module docstring: VERSION LABELS)."""
+    r = dict(result)
+    try:
+        r["stdout"] = json.dumps(_drop_json_labels(json.loads(r["stdout"])), indent=1, sort_keys=True)
+    except (TypeError, ValueError):
+        pass
+    r["stderr"] = "".join(s for s in (r.get("stderr") or "").splitlines(True) if not s.startswith("kvplan: vLLM "))
+    files = {}
+    for k, v in (r.get("files") or {}).items():
+        if isinstance(v, str):
+            v = re.sub(r'\n\s*<testcase [^>]*:: vllm-version"(?:\s*/>|>.*?</testcase>)', "", v, flags=re.S)
+            v = re.sub(r' tests="\d+"', "", v)
+        files[k] = v
+    r["files"] = files
+    return r
+
+
 def _short_diff(old: dict, new: dict, max_lines: int) -> list[str]:
     lines: list[str] = []
     for key in ("exit_code", "stdout", "stderr", "files"):
@@ -483,7 +529,7 @@ def _short_diff(old: dict, new: dict, max_lines: int) -> list[str]:
     return lines
 
 
-def compare(base_dir: Path, keys: list[str] | None, runner: Runner, show: int) -> int:
+def compare(base_dir: Path, keys: list[str] | None, runner: Runner, show: int, drop_labels: bool = False) -> int:
     manifest_path = base_dir / "manifest.json"
     if not manifest_path.is_file():
         print(f"error: {base_dir}: no manifest.json (record a baseline first: regression.py record {base_dir})", file=sys.stderr)
@@ -505,6 +551,8 @@ def compare(base_dir: Path, keys: list[str] | None, runner: Runner, show: int) -
         except (OSError, ValueError):
             old = {"stdout": f"<baseline file {p} unreadable>"}
         new = results[cid]
+        if drop_labels:
+            old, new = drop_version_labels(old), drop_version_labels(new)
         same = all(old.get(k) == new[k] for k in ("exit_code", "stdout", "stderr", "files"))
         (identical if same else differing).append((cid, old, new))
     new_ids = sorted(set(results) - set(baseline_ids))
@@ -545,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isolated", action="store_true", help="one python process per case (pool of --jobs)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--show", type=int, default=10, help="differing cases to print")
+    ap.add_argument("--vllm-version", metavar="V", help="append --vllm-version V to every case (pin the version)")
+    ap.add_argument("--drop-version-labels", action="store_true", help="compare without the version/evidence labels")
     args = ap.parse_args(argv)
     if args.command == "list":
         for c in _select(all_cases(), args.keys):
@@ -553,12 +603,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.dir is None:
         ap.error(f"{args.command} needs DIR")
     out_dir = (ORIG_CWD / args.dir).resolve()
-    runner = Runner(args.isolated, args.jobs)
+    runner = Runner(args.isolated, args.jobs, args.vllm_version)
     try:
         if args.command == "record":
             out_dir.mkdir(parents=True, exist_ok=True)
             return record(out_dir, args.keys, runner)
-        return compare(out_dir, args.keys, runner, args.show)
+        return compare(out_dir, args.keys, runner, args.show, args.drop_version_labels)
     finally:
         runner.close()
 

@@ -229,10 +229,11 @@ class GPUProfile(BaseModel):
 GPUS_PER_NODE = 8  # GPU profiles do not record a node size; kvplan assumes the common 8-GPU node
 
 
-def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memory") -> int:
+def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memory", vllm_version: str | None = None) -> int:
     """A user-given CUDA total (``--gpu-memory``), checked for plausibility: below 1 GiB is bad
     input - a bare number is read as bytes, so ``80`` is probably ``80GiB``; and a GPU below the
-    CUDA context vLLM creates (the version's memory.CUDA_CONTEXT_BYTES) cannot start anything.
+    CUDA context vLLM creates (the version's memory.CUDA_CONTEXT_BYTES; ``vllm_version``, default
+    the newest supported) cannot start anything.
 
     Returns:
         memory_bytes unchanged.
@@ -241,7 +242,8 @@ def check_gpu_memory_flag(memory_bytes: int, text: str, flag: str = "--gpu-memor
     """
     from kvplan.engines.vllm import versions
 
-    CUDA_CONTEXT_BYTES = versions.default().memory.CUDA_CONTEXT_BYTES
+    rules = versions.select(vllm_version) if vllm_version else versions.default()
+    CUDA_CONTEXT_BYTES = rules.memory.CUDA_CONTEXT_BYTES
 
     if memory_bytes >= GiB:
         return memory_bytes

@@ -27,7 +27,8 @@ def load_cases() -> list[dict]:
 
 def estimate_argv(case: dict, model_dir: Path) -> list[str]:
     """`kvplan estimate` arguments reproducing one recorded start (LLM-class defaults)."""
-    argv = ["estimate", str(model_dir), "--gpu", "H200", "--usage", "llm", "--format", "json"]
+    # these are vLLM 0.26.0 starts: predicted with 0.26.0's rules (the default is the newest)
+    argv = ["estimate", str(model_dir), "--gpu", "H200", "--usage", "llm", "--format", "json", "--vllm-version", "0.26.0"]
     args = dict(case["engine_args"])
     args.setdefault("max_num_seqs", case["max_num_seqs"])
     args.setdefault("max_num_batched_tokens", case["max_num_batched_tokens"])

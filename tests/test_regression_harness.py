@@ -60,3 +60,24 @@ def test_a_case_gone_from_the_run_is_missing_and_fails(tmp_path):
     res = harness("compare", str(base), "-k", CHECK, "-k", "check/file/no-such-fixture.yaml")
     assert res.returncode == 1
     assert "MISSING check/file/no-such-fixture.yaml" in res.stdout
+
+
+def test_a_pinned_version_and_dropped_labels_compare_only_what_else_moved(tmp_path):
+    # recorded under --vllm-version 0.26.0, compared under 0.33.0: the numbers move (differing)
+    # even without the labels; compared under 0.26.0 without the labels: identical
+    base = tmp_path / "pinned"
+    assert harness("record", str(base), "-k", ESTIMATE, "--vllm-version", "0.26.0").returncode == 0
+    doc = json.loads(json.loads((base / "cases" / (ESTIMATE + ".json")).read_text())["stdout"])
+    assert doc["vllm"] == {"version": "0.26.0", "reason": "--vllm-version"}
+    moved = harness("compare", str(base), "-k", ESTIMATE, "--vllm-version", "0.33.0", "--drop-version-labels")
+    assert moved.returncode == 1 and "differing    1" in moved.stdout
+    # a label-only change: the baseline's labels rewritten, the numbers kept
+    case = base / "cases" / (ESTIMATE + ".json")
+    rec = json.loads(case.read_text())
+    out = json.loads(rec["stdout"])
+    out["vllm"]["reason"], out["evidence"]["label"] = "elsewhere", "something else"
+    rec["stdout"] = json.dumps(out, indent=2)
+    case.write_text(json.dumps(rec))
+    assert harness("compare", str(base), "-k", ESTIMATE, "--vllm-version", "0.26.0").returncode == 1
+    same = harness("compare", str(base), "-k", ESTIMATE, "--vllm-version", "0.26.0", "--drop-version-labels")
+    assert same.returncode == 0, same.stdout

@@ -26,7 +26,8 @@ from kvplan.capacity.outcomes import (  # noqa: F401
 )
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
-from kvplan.engines.vllm.rules import VllmRules
+from kvplan.engines.vllm.rules import Evidence, VllmRules
+from kvplan.engines.vllm.versions import VersionChoice
 from kvplan.gpus import GPUProfile
 from kvplan.model.spec import LayerKind, ModelSpec
 
@@ -89,6 +90,10 @@ class Plan:
         rules: the vLLM version's rules the estimate used.
         approximations: why the figures are approximate (the spec's: an architecture without a
             kvplan family, sized from the standard keys); empty when exact.
+        evidence: what the numbers stand on (rules.evidence_for): the real starts of the
+            version and the rules used that none of them checked.
+        version_choice: which vLLM version and why (versions.VersionChoice), set by the caller
+            that chose it (the CLI); None = the version was given to the API directly.
     """
 
     spec: ModelSpec
@@ -116,6 +121,15 @@ class Plan:
     remarks: tuple[Note, ...] = ()
     rules: VllmRules | None = field(default=None, repr=False, compare=False)
     approximations: tuple[Approximation, ...] = ()
+    evidence: Evidence | None = None
+    version_choice: VersionChoice | None = None
+
+    @property
+    def version_label(self) -> str:
+        """"vLLM X.Y.Z (installed vllm X.Y.Z)": the version used and why."""
+        if self.version_choice is not None:
+            return self.version_choice.label()
+        return f"vLLM {self.effective['vllm_version']}"
 
     @property
     def exact(self) -> bool:
@@ -662,4 +676,26 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         remarks=tuple(remarks),
         rules=rules,
         approximations=spec.approximations,
+        evidence=rules.evidence_for(spec, gpu, args),
     )
+
+
+def with_version_choice(p: Plan, choice: VersionChoice) -> Plan:
+    """``p`` with the vLLM version choice that produced it (``choice.version`` is
+    ``p.effective["vllm_version"]``): every output then says which version and why. A
+    substitute (the installed package, a log or an image tag names a version kvplan has no rules
+    for) adds its warning, and its evidence names that version as unchecked: the numbers are the
+    nearest supported version's, never presented as the wanted one's."""
+    from dataclasses import replace
+
+    evidence = p.evidence
+    warnings = list(p.warnings)
+    if choice.substituted:
+        warnings.append(choice.warning())
+        if evidence is not None:
+            evidence = replace(evidence, unchecked=(
+                f"vLLM {choice.wanted} itself (these are the rules of {choice.version}, the nearest supported)",
+                *evidence.unchecked,
+            ))
+    return replace(p, version_choice=choice, warnings=warnings, evidence=evidence)
+

@@ -59,8 +59,9 @@ def plan_from_options(
     args = build_engine_args(**engine_kw)
     profile = find_gpu(gpu, load_profiles(gpu_profiles))
     if gpu_memory is not None:
-        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory))
-    spec, source = load_spec_with_overrides(model, revision, hf_overrides)
+        profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory,
+                                                         vllm_version=args.vllm_version))
+    spec, source = load_spec_with_overrides(model, revision, hf_overrides, vllm_version=args.vllm_version)
     import os
 
     # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user
@@ -70,7 +71,8 @@ def plan_from_options(
     return result, source
 
 
-def load_spec_with_overrides(model: str, revision: Optional[str], hf_overrides: Optional[dict]):
+def load_spec_with_overrides(model: str, revision: Optional[str], hf_overrides: Optional[dict],
+                             vllm_version: Optional[str] = None):
     """sources.load_spec with ``--hf-overrides`` applied; (ModelSpec, ModelSource).
 
     Raises:
@@ -81,11 +83,11 @@ def load_spec_with_overrides(model: str, revision: Optional[str], hf_overrides: 
     from kvplan.sources import load_spec
 
     try:
-        return load_spec(model, revision, hf_overrides)
+        return load_spec(model, revision, hf_overrides, vllm_version=vllm_version)
     except KvplanError as exc:
         if not hf_overrides:
             raise
-        load_spec(model, revision)  # raises as before when the model itself is the problem
+        load_spec(model, revision, vllm_version=vllm_version)  # raises as before when the model itself is the problem
         raise KvplanError(f"--hf-overrides: the overridden config is not one vLLM reads: {exc.message}", exc.hint) from None
 
 

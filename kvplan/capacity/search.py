@@ -232,6 +232,7 @@ class Option:
             "warnings": list(p.warnings),
             # issue 12: False when the model has no kvplan family (sized from the standard keys)
             "exact": p.exact,
+            "evidence": p.evidence.to_dict() if p.evidence is not None else None,
         }
         if not p.exact:
             out["approximate"] = [a.reason for a in p.approximations]

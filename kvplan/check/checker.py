@@ -47,6 +47,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kvplan.check.deployment import Deployment, apply_directives
@@ -57,6 +58,7 @@ from kvplan.check.diagnostics import (
     NO_DEPLOYMENT,
     NODE_SELECTORS,
     UNKNOWN_FLAG,
+    VLLM_VERSION,
     Diagnostic,
 )
 from kvplan.check.paths import _display_path, _real, is_stdin, link_out_of_repository
@@ -74,7 +76,7 @@ from kvplan.check.sources.k8s import k8s_deployments
 from kvplan.check.sources.manifest import covered_by_manifests, manifest_deployments, node_selectors_for
 from kvplan.check.sources.shell import find_directives, read_dotenv, serve_calls_in_text
 from kvplan.check.sources.vllm_config import deployment_from_config, describe_yaml, duplicate_top_keys, multiple_documents_problem
-from kvplan.check.version import DEFAULT_VLLM_VERSION
+from kvplan.check.version import deployment_version, version_diagnostics
 from kvplan.engines.vllm.serve_flags import catalogue
 from kvplan.errors import KvplanError
 from kvplan.io.files import MAX_FILE_BYTES, InputError, YamlDoc, decode_text, load_yaml, read_text
@@ -87,7 +89,9 @@ class Checker:
     Args:
         gpu: GPU profile for deployments that declare none (the `--gpu` flag).
         gpu_profiles: extra GPU profile YAML files.
-        vllm_version: whose flags and rules to use.
+        vllm_version: whose flags and rules to use for every deployment (``--vllm-version``);
+            None: each deployment's own (kvplan.yaml ``vllm_version``, its image tag), else the
+            default (engines/vllm/versions.resolve). See kvplan.check.version.
         stdin_name: the file name standard input (``-``, ``/dev/stdin``) stands for: it decides
             how the text is read (``deploy.yaml``, ``Dockerfile``, ``serve.sh``, ``kvplan.yaml``)
             and is the name findings carry; a ``--config FILE`` in it is looked for next to that
@@ -98,15 +102,16 @@ class Checker:
     """
 
     def __init__(
-        self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = DEFAULT_VLLM_VERSION,
+        self, *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str | None = None,
         stdin_name: str | None = None, stdin: bytes | None = None,
     ):
         from kvplan.engines.vllm import versions
         from kvplan.gpus import load_profiles
 
-        versions.select(vllm_version)  # an unknown version is refused here (exit 2)
-        self.cat = catalogue(vllm_version)
-        self.vllm_version = vllm_version
+        self.version_flag = vllm_version
+        self.default_choice = versions.resolve(vllm_version)  # an unknown --vllm-version is refused here (exit 2)
+        self.cat = catalogue(self.default_choice.version)
+        self.vllm_version = self.default_choice.version
         self.profiles = load_profiles(gpu_profiles)
         self.default_gpu = gpu
         self._specs: dict = {}
@@ -121,7 +126,8 @@ class Checker:
     def spec(self, model: str, revision: str | None, hf_overrides: dict | None = None):
         """(ModelSpec, ModelSource) for a model (with ``--hf-overrides`` applied), cached;
         raises KvplanError when not found."""
-        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None)
+        key = (model, revision, json.dumps(hf_overrides, sort_keys=True, default=str) if hf_overrides else None,
+               self.vllm_version)
         if key in self._specs:
             self.stats["spec_cache_hits"] += 1
             hit = self._specs[key]
@@ -132,7 +138,7 @@ class Checker:
 
         self.stats["spec_loads"] += 1
         try:
-            spec, source = load_spec(model, revision, hf_overrides=hf_overrides)
+            spec, source = load_spec(model, revision, hf_overrides=hf_overrides, vllm_version=self.vllm_version)
         except KvplanError as exc:
             self._specs[key] = exc
             raise
@@ -393,9 +399,21 @@ class Checker:
 
     # -- checks -----------------------------------------------------------------------------
     def evaluate(self, dep: Deployment) -> DeploymentResult:
-        """Run every check on one deployment (see docs/ci.md for the list); never raises."""
-        checks: list[str] = [UNKNOWN_FLAG, INVALID_VALUE]
+        """Run every check on one deployment (see docs/ci.md for the list) with the vLLM version
+        it runs (kvplan.check.version.deployment_version); never raises."""
         targets = validate_targets(self, dep)
+        choice, unknown = deployment_version(self.default_choice, self.version_flag, dep, targets)
+        run_version, run_cat = self.vllm_version, self.cat
+        # the flags were read with the run's catalogue: the versions kvplan has share one
+        # (the newer version package reuses the older one's flag table); the rules below are the deployment's version's
+        self.vllm_version, self.cat = choice.version, catalogue(choice.version)
+        try:
+            return self._evaluate(dep, targets, choice, unknown)
+        finally:
+            self.vllm_version, self.cat = run_version, run_cat
+
+    def _evaluate(self, dep: Deployment, targets, choice, unknown: str | None) -> DeploymentResult:
+        checks: list[str] = [UNKNOWN_FLAG, INVALID_VALUE, VLLM_VERSION]
         model = model_name(self, dep, targets, checks)
         eng = engine_args(self, dep, checks)
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
@@ -412,6 +430,16 @@ class Checker:
                     dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks,
                     dp=max(eng.other.get("data-parallel-size") or 1, 1),
                 )
+        evidence = None
+        if spec is not None and gpu is not None:
+            from kvplan.engines.vllm import versions
+
+            evidence = versions.select(choice.version).evidence_for(spec, gpu, eng.args)
+            if choice.substituted:
+                evidence = replace(evidence, unchecked=(
+                    f"vLLM {choice.wanted} itself (these are the rules of {choice.version}, the nearest supported)",
+                    *evidence.unchecked))
+        version_diagnostics(dep, choice, unknown, evidence)
         order = {"error": 0, "warning": 1, "info": 2}
         dep.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))
         return DeploymentResult(
@@ -424,6 +452,8 @@ class Checker:
             checks=checks,
             diagnostics=dep.diagnostics,
             figures=figures,
+            vllm=choice.to_dict(),
+            evidence=evidence.to_dict() if evidence is not None else None,
         )
 
 
@@ -443,7 +473,7 @@ def _utilization_known(dep: Deployment, eng) -> bool:
 
 
 def check_files(
-    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str = DEFAULT_VLLM_VERSION,
+    paths: list[str], *, gpu: str | None = None, gpu_profiles: list[str] | None = None, vllm_version: str | None = None,
     stdin_name: str | None = None, stdin: bytes | None = None,
 ) -> Report:
     """Check deployment files; see Checker.

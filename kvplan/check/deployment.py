@@ -109,6 +109,12 @@ class Deployment:
     host_gpus: tuple[str, ...] | None = None
     background: bool = False  # a script's `vllm serve ... &`: the next command starts beside it
     gpu_use: tuple | None = None  # (gpu_memory_utilization, GPUs vLLM uses, its Setting), Checker.evaluate
+    # the container image it runs in (k8s container / compose service image, Dockerfile FROM),
+    # where kvplan.check.version reads the vLLM version from its tag
+    image: str | None = None
+    image_line: int | None = None
+    image_key: str | None = None
+    version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:

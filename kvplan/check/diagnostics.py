@@ -122,6 +122,9 @@ PLANNER_NOTE = "planner-note"
 NODE_SELECTORS = "node-selectors"  # which kvplan.yaml's node_selectors gave a Kubernetes pod its GPU
 
 
+VLLM_VERSION = "vllm-version"  # which vLLM version a deployment was checked with, why, and its evidence
+
+
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
 INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
 

@@ -23,6 +23,8 @@ class DeploymentResult:
     checks: list[str]
     diagnostics: list[Diagnostic]
     figures: dict | None = None
+    vllm: dict | None = None  # {"version", "reason", ["requested"]} (versions.VersionChoice.to_dict)
+    evidence: dict | None = None  # rules.Evidence.to_dict(); None when no estimate was made
 
 
 @dataclass
@@ -83,6 +85,8 @@ class Report:
                             "model": d.model,
                             "gpu": d.gpu,
                             "checks": d.checks,
+                            "vllm": d.vllm,
+                            "evidence": d.evidence,
                             "figures": d.figures,
                         }
                         for d in f.deployments

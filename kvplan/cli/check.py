@@ -26,14 +26,18 @@ FORMATS = ("human", "json", "github")
 
 def register(app: typer.Typer) -> None:
     """Add the ``check`` command to kvplan's typer app."""
-    from kvplan.engines.vllm.versions import DEFAULT_VERSION
+    from kvplan.engines.vllm.versions import DEFAULT_HELP
 
     @app.command("check")
     def check(
         files: list[str] = typer.Argument(..., help="Deployment files: vLLM --config YAML, scripts, Dockerfiles, compose, k8s, kvplan.yaml."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU profile for deployments that declare none (see `kvplan gpus`)."),
         gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", help="Extra GPU profile YAML file(s)."),
-        vllm_version: str = typer.Option(DEFAULT_VERSION, "--vllm-version", help="vLLM version whose flags and rules to check against."),
+        vllm_version: Optional[str] = typer.Option(
+            None, "--vllm-version",
+            help="vLLM version whose flags and rules to check every deployment against. Without it, each deployment's "
+            "kvplan.yaml vllm_version, else its vLLM image tag, else the default. " + DEFAULT_HELP,
+        ),
         fmt: str = typer.Option("human", "--format", help="human, json or github (workflow annotations)."),
         junit_xml: Optional[str] = typer.Option(None, "--junit-xml", help="Also write a JUnit XML report to this file."),
         strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),

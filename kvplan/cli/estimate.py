@@ -23,7 +23,7 @@ from kvplan.cli.options import (
     parse_max_model_len,
     positive_engine_args,
 )
-from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
 FORMATS = ("table", "json", "yaml", "serve")
@@ -51,7 +51,7 @@ class EstimateFlags:
     enforce_eager: bool
     kv_cache_memory: Optional[str]
     revision: Optional[str]
-    vllm_version: str
+    vllm_version: Optional[str]
     usage: str
     fmt: str
     workload: Optional[str]
@@ -93,7 +93,7 @@ def estimate(
         None, "--hf-overrides", metavar="JSON",
         help="JSON object applied to the model's config.json as vLLM applies it, e.g. '{\"max_position_embeddings\": 65536}'.",
     ),
-    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option(
         "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
@@ -137,7 +137,9 @@ def run_estimate(f: EstimateFlags) -> int:
     Raises:
         KvplanError: a bad flag, file or model (exit 2), no matplotlib for --plot (exit 3).
     """
+    from kvplan.capacity.estimate import with_version_choice
     from kvplan.capacity.options import plan_from_options
+    from kvplan.engines.vllm.versions import resolve
 
     if f.fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table, json, yaml or serve")
@@ -149,6 +151,7 @@ def run_estimate(f: EstimateFlags) -> int:
         "block_size": f.block_size,
     })
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
+    choice = resolve(f.vllm_version)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
     max_model_len = parse_max_model_len(f.max_model_len)
     hf_overrides = parse_hf_overrides(f.hf_overrides)
@@ -168,9 +171,10 @@ def run_estimate(f: EstimateFlags) -> int:
         max_model_len=max_model_len, gpu_memory_utilization=f.gpu_memory_utilization,
         kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
-        vllm_version=f.vllm_version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
+        vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
     )
+    plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)
     if estimate_extras:  # a workload this plan cannot take fails here, before any output
         extras = prepare_extras(plan, **extras)
@@ -184,6 +188,7 @@ def run_estimate(f: EstimateFlags) -> int:
             estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve"):
+        print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
         if not plan.exact:
             print(render.approximate_warning(plan), file=sys.stderr)
         if not plan.fits:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Optional
 
 import typer
 
 from kvplan.cli.options import engine_option, parse_hf_overrides, positive, positive_engine_args
-from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_HELP, VersionChoice
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
 GiB = 1 << 30
@@ -103,16 +103,16 @@ def validate_plot(plot: str | None):
 
 
 @lru_cache(maxsize=8)
-def load_spec(model: str, revision: str | None, hf_overrides: str | None = None):
-    """The parsed ModelSpec for (model, revision, --hf-overrides JSON text), once per process
-    (kvplan.capacity.options.load_spec_with_overrides).
+def load_spec(model: str, revision: str | None, hf_overrides: str | None = None, vllm_version: str | None = None):
+    """The parsed ModelSpec for (model, revision, --hf-overrides JSON text), its notes naming
+    ``vllm_version``, once per process (kvplan.capacity.options.load_spec_with_overrides).
 
     Raises:
         KvplanError: model not found / config not understood (with the overrides applied).
     """
     from kvplan.capacity.options import load_spec_with_overrides
 
-    return load_spec_with_overrides(model, revision, parse_hf_overrides(hf_overrides))[0]
+    return load_spec_with_overrides(model, revision, parse_hf_overrides(hf_overrides), vllm_version=vllm_version)[0]
 
 
 def _gpus(names: Optional[str], profiles: dict) -> tuple:
@@ -203,7 +203,8 @@ def run_plan(kw: PlanFlags) -> int:
     fmt = kw.fmt
     if fmt not in ("table", "json"):
         raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
-    versions.select(kw.vllm_version)  # an unknown version is refused here (exit 2)
+    choice = versions.resolve(kw.vllm_version)  # an unknown --vllm-version is refused here (exit 2)
+    kw = replace(kw, vllm_version=choice.version, version_choice=choice)
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
     # printed or written until every input has been read.
     check_numbers(kw)
@@ -248,7 +249,7 @@ def run_plan(kw: PlanFlags) -> int:
     wl = workload_model_from_flags(kw.workload, kw.shared_prefix_tokens, kw.n, kw.enable_prefix_caching)
 
     parse_hf_overrides(kw.hf_overrides)  # a bad value fails with the other flags' errors
-    spec = load_spec(kw.model, kw.revision, kw.hf_overrides)
+    spec = load_spec(kw.model, kw.revision, kw.hf_overrides, kw.vllm_version)
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
@@ -398,10 +399,11 @@ class PlanFlags:
     curves: bool
     plot: Optional[str]
     revision: Optional[str]
-    vllm_version: str
+    vllm_version: Optional[str]
     usage: str
     fmt: str
     hf_overrides: Optional[str] = None
+    version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
 
 
 def register(app: typer.Typer) -> None:
@@ -443,7 +445,7 @@ def plan_cmd(
     hf_overrides: Optional[str] = typer.Option(
         None, "--hf-overrides", metavar="JSON", help="JSON object applied to the model's config.json as vLLM applies it."
     ),
-    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage"),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:

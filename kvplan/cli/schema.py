@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Optional
 
 import typer
 
-from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -20,14 +21,17 @@ def register(app: typer.Typer) -> None:
 
 def schema(
     kind: str = typer.Argument("config", help="config (a `vllm serve --config` YAML file) or manifest (kvplan.yaml)."),
-    vllm_version: str = typer.Option(DEFAULT_VERSION, "--vllm-version", help="vLLM version whose flags to describe."),
+    vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM version whose flags to describe. " + DEFAULT_HELP),
 ) -> None:
     """Print the JSON Schema of the config format (for editors: yaml-language-server)."""
     from kvplan.check.schema import json_schema
+    from kvplan.engines.vllm.versions import resolve
     from kvplan.errors import KvplanError
 
     try:
-        doc = json_schema(kind, vllm_version)
+        choice = resolve(vllm_version)
+        # which version's flags, and why, in the schema itself (JSON Schema's $comment)
+        doc = {"$comment": f"flags of {choice.label()}", **json_schema(kind, choice.version)}
     except KvplanError as e:
         from kvplan.cli import fail
 

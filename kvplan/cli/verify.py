@@ -19,7 +19,7 @@ import typer
 
 from kvplan.cli.options import ALIASES, engine_option
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAIL, EXIT_OK, KvplanError
-from kvplan.verify.versions import VERIFIED_VLLM
+from kvplan.engines.vllm.versions import DEFAULT_HELP
 
 GiB = 1 << 30
 
@@ -48,7 +48,7 @@ class VerifyFlags:
     enforce_eager: bool
     kv_cache_memory: Optional[str]
     revision: Optional[str]
-    vllm_version: str
+    vllm_version: Optional[str]
     usage: Optional[str]
     dummy_weights: bool
     tolerance: float
@@ -96,7 +96,10 @@ def verify(
         "kv_cache_memory_bytes", None, flags=ALIASES["kv_cache_memory_bytes"], help="KV-cache bytes (bypasses --gpu-memory-utilization)."
     ),
     revision: Optional[str] = typer.Option(None, "--revision"),
-    vllm_version: str = engine_option("vllm_version", VERIFIED_VLLM, help="The vLLM version to verify against."),
+    vllm_version: Optional[str] = engine_option(
+        "vllm_version", None,
+        help="The vLLM version to verify against. With --from-log: default the version the log names. " + DEFAULT_HELP,
+    ),
     usage: Optional[str] = typer.Option(
         None, "--usage", help="llm (offline LLM class; the default for runs) or serve (`vllm serve` defaults)."
     ),
@@ -243,6 +246,9 @@ def _run(kw: VerifyFlags) -> int:
 
     if not kw.model:
         raise KvplanError("MODEL: missing", hint="kvplan verify MODEL [flags], or --from-log FILE, or --batch FILE")
+    from kvplan.engines.vllm.versions import resolve
+
+    choice = resolve(kw.vllm_version)  # a live run checks the vLLM it starts: the installed one
     engine_args = predict.options_to_engine_kwargs(options)
     if kw.revision and not kw.dummy_weights:
         engine_args["revision"] = kw.revision
@@ -260,9 +266,11 @@ def _run(kw: VerifyFlags) -> int:
             tolerance_pct=kw.tolerance,
             timeout_s=kw.timeout,
             record_dir=kw.record,
-            vllm_version=kw.vllm_version,
+            vllm_version=choice.version,
             on_stage=progress.stage,
         )
+    if isinstance(result.doc, dict) and (result.doc.get("predicted_with") or {}).get("reason") == "given to the API":
+        result.doc["predicted_with"] = choice.to_dict()  # the run's choice, said as the CLI made it
     _emit(result.doc, fmt)
     if result.record_path is not None and fmt == "table":
         print(f"record: {result.record_path}")
@@ -270,6 +278,7 @@ def _run(kw: VerifyFlags) -> int:
 
 
 def _run_batch(kw: VerifyFlags, fmt: str) -> int:
+    from kvplan.engines.vllm.versions import resolve
     from kvplan.verify import batch
 
     record = kw.record
@@ -291,7 +300,7 @@ def _run_batch(kw: VerifyFlags, fmt: str) -> int:
             timeout_s=None if kw.timeout == batch.DEFAULT_TIMEOUT_S else kw.timeout,
             deadline_s=kw.deadline,
             gpu_profiles=kw.gpu_profiles,
-            vllm_version=kw.vllm_version,
+            vllm_version=resolve(kw.vllm_version).version,
             skip_existing=kw.skip_existing,
             on_case=on_case,
             on_stage=progress.stage,
@@ -402,6 +411,10 @@ def print_comparison(doc: dict, console) -> None:
     if doc.get("gpu"):
         head += f" - GPU: {doc['gpu']}"
     console.print(title_line(head))
+    pw, ev = doc.get("predicted_with"), doc.get("evidence")
+    if pw:
+        said = f"vLLM {pw['version']} ({pw['reason']})" + (f", for {pw['requested']}" if pw.get("requested") else "")
+        console.print(hanging(Text("predicted with: ", style="dim"), said + (f": {ev['label']}" if ev else "")))
     if doc.get("engine_args"):
         console.print(hanging("engine args: ", ", ".join(f"{k}={v!r}" for k, v in doc["engine_args"].items())))
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)

@@ -7,7 +7,7 @@ The names below are the old kvplan.render module's, kept for its importers (issu
 imports the submodule that owns the name.
 """
 
-from kvplan.render.document import to_dict
+from kvplan.render.document import evidence_line, to_dict
 from kvplan.render.serve import (
     _served_model,
     _typed,
@@ -21,7 +21,7 @@ from kvplan.render.serve import (
 from kvplan.render.table import GiB, _Hanging, hanging, print_gpus, print_table
 
 __all__ = [
-    "GiB", "approximate_warning", "config_yaml", "explicit_args", "hanging", "no_start_warning", "print_gpus", "print_table",
+    "GiB", "approximate_warning", "evidence_line", "config_yaml", "explicit_args", "hanging", "no_start_warning", "print_gpus", "print_table",
     "serve_command", "serve_settings", "to_dict",
 ]
 _private = (_Hanging, _served_model, _typed)

@@ -2,12 +2,15 @@
 kvplan.render.schema).
 
 The JSON shape (bytes as ints, per GPU of the stage with the fewest blocks):
-{"kvplan_version", "exact", ["approximate"], "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
+{"kvplan_version", "exact", ["approximate"], "vllm", "evidence", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
  "recommendations", "serve_command", "warnings", "fits", "failure", "largest_max_model_len",
  "stages"}.
 
 ``exact`` is false when kvplan has no family for the architecture and sized it from the standard
-keys (issue 12); ``approximate`` (only then) lists the reasons, one line each.
+keys (issue 12); ``approximate`` (only then) lists the reasons, one line each. ``vllm`` says
+which vLLM version's rules were used and why ({"version", "reason", ["requested"]}: see
+engines/vllm/versions.VersionChoice); ``evidence`` what they stand on ({"checked",
+"real_starts", "unchecked", "label"}: engines/vllm/rules.Evidence).
 """
 
 from __future__ import annotations
@@ -28,6 +31,20 @@ def gpu_label(gpu) -> str:
     if gpu.compute_capability:
         props.append(f"compute capability {gpu.compute_capability}")
     return f"{gpu.memory_bytes / 2**30:.2f} GiB GPU ({gpu.id} profile's other properties: {', '.join(props)})"
+
+
+def version_dict(plan: Plan) -> dict:
+    """JSON "vllm": {"version", "reason", ["requested"]} (reason "given to the API" when no
+    command chose it)."""
+    if plan.version_choice is not None:
+        return plan.version_choice.to_dict()
+    return {"version": plan.effective["vllm_version"], "reason": "given to the API"}
+
+
+def evidence_line(plan: Plan) -> str:
+    """One line for people: "vLLM X.Y.Z (--vllm-version): calibrated on N real vLLM X.Y.Z starts"."""
+    tail = f": {plan.evidence.label()}" if plan.evidence is not None else ""
+    return plan.version_label + tail
 
 
 def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | None = None) -> dict:
@@ -57,6 +74,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
     head: dict = {"kvplan_version": __version__, "exact": plan.exact}
     if not plan.exact:
         head["approximate"] = [a.reason for a in plan.approximations]
+    head["vllm"] = version_dict(plan)
+    head["evidence"] = plan.evidence.to_dict() if plan.evidence is not None else None
     return head | {
         "model": {
             "name": spec.name,

@@ -8,9 +8,27 @@ show_all, explain, revision). Units: tokens, requests, USD per hour; bytes never
 from __future__ import annotations
 
 
+def _choice(flags):
+    """The version choice of the run (flags.version_choice; the flag's version when a caller
+    built the flags without one)."""
+    from kvplan.engines.vllm.versions import VersionChoice, resolve
+
+    choice = getattr(flags, "version_choice", None)
+    return choice if isinstance(choice, VersionChoice) else resolve(flags.vllm_version)
+
+
+def evidence_lines(options) -> list[tuple[str, list[int]]]:
+    """(evidence label, option numbers from 1) for each distinct label among ``options``."""
+    out: dict[str, list[int]] = {}
+    for i, o in enumerate(options, 1):
+        if o.plan.evidence is not None:
+            out.setdefault(o.plan.evidence.label(), []).append(i)
+    return list(out.items())
+
+
 def to_dict(result, flags, capacity=None, wl=None) -> dict:
-    """The --format json document: {"kvplan_version", "model", "exact", ["approximate"], "target",
-    "options" (each with its own "exact"), "closest",
+    """The --format json document: {"kvplan_version", "model", "exact", ["approximate"], "vllm",
+    "target", "options" (each with its own "exact" and "evidence"), "closest",
     "closest_note", "unpriced_gpus", "search", "workload", "skipped" (with --explain)}."""
     from kvplan import __version__
 
@@ -21,6 +39,7 @@ def to_dict(result, flags, capacity=None, wl=None) -> dict:
         "model": flags.model,
         "exact": result.exact,
         **({} if result.exact else {"approximate": [a.reason for a in result.approximations]}),
+        "vllm": _choice(flags).to_dict(),
         "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},
         "options": [o.to_dict(rev) for o in result.options[:top]],
         "options_total": len(result.options),
@@ -86,6 +105,12 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
     from kvplan.render.table import title_line
 
     console.print(title_line(head))
+    from kvplan.render.table import hanging as _hang
+
+    choice = _choice(flags)
+    console.print(_hang(Text("vllm: ", style="dim"), choice.label()))
+    if choice.substituted:
+        console.print(_hang(Text("warning: ", style="bold yellow"), choice.warning()))
     if not result.exact:
         # issue 12: the model has no kvplan family; every option below is sized from the standard keys
         from kvplan.render.table import hanging
@@ -114,6 +139,9 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
                 *(() if result.exact else ("no" if not o.plan.exact else "yes",)),
             )
         console.print(table)
+        for label, idx in evidence_lines(shown):
+            who = "" if len(idx) == len(shown) else f" ({_ranges(idx)})"
+            console.print(_hang(Text(f"evidence{who}: ", style="dim"), label))
         lines: dict[str, list[int]] = {}
         nodes: dict[str, int] = {}
         for i, o in enumerate(shown, 1):

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 LayerKindName = Literal[
     "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention", "mamba", "none"
 ]
-GroupKind = Literal["full", "sliding", "chunked", "mla", "mamba"]
+# "gdn": a Gated-DeltaNet state group in the newer version's align mode (engines/vllm/v0_33/kv_spec.py)
+GroupKind = Literal["full", "sliding", "chunked", "mla", "mamba", "gdn"]
 TorchDtype = Literal["float32", "float16", "bfloat16"]
 KVCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 MemoryQuality = Literal["measured", "cuda-exact", "torch-mib-floor", "vllm-log-gib", "estimate", "user"]
@@ -211,6 +212,34 @@ class Stage(_Strict):
     kv_cache_bytes: int = Field(description="signed, like memory.kv_cache_bytes")
 
 
+class VllmChoice(_Strict):
+    """``vllm``: which vLLM version's rules were used, and why (engines/vllm/versions.VersionChoice)."""
+
+    version: str = Field(description="the version whose rules were used (engine.vllm_version)")
+    reason: str = Field(
+        min_length=1,
+        description='why: "--vllm-version", "installed vllm X", "newest supported; no vllm installed", '
+        '"given to the API", ...',
+    )
+    requested: Optional[str] = Field(
+        default=None,
+        description="the version the source named when kvplan has no rules for it (version is then the nearest "
+        "supported one); absent otherwise",
+    )
+
+
+class EvidenceDoc(_Strict):
+    """``evidence``: what the numbers stand on (engines/vllm/rules.Evidence)."""
+
+    checked: bool = Field(description="every rule used was checked on a real start of this version")
+    real_starts: int = Field(ge=0, description="real starts of this version kvplan's rules were checked on")
+    unchecked: list[str] = Field(description="the rules used that no real start checked, in words")
+    label: str = Field(
+        min_length=1,
+        description='"calibrated on N real vLLM X starts" or "derived from the source, not yet checked on hardware: ..."',
+    )
+
+
 class EstimateDocument(_Strict):
     """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
 
@@ -242,6 +271,8 @@ class EstimateDocument(_Strict):
         description="why the estimate is approximate, one line per reason (kvplan.model.spec.Approximation); "
         "present exactly when exact is false",
     )
+    vllm: VllmChoice
+    evidence: Optional[EvidenceDoc] = Field(description="what the numbers stand on; null only from the Python API without rules")
     model: Model
     gpu: GPU
     engine: Engine

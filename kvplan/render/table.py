@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from kvplan.capacity.estimate import Plan
-from kvplan.render.document import gpu_label, to_dict
+from kvplan.render.document import evidence_line, gpu_label, to_dict
 
 GiB = 1 << 30
 
@@ -117,6 +117,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
             Text("approximate, not exact: ", style="bold yellow"),
             "; ".join(a.reason for a in plan.approximations),
         ))
+    console.print(hanging(Text("evidence: ", style="dim"), evidence_line(plan)))
 
     # Memory bar, per GPU.
     width = 60

@@ -97,10 +97,11 @@ def _resolve_path(model: str, path: Path, revision: str | None) -> ModelSource:
 CHECKPOINT_COVERAGE_FLOOR = 0.4
 
 
-def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None = None):
+def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None = None, vllm_version: str | None = None):
     """Resolve ``model`` and parse its config into a ModelSpec carrying the checkpoint facts.
 
-    ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
+    ``vllm_version``: the version whose behaviour the parser's notes describe (default: the
+    newest supported, versions.DEFAULT_VERSION). ``hf_overrides`` (``--hf-overrides``) is applied to the config before it is parsed, as
     vLLM does (kvplan.model.overrides.apply_hf_overrides).
 
     ``checkpoint_tensors_visible`` is False only when the source saw that vLLM would find no
@@ -128,7 +129,8 @@ def load_spec(model: str, revision: str | None = None, hf_overrides: dict | None
     from kvplan.engines.vllm.versions import DEFAULT_VERSION
 
     # A bundled snapshot keeps geometry keys only; the published config names its architecture.
-    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled", vllm_version=DEFAULT_VERSION)
+    spec = parse_config(source.config, source.name, snapshot=source.origin == "bundled",
+                        vllm_version=vllm_version or DEFAULT_VERSION)
     update: dict = {
         "checkpoint_tensors_visible": source.tensors_visible is not False,
         "notes": spec.notes + source.notes,

@@ -326,6 +326,9 @@ def comparison_document(
         "usage": usage,
         "engine_args": engine_args,
         "vllm_version": version,
+        # which version's rules predicted, why, and what they stand on (render.document)
+        "predicted_with": (plan_doc or {}).get("vllm"),
+        "evidence": (plan_doc or {}).get("evidence"),
         "gpu": gpu_source,
         "status": status,
         "tolerance_pct": tolerance_pct,
@@ -356,7 +359,7 @@ def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFI
     else the V0 engine's line formats (vLLM before the V1 engine), else None.
 
     A V0 start sized its KV cache with other rules (another memory profile, its own block
-    manager), so a difference against VERIFIED_VLLM's rules is expected, not a kvplan error."""
+    manager), so a difference against ``predicted_with``'s rules is expected, not a kvplan error."""
     if version and version != predicted_with:
         return (
             f"the log is from vLLM {version}; kvplan predicts with vLLM {predicted_with} rules, so differences "
@@ -365,7 +368,7 @@ def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFI
     if not version and "v0" in log.families and "v1" not in log.families:
         return (
             "the log is in the format of vLLM's V0 engine (an older release; the log names no version): kvplan "
-            f"predicts with vLLM {VERIFIED_VLLM} rules (V1 engine), which size the KV cache differently, so "
+            f"predicts with vLLM {predicted_with} rules (V1 engine), which size the KV cache differently, so "
             "differences may come from the version"
         )
     return None

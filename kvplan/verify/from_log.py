@@ -96,7 +96,7 @@ def verify_log(
     usage: Optional[str] = None,
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     revision: Optional[str] = None,
-    vllm_version: str = VERIFIED_VLLM,
+    vllm_version: Optional[str] = None,
     workdir: Optional[Path] = None,
     start: Optional[int] = None,
 ) -> tuple[dict, int]:
@@ -111,6 +111,10 @@ def verify_log(
         model: overrides the model the log names (repo id, directory or config.json).
         overrides: kvplan estimate options that replace what the log shows.
         usage: "llm"/"serve"; default: what the log shows, else "serve" (a record: "llm").
+        vllm_version: the rules to predict with (``--vllm-version``); None: the version the log
+            names ("vLLM version" / engine banner line, a record's environment), the nearest
+            supported one (with a warning note) when kvplan has no rules for it; a log naming
+            none: the default (engines/vllm/versions.resolve).
     Returns:
         (document, exit code)
     Raises:
@@ -240,13 +244,19 @@ def verify_log(
         usage = log.usage or "serve"
         notes.append(f"usage {usage}: " + (log.usage_evidence or "the log does not show the entry point; assumed `vllm serve`"))
     record_gpu = (record or {}).get("gpu") if isinstance((record or {}).get("gpu"), dict) else None
-    # issue 13: a log names its own vLLM version; kvplan predicts with that version's rules when
-    # it has them (engines/vllm/versions.py SUPPORTED), else with --vllm-version
-    from kvplan.engines.vllm.versions import SUPPORTED
+    # issue 13: --vllm-version, else the version the log names (the nearest supported one,
+    # labelled, when kvplan has no rules for it), else the default (engines/vllm/versions.py)
+    from kvplan.capacity.estimate import with_version_choice
+    from kvplan.engines.vllm.versions import choose, resolve
 
     logged_version = log.vllm_version or (log.env or {}).get("vllm")
-    if isinstance(logged_version, str) and logged_version in SUPPORTED:
-        vllm_version = logged_version
+    if vllm_version is None and isinstance(logged_version, str) and logged_version.strip():
+        version_choice = choose(logged_version, "named by the log")
+    else:
+        version_choice = resolve(vllm_version)
+    if version_choice.substituted:
+        notes.append("warning: " + version_choice.warning())
+    vllm_version = version_choice.version
     plan_doc = None
     prediction_error = None
     gpu_source = ""
@@ -255,6 +265,7 @@ def verify_log(
             log, model_for_kvplan, options, usage, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
             record_gpu=record_gpu, revision=revision, vllm_version=vllm_version,
         )
+        plan = with_version_choice(plan, version_choice)
         plan_doc = plan_document(plan, source)
         gpu_source = choice.source
     except KvplanError as exc:
@@ -275,5 +286,7 @@ def verify_log(
         mode="from_log",
         notes=notes,
     )
+    if plan_doc is None:  # the prediction failed: the version it was made with still shows
+        doc["predicted_with"] = version_choice.to_dict()
     return doc, code
 

@@ -36,7 +36,7 @@ def _estimate(*args: str) -> dict:
 @pytest.fixture(scope="module")
 def seed_plan() -> dict:
     return _estimate(
-        "meta-llama/Meta-Llama-3-70B", "--gpu", "A100-80GB", "-tp", "4", "--max-model-len", "8192"
+        "meta-llama/Meta-Llama-3-70B", "--gpu", "A100-80GB", "-tp", "4", "--max-model-len", "8192", "--vllm-version", "0.26.0"
     )
 
 

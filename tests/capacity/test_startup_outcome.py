@@ -32,7 +32,7 @@ TOTAL, CONTEXT, GRAPHS = 47_677_177_856, 552_402_944, 1_050_800_000
 
 def _plan(util: float):
     spec, _ = load_spec(MODEL, None)
-    return plan(spec, find_gpu("L40S", load_profiles()), EngineArgs(max_model_len=32768, gpu_memory_utilization=util))
+    return plan(spec, find_gpu("L40S", load_profiles()), EngineArgs(max_model_len=32768, gpu_memory_utilization=util, vllm_version="0.26.0"))
 
 
 def test_hand_arithmetic_says_the_graphs_do_not_fit():
@@ -56,7 +56,8 @@ def test_default_utilization_starts():
 
 
 def test_estimate_exits_1_and_says_why():
-    code, out, _ = run_cli("estimate", MODEL, "--gpu", "L40S", "--max-model-len", "32768", "--gpu-memory-utilization", "0.98")
+    code, out, _ = run_cli("estimate", MODEL, "--gpu", "L40S", "--max-model-len", "32768", "--gpu-memory-utilization", "0.98",
+                           "--vllm-version", "0.26.0")
     text = " ".join(out.split())
     assert code == 1
     assert "will not start: CUDA graphs need about 0.98 GiB" in text
@@ -65,7 +66,8 @@ def test_estimate_exits_1_and_says_why():
     assert u == 0.966
     assert f"--gpu-memory-utilization {u}" in text
     code, out, _ = run_cli(
-        "estimate", MODEL, "--gpu", "L40S", "--max-model-len", "32768", "--gpu-memory-utilization", "0.98", "--format", "json"
+        "estimate", MODEL, "--gpu", "L40S", "--max-model-len", "32768", "--gpu-memory-utilization", "0.98", "--format", "json",
+        "--vllm-version", "0.26.0",
     )
     doc = json.loads(out)
     assert code == 1 and doc["fits"] is False and doc["outcome"] == "cuda_graph_capture_oom"
@@ -85,12 +87,12 @@ def test_check_reports_the_same_outcome(tmp_path):
         "max-model-len: 32768\n"
         "gpu-memory-utilization: 0.98\n"
     )
-    code, out, _ = run_cli("check", str(f), "--format", "json")
+    code, out, _ = run_cli("check", str(f), "--format", "json", "--vllm-version", "0.26.0")
     assert code == 1, out
     findings = json.loads(out)["diagnostics"]
     hit = [d for d in findings if d["check_id"] == "cuda-graphs-fit"]
     assert hit and hit[0]["severity"] == "error", findings
     assert "0.966" in hit[0]["hint"]
     f.write_text("# kvplan: gpu=L40S\n" f"model: {MODEL}\n" "max-model-len: 32768\n")
-    code, out, _ = run_cli("check", str(f), "--format", "json")
+    code, out, _ = run_cli("check", str(f), "--format", "json", "--vllm-version", "0.26.0")
     assert code == 0, out

@@ -28,7 +28,7 @@ def test_min_concurrency_hint_does_not_suggest_fp8_when_already_fp8():
 def test_header_and_info_line_use_the_same_concurrency():
     # A10G, Llama-3.1-8B, max-model-len 8192: 2,317 blocks x 16 = 37,072 tokens;
     # 37,072 / 8,192 = 4.5254 -> "4.52" (truncated to 2 decimals) in the header and in the note
-    code, out, _ = run_cli("check", str(R3 / "a10g-seqs2.yaml"))
+    code, out, _ = run_cli("check", str(R3 / "a10g-seqs2.yaml"), "--vllm-version", "0.26.0")
     out = unwrapped(out)  # the human report wraps at the console width
     assert "37,072 tokens, 4.52 x 8192-token requests" in out
     info = out[out.index("max-num-seqs 2 caps"):]
@@ -91,7 +91,7 @@ def test_plan_dp_option_passes_check_with_the_plans_target(tmp_path):
         "# kvplan: gpu=H100 min_concurrency=2000\n"
         f"vllm serve {MODEL} --max-model-len 1024 --kv-cache-dtype fp8 --quantization fp8 --data-parallel-size 2\n",
     )
-    code, doc = _json(str(sh))
+    code, doc = _json(str(sh), "--vllm-version", "0.26.0")
     assert code == 0, doc["diagnostics"]
     fig = doc["files"][0]["deployments"][0]["figures"]
     assert fig["concurrency_per_replica_at_request_len"] == 1008.45

@@ -73,7 +73,7 @@ def test_min_concurrency_target_in_the_kvplan_block(tmp_path):
           min_concurrency: 2
         """,
     )
-    code, doc, _ = check(f)
+    code, doc, _ = check(f, "--vllm-version", "0.26.0")
     assert code == 1
     d = diag(doc, "min-concurrency")
     assert (d["line"], d["key"], d["severity"]) == (5, "kvplan.min_concurrency", "error")

@@ -280,7 +280,7 @@ ROWS: list[Row] = [
     # -- architectures: not generative, or a guess (issue 12 part 3) ---------------------------
     Row(
         "pooling-only-architecture",
-        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BertForMaskedLM"], model_type="bert"))],
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BertForMaskedLM"], model_type="bert")), "--vllm-version", "0.26.0"],
         2,
         ("architecture 'BertForMaskedLM' (model_type 'bert') is an encoder-only model: vLLM 0.26.0 runs it only "
          "as a pooling/encoder model (embedding, classification or scoring: `--runner pooling`), which keeps no KV "
@@ -288,7 +288,7 @@ ROWS: list[Row] = [
     ),
     Row(
         "pooling-head",
-        lambda t: ["estimate", _config_dir(t, _llama(architectures=["LlamaForSequenceClassification"]))],
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["LlamaForSequenceClassification"])), "--vllm-version", "0.26.0"],
         2,
         ("architecture 'LlamaForSequenceClassification' (model_type 'llama') is not a generative model: vLLM 0.26.0 "
          "runs it only as a pooling/encoder model",),
@@ -296,7 +296,7 @@ ROWS: list[Row] = [
     Row(
         "encoder-decoder",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["T5ForConditionalGeneration"], model_type="t5",
-                                                      is_encoder_decoder=True))],
+                                                      is_encoder_decoder=True)), "--vllm-version", "0.26.0"],
         2,
         ("architecture 'T5ForConditionalGeneration' (model_type 't5') is an encoder-decoder model: vLLM 0.26.0 does "
          "not serve it as a generative model (encoder-decoder models other than Whisper were removed with vLLM's V0 "
@@ -486,7 +486,7 @@ ROWS: list[Row] = [
         "kv-cache-dtype-vllm-only",
         E(LLAMA3_8B, "--kv-cache-dtype", "fp8_inc"),
         2,
-        ("--kv-cache-dtype: vLLM 0.26.0 accepts 'fp8_inc' but kvplan cannot size it yet",),
+        ("--kv-cache-dtype: vLLM (0.26.0, 0.33.0) accepts 'fp8_inc' but kvplan cannot size it yet",),
     ),
     Row(
         "max-model-len-not-a-number",
@@ -920,7 +920,7 @@ ADVICE_ROWS = [
     Row(
         "gpu-memory-below-cuda-context",
         # 0.5 x 2**30 = 536,870,912 bytes; the CUDA context is 552,402,944 bytes = 526.8 -> "527 MiB"
-        lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "0.5GiB"],
+        lambda t: ["estimate", LLAMA3_8B, "--gpu-memory", "0.5GiB", "--vllm-version", "0.26.0"],
         2,
         ("error: --gpu-memory: 0.5GiB (536,870,912 bytes) is not more than the 527 MiB the CUDA context alone takes; vLLM cannot start on it",),
     ),
@@ -940,7 +940,7 @@ ADVICE_ROWS = [
         "plan-utilization-above-free",
         # H200: 150,109,880,320 B total, free at start 150,109,880,320 - 552,402,944 = 149,557,477,376 B;
         # floor(1000 x (149,557,477,376 - 1,048,576) / 150,109,880,320) / 1000 = floor(996.3) / 1000 = 0.996
-        lambda t: ["plan", LLAMA3_8B, "--gpus", "h200", "--gpu-memory-utilization", "1.0"],
+        lambda t: ["plan", LLAMA3_8B, "--gpus", "h200", "--gpu-memory-utilization", "1.0", "--vllm-version", "0.26.0"],
         2,
         ("error: --gpu-memory-utilization 1.0: above the memory free when vLLM starts on every GPU tried (",
          "hint: use --gpu-memory-utilization 0.996 or less"),

@@ -23,7 +23,7 @@ def _estimate(record: dict, tmp_path: Path) -> dict:
     model = tmp_path / record["name"]
     model.mkdir()
     (model / "config.json").write_text(json.dumps(record["config"]), encoding="utf-8")
-    args = ["estimate", str(model), "--gpu", "H200", "--usage", "llm", "--format", "json"]
+    args = ["estimate", str(model), "--gpu", "H200", "--usage", "llm", "--format", "json", "--vllm-version", "0.26.0"]
     args += ["--max-num-seqs", str(record["max_num_seqs"]), "--max-num-batched-tokens", str(record["max_num_batched_tokens"])]
     args += ["--max-model-len", str(record["max_model_len"])]
     if record["engine_args"].get("enforce_eager"):
@@ -98,7 +98,7 @@ def test_fp8_block_dense_peak_from_the_qwen3_32b_fp8_log(tmp_path):
     (model / "config.json").write_text(json.dumps(config), encoding="utf-8")
     code, out, err = run_cli(
         "estimate", str(model), "--gpu", "H200", "--usage", "llm", "--max-model-len", "32768", "--enforce-eager",
-        "--max-num-seqs", "1024", "--max-num-batched-tokens", "16384", "--format", "json",
+        "--max-num-seqs", "1024", "--max-num-batched-tokens", "16384", "--format", "json", "--vllm-version", "0.26.0",
     )
     assert code == 0, err
     assert json.loads(out)["memory"]["activation_peak_bytes"] == by_hand

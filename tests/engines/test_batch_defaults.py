@@ -12,7 +12,7 @@ GiB = 1 << 30
 
 
 def _engine(*args: str) -> dict:
-    code, out, err = run_cli("estimate", "Qwen/Qwen3-8B", *args, "--format", "json")
+    code, out, err = run_cli("estimate", "Qwen/Qwen3-8B", *args, "--format", "json", "--vllm-version", "0.26.0")
     assert code == 0, err
     return json.loads(out)
 

@@ -34,7 +34,7 @@ def test_config_without_architectures_warns_about_pooling(tmp_path, archs):
     if archs == "empty":
         cfg["architectures"] = []
     (d / "config.json").write_text(json.dumps(cfg))
-    code, out, err = run_cli("estimate", str(d), "--gpu", "H100", "--format", "json")
+    code, out, err = run_cli("estimate", str(d), "--gpu", "H100", "--format", "json", "--vllm-version", "0.26.0")
     assert code == 0, err
     warnings = json.loads(out)["warnings"]
     hits = [w for w in warnings if "pooling" in w]

@@ -289,7 +289,7 @@ def test_verify_end_to_end_with_the_real_child(fake_site, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     res = subprocess.run(
         [sys.executable, "-m", "kvplan", "verify", str(model), "--dummy-weights", "--max-model-len", "8192", "--enforce-eager",
-         "--name", "e2e", "--record", str(tmp_path / "rec"), "--format", "json"],
+         "--name", "e2e", "--record", str(tmp_path / "rec"), "--format", "json", "--vllm-version", "0.26.0"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180,
     )
     assert res.returncode == 0, res.stderr

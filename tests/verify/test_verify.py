@@ -95,7 +95,8 @@ def test_run_passes_and_sends_the_engine_arguments(fake, tmp_path):
     model = config_dir(tmp_path, "llama3-8b_eager")
     fake("llama", started_lines("llama3-8b_eager"))
     code, out, err = run_cli(
-        "verify", str(model), "--dummy-weights", "--max-model-len", "8192", "--enforce-eager", "--name", "llama", "--format", "json"
+        "verify", str(model), "--dummy-weights", "--max-model-len", "8192", "--enforce-eager", "--name", "llama", "--format", "json",
+        "--vllm-version", "0.26.0",
     )
     assert code == 0, err
     doc = json.loads(out)

@@ -79,6 +79,8 @@ def compose_deployments(
         )
         for inv in invs:
             dep = deployment_from_invocation(inv, file, f"service {sname}", "compose", cat)
+            if isinstance(svc.get("image"), str):
+                dep.image, dep.image_line, dep.image_key = svc["image"], doc.line_of(spath + ("image",)), f"services.{sname}.image"
             try:
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
             except (KeyError, TypeError):

@@ -134,6 +134,7 @@ class _Dockerfile:
         self.lines = lines
         self.denv = DockerEnv()
         self.base_image = ""
+        self.base_line: int | None = None
         self.entry_cmd: dict[str, tuple[list[str], list[int | None], int, bool]] = {}
 
     def instruction(self, first: int, last: int, text: str, calls: list[Invocation]) -> bool:
@@ -144,6 +145,7 @@ class _Dockerfile:
         m = _DOCKER_FROM.match(text)
         if m:
             self.base_image = expand_vars(m.group(1), denv.global_args)[0]
+            self.base_line = first + 1
             self.entry_cmd.clear()
             denv.new_stage()
             return True
@@ -191,5 +193,8 @@ def dockerfile_calls(lines: list[str], problems: list | None = None) -> tuple[li
     reader = _Dockerfile(lines)
     calls, _ = serve_calls_in_text(lines, {}, problems=problems, instruction=reader.instruction, line_env=reader.denv.build)
     if reader.entry_cmd:
-        calls += _docker_entry_calls(reader.entry_cmd, reader.base_image, reader.denv)
+        entry = _docker_entry_calls(reader.entry_cmd, reader.base_image, reader.denv)
+        for inv in entry:  # CMD/ENTRYPOINT run in the last stage's image
+            inv.image, inv.image_line = reader.base_image or None, reader.base_line
+        calls += entry
     return calls, reader.denv.env

@@ -262,5 +262,7 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                         dep.gpu_group = (dep.gpu_count, group.size, group.leader_gpus, group.worker_gpus)
                         dep.gpu_count = group.gpus
                     _gpu_from_selectors(dep, pod, path, doc, node_map)
+                    if isinstance(c.get("image"), str):
+                        dep.image, dep.image_line, dep.image_key = c["image"], doc.line_of(cpath + ("image",)), "image"
                     out.append(dep)
     return out

@@ -56,6 +56,13 @@ class Targets(BaseModel):
     max_gpu_memory_utilization: Optional[float] = Field(
         None, gt=0, le=1, allow_inf_nan=False, description="Fail when --gpu-memory-utilization (default 0.92) is above this fraction."
     )
+    vllm_version: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="The vLLM version this deployment runs (X.Y.Z, quoted in YAML), checked with that version's "
+        "rules; below --vllm-version, above the image tag. A version kvplan has no rules for is a warning "
+        "naming the nearest supported one, which is used.",
+    )
 
 
 class ManifestDeployment(Targets):
@@ -84,6 +91,11 @@ class Manifest(BaseModel):
         "{'nvidia.com/gpu.product': {'NVIDIA-H100-80GB-HBM3': 'H100-80GB'}}.",
     )
     deployments: list[ManifestDeployment] = Field(default_factory=list)
+    vllm_version: Optional[str] = Field(
+        None,
+        min_length=1,
+        description="The vLLM version of every deployment listed here that names none itself (X.Y.Z, quoted in YAML).",
+    )
 
 
 _MISSING_NAME = "required: every deployment needs a name (used in messages)"
@@ -287,6 +299,10 @@ def manifest_deployments(ctx, docs: list[YamlDoc], path: Path, shown: str, raw: 
             if k in ("name", "config", "command", "args") or (k == "model" and served_here):
                 continue  # (for args/model entries `model` is the served model, set above)
             dep.set_target(str(k), v, doc.line_of(epath + (str(k),)), f"deployments[{i}].{k}")
+        if "vllm_version" not in entry and isinstance(data.get("vllm_version"), str):
+            dep.set_target("vllm_version", data["vllm_version"], doc.line_of(("vllm_version",)), "vllm_version")
+        if "vllm_version" in dep.target_keys:
+            dep.version_file = shown
         deps.append(dep)
     return deps
 

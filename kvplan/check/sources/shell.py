@@ -410,6 +410,11 @@ class Invocation:
     # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
     visible_devices: tuple[str | None, int | None, str] | None = None
     background: bool = False  # a shell command ended by `&`: the script goes on while it runs
+    # the container image the call runs in (Dockerfile FROM), and its line: check reads the vLLM
+    # version from its tag (kvplan.check.version)
+    image: str | None = None
+    image_line: int | None = None
+
 
 
 _SEPARATORS = frozenset({";", ";;", "&&", "||", "|", "|&", "&"})

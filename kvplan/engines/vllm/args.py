@@ -27,7 +27,9 @@ _KV_CACHE_DTYPES = _RULES.kv_spec.KV_CACHE_DTYPES
 def _check_kv_cache_dtype(v: str) -> str:
     if v in _QUANT.VLLM_ONLY_KV_CACHE_DTYPES:
         raise ValueError(
-            f"vLLM {_RULES.version} accepts {v!r} but kvplan cannot size it yet; kvplan sizes "
+            # every supported version shares this list (the newer package reuses the older one's quantization rules)
+            # and the field validator cannot see --vllm-version: the message names no one version
+            f"vLLM ({', '.join(versions.SUPPORTED)}) accepts {v!r} but kvplan cannot size it yet; kvplan sizes "
             + ", ".join(_KV_CACHE_DTYPES)
         )
     if v not in _KV_CACHE_DTYPES:

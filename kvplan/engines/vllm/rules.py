@@ -41,6 +41,43 @@ class FittedCoefficients:
         )
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What one estimate's numbers stand on: the real starts its version was checked on, and
+    the rules it used that none of them checked.
+
+    Attributes:
+        version: the vLLM version ("X.Y.Z").
+        real_starts: how many real starts of that version kvplan's rules were checked on (the
+            version package's real_starts.STARTS).
+        unchecked: the rules this estimate used that no real start checked (the version's
+            real_starts.unchecked), in words; empty when every rule it used was checked.
+    """
+
+    version: str
+    real_starts: int
+    unchecked: tuple[str, ...] = ()
+
+    @property
+    def checked(self) -> bool:
+        """Every rule the estimate used was checked on a real start of its version."""
+        return not self.unchecked
+
+    def label(self) -> str:
+        """"calibrated on N real starts", or "derived from the source, not yet checked on
+        hardware: <rule>; <rule> (the rest calibrated on N real starts)"."""
+        calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
+        if self.checked:
+            return calibrated
+        return ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
+                + f" (the rest {calibrated})")
+
+    def to_dict(self) -> dict:
+        """JSON: {"checked", "real_starts", "unchecked", "label"}."""
+        return {"checked": self.checked, "real_starts": self.real_starts, "unchecked": list(self.unchecked),
+                "label": self.label()}
+
+
 @dataclass(frozen=True, eq=False)
 class VllmRules:
     """How one vLLM version sizes memory and reads flags (compared and hashed by identity: one
@@ -65,6 +102,8 @@ class VllmRules:
         family_quirks: module: per-family quirks of this version's model implementations.
         coefficients: fitted byte terms the estimate reads from here (not from module globals).
         check_rules: module: rules only `kvplan check` reads (switches on by default ...).
+        real_starts: module: STARTS (the real starts the rules were checked on) and
+            ``unchecked(spec, gpu, args)`` (the rules an estimate uses that none of them checked).
         scheduler: module: the V1 scheduler's policy (``POLICY``) the perf emulator applies.
     """
 
@@ -83,7 +122,13 @@ class VllmRules:
     family_quirks: ModuleType
     coefficients: FittedCoefficients
     check_rules: ModuleType
+    real_starts: ModuleType
     scheduler: ModuleType | None = None
+
+    def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:
+        """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with
+        engine ``args`` (EngineArgs) under these rules."""
+        return Evidence(self.version, len(self.real_starts.STARTS), tuple(self.real_starts.unchecked(spec, gpu, args)))
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is

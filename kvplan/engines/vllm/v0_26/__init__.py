@@ -14,6 +14,7 @@ from kvplan.engines.vllm.v0_26 import (
     kv_spec,
     memory,
     quantization,
+    real_starts,
     runner,
     scheduler,
     weights,
@@ -21,7 +22,7 @@ from kvplan.engines.vllm.v0_26 import (
 
 RULES = VllmRules(
     version="0.26.0",
-    evidence="calibrated on the real vLLM 0.26.0 starts in tests/data (H200)",
+    evidence=f"calibrated on {len(real_starts.STARTS)} real vLLM 0.26.0 starts (H200; real_starts.py)",
     flag_table=flag_catalogue.TABLE,
     serve_flags=flag_catalogue.SERVE_FLAGS,
     defaults=defaults,
@@ -35,5 +36,6 @@ RULES = VllmRules(
     family_quirks=family_quirks,
     coefficients=FittedCoefficients.of(memory),
     check_rules=check_rules,
+    real_starts=real_starts,
     scheduler=scheduler,
 )

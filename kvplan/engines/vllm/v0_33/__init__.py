@@ -1,6 +1,6 @@
 """vLLM 0.33.0's rules, built into one frozen VllmRules: ``RULES``.
 
-Derived from the vLLM 0.33.0 source and checked on the 9 real H200 starts in
+Derived from the vLLM 0.33.0 source and checked on the real H200 starts (real_starts.py) in
 tests/data/vllm-0.33.0-h200 (all with --enforce-eager). Reused from 0.26.0 unchanged:
 quantization, weights, family quirks, the flag catalogue (no serve flag kvplan reads changed;
 --device-memory-utilization is a new alias kvplan does not read) and check's rules (switches
@@ -17,10 +17,10 @@ from dataclasses import replace
 
 from kvplan.engines.vllm import v0_26
 from kvplan.engines.vllm.rules import FittedCoefficients
-from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, runner, scheduler
+from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, real_starts, runner, scheduler
 
-# The real starts the fitted coefficients were checked on (tests/data/vllm-0.33.0-h200).
-CHECKED_STARTS = 9
+# The real starts the fitted coefficients were checked on (real_starts.py: tests/data/vllm-0.33.0-h200).
+CHECKED_STARTS = len(real_starts.STARTS)
 
 # 0.26.0's rules with the changed modules and the refitted coefficients replaced.
 RULES = replace(
@@ -28,7 +28,7 @@ RULES = replace(
     version="0.33.0",
     evidence=(
         f"derived from the vLLM 0.33.0 source and checked on {CHECKED_STARTS} real H200 starts "
-        "(tests/data/vllm-0.33.0-h200, all --enforce-eager: CUDA graphs, Mamba hybrids and the "
+        "(real_starts.py, all --enforce-eager: CUDA graphs, Mamba hybrids and the "
         ">= 160 GiB tier not yet checked)"
     ),
     defaults=defaults,
@@ -39,4 +39,5 @@ RULES = replace(
     runner=runner,
     scheduler=scheduler,
     coefficients=FittedCoefficients.of(memory),
+    real_starts=real_starts,
 )

@@ -1,0 +1,80 @@
+"""The real vLLM 0.26.0 starts kvplan's 0.26.0 rules were calibrated on and are replayed against
+(paths under the repository's tests/data, without the .json/.log suffix; a record and its raw
+log are one start). The package does not read tests/: this table is the committed list, and
+tests/engines/test_version_evidence.py checks that it names exactly the starts tests/data holds.
+
+Every 0.26.0 rule kvplan has was checked on some of them (H200, eager and CUDA graphs, serve
+and LLM class, dense, MoE, MLA, sliding window, Mamba and GDN hybrids), so no part of 0.26.0
+is labelled unchecked (``unchecked`` returns nothing).
+"""
+
+from __future__ import annotations
+
+STARTS: tuple[str, ...] = (
+    "calibration/vllm-0.26.0-h200/dsv2-lite_eager",
+    "calibration/vllm-0.26.0-h200/gemma2-9b_eager",
+    "calibration/vllm-0.26.0-h200/llama3-70b_fp8_eager",
+    "calibration/vllm-0.26.0-h200/llama3-8b_default",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager_bs32",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager_fp8kv",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager_mbt16k",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager_mbt8k_seqs256",
+    "calibration/vllm-0.26.0-h200/llama3-8b_eager_u05",
+    "calibration/vllm-0.26.0-h200/mistral-7b_eager",
+    "calibration/vllm-0.26.0-h200/mixtral-8x7b_eager",
+    "calibration/vllm-0.26.0-h200/qwen2.5-7b_eager",
+    "calibration/vllm-0.26.0-h200/qwen3-next-80b_fp8_eager",
+    "logs/device-h200-2026-11-29/gemma3-27b_eager",
+    "logs/device-h200-2026-11-29/llama3-8b_eager_u012",
+    "logs/device-h200-2026-11-29/p-jamba-8L",
+    "vllm-0.26.0-h200/families/dsv32-5L_eager",
+    "vllm-0.26.0-h200/families/exaone4-32b_eager",
+    "vllm-0.26.0-h200/families/gemma4-26b-a4b_eager",
+    "vllm-0.26.0-h200/families/glm4.7-flash_eager",
+    "vllm-0.26.0-h200/families/minimax-m2.5-8L_eager",
+    "vllm-0.26.0-h200/families/nemotron3-nano-30b-a3b_eager",
+    "vllm-0.26.0-h200/families/olmoe-1b-7b_eager",
+    "vllm-0.26.0-h200/families/phi3.5-moe_eager",
+    "vllm-0.26.0-h200/families/qwen3-vl-8b_eager",
+    "vllm-0.26.0-h200/families/qwen3.5-35b-a3b_eager",
+    "vllm-0.26.0-h200/gemma2-27b_eager",
+    "vllm-0.26.0-h200/gemma3-1b_eager",
+    "vllm-0.26.0-h200/gpt-oss-120b_eager",
+    "vllm-0.26.0-h200/gpt-oss-20b_eager",
+    "vllm-0.26.0-h200/granite4h-small_eager",
+    "vllm-0.26.0-h200/llama2-7b-gptq_eager",
+    "vllm-0.26.0-h200/llama3-4L_graphs_serve",
+    "vllm-0.26.0-h200/llama3-8b_eager",
+    "vllm-0.26.0-h200/llama3.1-70b-awq_eager",
+    "vllm-0.26.0-h200/llama3.1-70b-modelopt-fp8_eager",
+    "vllm-0.26.0-h200/llama3.1-8b_eager_128k",
+    "vllm-0.26.0-h200/llama3.1-8b_serve_defaults",
+    "vllm-0.26.0-h200/mistral-7b-v0.1_eager_bs32",
+    "vllm-0.26.0-h200/opt-125m_eager",
+    "vllm-0.26.0-h200/p-dsv3-4L",
+    "vllm-0.26.0-h200/p-gemma2-4L-t16384-s256",
+    "vllm-0.26.0-h200/p-gemma2-4L-t2048-s1024",
+    "vllm-0.26.0-h200/p-llama3-4L-t2048-s1024",
+    "vllm-0.26.0-h200/p-llama70b-2L-graphs",
+    "vllm-0.26.0-h200/p-llama70b-2L-t16384-s256",
+    "vllm-0.26.0-h200/p-mixtral-2L-t16384-s256",
+    "vllm-0.26.0-h200/p-mixtral-2L-t8192-s256",
+    "vllm-0.26.0-h200/p-phi3-4L-t16384-s256",
+    "vllm-0.26.0-h200/p-phi4-4L-graphs",
+    "vllm-0.26.0-h200/p-qwen25-4L-t16384-s256",
+    "vllm-0.26.0-h200/p-qwen25-4L-t2048-s1024",
+    "vllm-0.26.0-h200/phi3-mini-4k_eager",
+    "vllm-0.26.0-h200/phi4_eager",
+    "vllm-0.26.0-h200/qwen3-30b-a3b_eager_serve",
+    "vllm-0.26.0-h200/qwen3-30b-a3b_graphs",
+    "vllm-0.26.0-h200/qwen3-32b-fp8_eager",
+    "vllm-0.26.0-h200/qwen3-8b_eager_fp8kv",
+    "vllm-0.26.0-h200/qwen3-8b_graphs_32k",
+    "vllm-0.26.0-h200/tinyllama_serve_defaults",
+)
+
+
+def unchecked(spec, gpu, args) -> tuple[str, ...]:
+    """The rules this estimate uses that no real 0.26.0 start checked: none."""
+    return ()

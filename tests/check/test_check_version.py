@@ -1,0 +1,215 @@
+"""`kvplan check` checks each deployment with the vLLM version it runs: --vllm-version, else the
+deployment's kvplan.yaml ``vllm_version``, else the tag of its vLLM image (Kubernetes,
+compose, Dockerfile), else the default; a version kvplan has no rules for warns naming the
+nearest (which is used; --strict fails); a digest or ``latest`` names no version."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from kvplan.engines.vllm import versions
+from tests.check.common import check, write
+from tests.helpers import run_cli, unwrapped
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # bundled
+N26 = len(versions.SUPPORTED["0.26.0"].real_starts.STARTS)
+
+
+@pytest.fixture(autouse=True)
+def no_vllm(monkeypatch):
+    """The default is the newest supported (no vllm installed), whatever this machine has."""
+    monkeypatch.setattr(versions, "installed_vllm", lambda: None)
+
+
+def k8s(image: str) -> str:
+    return f"""
+        # kvplan: gpu=H100-80GB
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: chat}}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: vllm
+                  image: {image}
+                  args: ["--model", "{MODEL}", "--max-model-len", "8192"]
+                  resources: {{limits: {{nvidia.com/gpu: 1}}}}
+        """
+
+
+def compose(image: str) -> str:
+    return f"""
+        # kvplan: gpu=H100-80GB
+        services:
+          chat:
+            image: {image}
+            command: ["--model", "{MODEL}", "--max-model-len", "8192"]
+        """
+
+
+def dockerfile(image: str) -> str:
+    return f"""
+        FROM {image}
+        # kvplan: gpu=H100-80GB
+        CMD ["--model", "{MODEL}", "--max-model-len", "8192"]
+        """
+
+
+def _deployments(doc: dict) -> list[dict]:
+    return [d for f in doc["files"] for d in f["deployments"]]
+
+
+def _version_diags(doc: dict, severity: str | None = None) -> list[dict]:
+    return [d for d in doc["diagnostics"] if d["check_id"] == "vllm-version" and (severity is None or d["severity"] == severity)]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "line", "key"),
+    [
+        ("deploy.yaml", k8s, 10, "image"),
+        ("docker-compose.yml", compose, 4, "services.chat.image"),
+        ("Dockerfile", dockerfile, 1, "FROM"),
+    ],
+)
+def test_the_image_tag_picks_the_version(tmp_path, name, make, line, key):
+    path = write(tmp_path, name, make("vllm/vllm-openai:v0.26.0-cu130"))
+    code, doc, _ = check(path)
+    assert code == 0, doc["diagnostics"]
+    (dep,) = _deployments(doc)
+    assert dep["vllm"] == {"version": "0.26.0", "reason": f"image tag vllm/vllm-openai:v0.26.0-cu130 in {path}"}
+    assert dep["evidence"]["label"] == f"calibrated on {N26} real vLLM 0.26.0 starts"
+    (info,) = _version_diags(doc)
+    assert (info["severity"], info["line"], info["key"]) == ("info", line, key)
+    assert info["message"] == (f"checked with vLLM 0.26.0 (image tag vllm/vllm-openai:v0.26.0-cu130 in {path}): "
+                               f"calibrated on {N26} real vLLM 0.26.0 starts")
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["docker.io/vllm/vllm-openai:v0.26.0", "ghcr.io/acme/vllm-openai:v0.26.0", "public.ecr.aws/acme/vllm-openai:v0.26.0",
+     "registry.local:5000/mirror/vllm-openai:v0.26.0"],
+)
+def test_a_mirror_of_the_vllm_image_is_read_too(tmp_path, image):
+    code, doc, _ = check(write(tmp_path, "deploy.yaml", k8s(image)))
+    assert _deployments(doc)[0]["vllm"]["version"] == "0.26.0"
+
+
+def test_the_two_versions_give_their_own_numbers(tmp_path):
+    # one file, two services on different images: each checked with its version's rules
+    path = write(tmp_path, "docker-compose.yml", f"""
+        # kvplan: gpu=H100-80GB
+        services:
+          old:
+            image: vllm/vllm-openai:v0.26.0
+            command: ["--model", "{MODEL}", "--max-model-len", "8192"]
+          new:
+            image: vllm/vllm-openai:v0.33.0
+            command: ["--model", "{MODEL}", "--max-model-len", "8192"]
+        """)
+    code, doc, _ = check(path)
+    old, new = _deployments(doc)
+    assert (old["vllm"]["version"], new["vllm"]["version"]) == ("0.26.0", "0.33.0")
+    for dep in (old, new):  # the same numbers `estimate` gives for that version
+        code, out, _ = run_cli("estimate", MODEL, "--gpu", "H100-80GB", "--max-model-len", "8192",
+                               "--vllm-version", dep["vllm"]["version"], "--format", "json")
+        assert dep["figures"]["num_gpu_blocks"] == json.loads(out)["kv_cache"]["num_gpu_blocks"]
+    assert old["figures"]["num_gpu_blocks"] != new["figures"]["num_gpu_blocks"]
+
+
+@pytest.mark.parametrize("tag", ["v0.30.1", "v0.34.0"])
+def test_a_tag_without_rules_warns_naming_the_nearest_and_strict_fails(tmp_path, tag):
+    path = write(tmp_path, "deploy.yaml", k8s(f"vllm/vllm-openai:{tag}"))
+    code, doc, _ = check(path)
+    assert code == 0
+    (dep,) = _deployments(doc)
+    wanted = tag[1:]
+    assert dep["vllm"] == {"version": "0.33.0", "reason": f"image tag vllm/vllm-openai:{tag} in {path}", "requested": wanted}
+    (warn,) = _version_diags(doc, "warning")
+    assert warn["line"] == 10 and warn["key"] == "image"
+    assert f"vLLM {wanted}" in warn["message"] and "nearest supported version, 0.33.0" in warn["message"]
+    assert dep["evidence"]["checked"] is False
+    code, doc, _ = check(path, "--strict")
+    assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("image", "what"),
+    [
+        ("vllm/vllm-openai@sha256:" + "ab" * 32, "pinned by digest"),
+        ("vllm/vllm-openai:latest", "tagged 'latest'"),
+        ("vllm/vllm-openai", "untagged (latest)"),
+        ("vllm/vllm-openai:nightly", "tagged 'nightly'"),
+    ],
+)
+def test_a_digest_or_latest_names_no_version_and_the_default_applies(tmp_path, image, what):
+    path = write(tmp_path, "deploy.yaml", k8s(image))
+    code, doc, _ = check(path)
+    assert code == 0
+    (dep,) = _deployments(doc)
+    assert dep["vllm"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
+    notes = [d["message"] for d in _version_diags(doc, "info")]
+    assert any(f"image {image} in {path} is {what}" in m and "cannot tell which vLLM it runs" in m for m in notes), notes
+    assert not _version_diags(doc, "warning")
+
+
+def test_a_tag_and_a_digest_use_the_tag(tmp_path):
+    path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.26.0@sha256:" + "cd" * 32))
+    assert _deployments(check(path)[1])[0]["vllm"]["version"] == "0.26.0"
+
+
+def test_kvplan_yaml_vllm_version_per_deployment_and_top_level(tmp_path):
+    path = write(tmp_path, "kvplan.yaml", f"""
+        vllm_version: "0.26.0"
+        deployments:
+          - name: pinned
+            gpu: H100-80GB
+            vllm_version: "0.33.0"
+            command: vllm serve {MODEL} --max-model-len 8192
+          - name: inherits
+            gpu: H100-80GB
+            args: {{model: {MODEL}, max-model-len: 8192}}
+        """)
+    code, doc, _ = check(path)
+    assert code == 0, doc["diagnostics"]
+    pinned, inherits = _deployments(doc)
+    assert pinned["vllm"] == {"version": "0.33.0", "reason": f"deployments[0].vllm_version in {path}"}
+    assert inherits["vllm"] == {"version": "0.26.0", "reason": f"vllm_version in {path}"}
+
+
+def test_precedence_flag_then_kvplan_yaml_then_image_then_default(tmp_path):
+    # a k8s file whose `# kvplan:` comment names a version and whose image names another
+    path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.33.0").replace(
+        "# kvplan: gpu=H100-80GB", "# kvplan: gpu=H100-80GB vllm_version=0.26.0"))
+    assert _deployments(check(path)[1])[0]["vllm"]["version"] == "0.26.0"  # kvplan key over the image
+    dep = _deployments(check(path, "--vllm-version", "0.33.0")[1])[0]
+    assert dep["vllm"] == {"version": "0.33.0", "reason": "--vllm-version"}  # the flag over both
+    plain = write(tmp_path, "plain.yaml", k8s("acme/inference:v0.26.0").replace(
+        'args: ["--model"', 'command: ["vllm", "serve"]\n                  args: ["--model"'))
+    # not a vLLM image: its tag says nothing about vLLM; the default applies
+    assert _deployments(check(plain)[1])[0]["vllm"]["reason"] == "newest supported; no vllm installed"
+
+
+def test_an_unknown_flag_version_is_exit_2(tmp_path):
+    code, out, err = run_cli("check", write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.26.0")), "--vllm-version", "0.30.1")
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == "error: --vllm-version: kvplan has no rules for vLLM '0.30.1'"
+
+
+def test_the_version_shows_in_human_github_and_junit(tmp_path):
+    path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.34.0"))
+    code, out, _ = run_cli("check", path)
+    text = unwrapped(out)
+    assert "vllm-version" in text and "checked with vLLM 0.33.0, the nearest supported to 0.34.0" in text
+    code, out, _ = run_cli("check", path, "--format", "github")
+    assert any(s.startswith("::warning ") and "title=kvplan vllm-version" in s and "0.34.0" in s for s in out.splitlines())
+    assert any(s.startswith("::notice ") and "checked with vLLM 0.33.0" in s for s in out.splitlines())
+    junit = tmp_path / "report.xml"
+    code, _, _ = run_cli("check", path, "--strict", "--junit-xml", str(junit))
+    assert code == 1
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    case = cases["Deployment/chat container vllm :: vllm-version"]
+    assert case.find("failure") is not None and "0.34.0" in case.find("failure").get("message")
