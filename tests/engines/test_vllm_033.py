@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's rules (kvplan/engines/vllm/v0_33): the 9 real H200 starts replayed through
+"""vLLM 0.33.0's rules (kvplan/engines/vllm/v0_33): the 15 real H200 starts replayed through
 `kvplan verify --from-log`, and the new rules checked against hand arithmetic."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kvplan.sources import load_spec
 from kvplan.verify.log import grammar_for, parse_log
 
 DATA = Path(__file__).parents[1] / "data" / "vllm-0.33.0-h200"
-LOGS = sorted(p for p in DATA.glob("*.log") if p.name != "install33.log")
+LOGS = sorted(p for p in DATA.glob("*.log") if not p.name.startswith("install33"))
 GiB = 1 << 30
 
 
@@ -28,10 +28,10 @@ def _replay(path: Path) -> dict:
     return json.loads(out)
 
 
-def test_there_are_nine_real_starts():
-    assert len(LOGS) == 9
+def test_there_are_fifteen_real_starts():
+    assert len(LOGS) == 15
     assert versions.SUPPORTED["0.33.0"].evidence.startswith(
-        "derived from the vLLM 0.33.0 source and checked on 9 real H200 starts"
+        "derived from the vLLM 0.33.0 source and checked on 15 real H200 starts"
     )
     assert "calibrated" in versions.SUPPORTED["0.26.0"].evidence
     assert versions.DEFAULT_VERSION == "0.33.0"  # the newest supported

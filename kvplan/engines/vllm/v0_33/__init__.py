@@ -28,7 +28,7 @@ RULES = replace(
     version="0.33.0",
     evidence=(
         f"derived from the vLLM 0.33.0 source and checked on {CHECKED_STARTS} real H200 starts "
-        "(real_starts.py, all --enforce-eager: CUDA graphs, Mamba hybrids and the "
+        "(real_starts.py, all --enforce-eager: CUDA graphs and the "
         ">= 160 GiB tier not yet checked)"
     ),
     defaults=defaults,

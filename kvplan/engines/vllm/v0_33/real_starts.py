@@ -5,21 +5,27 @@ The package does not read tests/: this table is the committed list, and
 tests/engines/test_version_evidence.py checks that it names exactly the 0.33.0 starts
 tests/data holds. Add a start here when its log is added there.
 
-Not yet checked on hardware (docs/versions.md rows 6, 7 and 9): every start above ran with
---enforce-eager (no CUDA-graph estimate), on an H200 (< 160 GiB: not the new batch-default tier),
-and no Mamba hybrid (Qwen3-Next's GDN layers were checked; Jamba/Granite-4.0-H's Mamba ``align``
-pages were not).
+Not yet checked on hardware (docs/versions.md rows 6 and 7): every start above ran with
+--enforce-eager (no CUDA-graph estimate) on an H200 (< 160 GiB: not the new batch-default tier).
+Hybrid state pages were checked: Qwen3-Next's GDN layers (qwen3-next-80b_fp8_eager, block 576)
+and a Mamba-2 hybrid's ``align`` pages (granite4h-small_eager: block 528, +0.24 %).
 """
 
 from __future__ import annotations
 
 STARTS: tuple[str, ...] = (
     "vllm-0.33.0-h200/dsv2-lite_eager",
+    "vllm-0.33.0-h200/gemma2-9b_eager",
+    "vllm-0.33.0-h200/granite4h-small_eager",
+    "vllm-0.33.0-h200/llama3-70b_fp8_eager",
     "vllm-0.33.0-h200/llama3-8b_eager",
+    "vllm-0.33.0-h200/llama3-8b_eager_bs32",
     "vllm-0.33.0-h200/llama3-8b_eager_fp8kv",
     "vllm-0.33.0-h200/llama3-8b_eager_mbt16k",
     "vllm-0.33.0-h200/llama3-8b_eager_u05",
+    "vllm-0.33.0-h200/mistral-7b_eager",
     "vllm-0.33.0-h200/mixtral-8x7b_eager",
+    "vllm-0.33.0-h200/qwen2.5-7b_eager",
     "vllm-0.33.0-h200/qwen3-30b-a3b_eager",
     "vllm-0.33.0-h200/qwen3-30b-a3b_eager_serve",
     "vllm-0.33.0-h200/qwen3-next-80b_fp8_eager",
@@ -28,7 +34,6 @@ STARTS: tuple[str, ...] = (
 # what an estimate uses that no start above checked -> the label's words for it
 CUDA_GRAPHS = "CUDA-graph memory estimate"
 LARGE_TIER = "the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)"
-MAMBA_ALIGN = "Mamba hybrid state pages (mamba cache mode align)"
 
 
 def unchecked(spec, gpu, args) -> tuple[str, ...]:
@@ -38,16 +43,13 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     Rule sources (vLLM 0.33.0): v1/worker/gpu/model_runner.py profile_cudagraph_memory (CUDA
     graphs, used unless --enforce-eager), engine/arg_utils.py get_batch_defaults (the tier, used
     when the GPU's NVML total is >= 160 GiB and --max-num-batched-tokens or --max-num-seqs is
-    left to it), v1/kv_cache_interface.py MambaSpec with mamba_cache_mode align (Mamba layers).
+    left to it).
     """
     from kvplan.engines.vllm.v0_33.defaults import LARGE_TIER_BYTES
-    from kvplan.model.spec import LayerKind
 
     out = []
     if not args.enforce_eager:
         out.append(CUDA_GRAPHS)
     if gpu.nvml_total_bytes >= LARGE_TIER_BYTES and (args.max_num_batched_tokens is None or args.max_num_seqs is None):
         out.append(LARGE_TIER)
-    if spec.count(LayerKind.MAMBA):
-        out.append(MAMBA_ALIGN)
     return tuple(out)

@@ -3,8 +3,8 @@
 vLLM 0.33.0 config/vllm.py ``use_v2_model_runner``: the V2 runner (v1/worker/gpu/model_runner.py)
 for every model (dense, MoE, hybrid, multimodal, pooling) unless VLLM_USE_V2_MODEL_RUNNER=0, no
 Triton, or a feature the V2 runner lacks (suffix/custom-class speculative decoding, parallel
-drafting, PP with the external launcher). kvplan models none of those, so: always V2. All 9 real
-0.33.0 starts in tests/data/vllm-0.33.0-h200 report the V2 GPUModelRunner (MoE, MLA, GDN too).
+drafting, PP with the external launcher). kvplan models none of those, so: always V2. All 15 real
+0.33.0 starts in tests/data/vllm-0.33.0-h200 report the V2 GPUModelRunner (MoE, MLA, GDN, Mamba-2 too).
 
 CUDA graphs: the V2 runner now estimates its graph memory (v1/worker/gpu/cudagraph_utils.py
 profile_cudagraph_memory: it captures every PIECEWISE graph and the two largest FULL graphs into a
