@@ -295,6 +295,13 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     def note(kind: NoteKind, message: str) -> None:
         remarks.append(Note(kind, message))
 
+    if rules.weights.text_only(spec, args.limit_mm_per_prompt):
+        note(
+            NoteKind.MULTIMODAL,
+            f"--limit-mm-per-prompt sets every modality of {spec.architecture} ({', '.join(spec.mm_modalities)}) to 0: "
+            "vLLM runs it text-only, with no vision tower loaded or profiled",
+        )
+        spec = spec.model_copy(update={"vision_params": 0, "is_multimodal": False})
     dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
     if dtype == "bfloat16" and not gpu.bf16_supported:
         raise EstimateRefusal(

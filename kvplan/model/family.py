@@ -121,6 +121,11 @@ class Family:
         carry a fact the generic parse does not read, without a parse change per family."""
         return {}
 
+    def vision_tower_params(self, vc: _Cfg) -> int | None:
+        """Parameters of the vision tower ``vision_config`` describes, when the family knows
+        how vLLM builds it; None = the generic ViT-style count (kvplan.model.parse)."""
+        return None
+
     def has_o_bias(self, attention_bias: bool) -> bool:
         """o_proj has a bias: always for some families, else with ``attention_bias``."""
         return self.o_bias or (attention_bias and self.attention_bias_on_o)

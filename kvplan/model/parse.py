@@ -399,6 +399,11 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             rope_rows = int(rope.int("original_max_position_embeddings") * _rope_factor(rope))
         elif rt == "dynamic":
             rope_rows = int(base_positions * _rope_factor(rope))
+        elif rt in (None, "default") and rope.has("mrope_section"):
+            # multimodal RoPE (Qwen2-VL/Qwen3-VL/Qwen3.5): vLLM's MRotaryEmbedding caches 4 x the
+            # positions for video inputs (vLLM 0.26.0 rotary_embedding/mrope.py
+            # cache_max_position_num); families/qwen3.5-35b-a3b_eager weights exact with it.
+            rope_rows = 4 * base_positions
 
     partial = c.num("partial_rotary_factor", None, gt=0.0, le=1.0)
     if mla is not None:
@@ -422,7 +427,10 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         tie = family.tie_word_embeddings_default
 
     vc = top.sub("vision_config")
-    vision_params = _vision_params(vc, hidden) if vc is not None else 0
+    vision_params = 0
+    if vc is not None:
+        own = family.vision_tower_params(vc)
+        vision_params = _vision_params(vc, hidden) if own is None else own
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
     attention_bias = c.flag("attention_bias", False)
 

@@ -203,6 +203,10 @@ class ModelSpec(_Frozen):
     mla: MLAShape | None = None
     gdn: GatedDeltaNetShape | None = None
     mamba: MambaShape | None = None
+    # the dtype the config itself names for the recurrent (temporal/SSM) state (Qwen3.5
+    # ``mamba_ssm_dtype``, NemotronH ``mamba_ssm_cache_dtype``); None when it names none. Whether
+    # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
+    ssm_state_dtype: str | None = None
     moe: MoESpec | None = None
     moe_layers: tuple[bool, ...] = ()
     dtype: str = "bfloat16"
@@ -228,6 +232,9 @@ class ModelSpec(_Frozen):
     learned_positions: int = 0  # rows of a learned position embedding (OPT), 0 for RoPE
     is_multimodal: bool = False
     vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
+    # the modalities the multimodal processor takes (vLLM's supported_mm_limits): with every one
+    # limited to 0 (--limit-mm-per-prompt) vLLM builds no tower (engines/vllm weights.text_only)
+    mm_modalities: tuple[str, ...] = ("image", "video")
     checkpoint_bytes: int | None = None
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)

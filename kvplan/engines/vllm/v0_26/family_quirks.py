@@ -54,6 +54,14 @@ class FamilyQuirks:
             31.50 GB logged) so that existing predictions do not move; Glm4MoeLite uses the
             source's rule (families/glm4.7-flash_eager: without the copies 0.13 % under the
             worker's exact 59,993,332,224 B, with them 0.58 % over).
+        ssm_state_dtype_from_config: with ``--mamba-ssm-cache-dtype auto`` the recurrent
+            (temporal) state takes the dtype the config names (``ModelSpec.ssm_state_dtype``),
+            the conv state keeps the model dtype (model_executor/models/config.py
+            Qwen3_5ForConditionalGenerationConfig, NemotronHForCausalLMConfig; mamba_utils.py
+            MambaStateDtypeCalculator._mamba_state_dtype).
+        ssm_state_dtype_default: the temporal-state dtype when the config names none (NemotronH:
+            "float32", NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE); None = the
+            conv state's (the model dtype).
         unfused_norm_hidden_tensors and router_fp32_scratch reproduce the worker's exact peak activation of families/phi3.5-moe_eager
         (2,165,309,440 B at 16384 tokens: +4096 + 32 elements per token over the MoE rule).
     """
@@ -68,6 +76,8 @@ class FamilyQuirks:
     router_fp32_scratch: bool = False
     router_fp32: bool = False
     mla_bf16_absorbed_copies: bool = True
+    ssm_state_dtype_from_config: bool = False
+    ssm_state_dtype_default: str | None = None
 
 
 NONE = FamilyQuirks()
@@ -84,6 +94,16 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
+    # qwen3_vl.py Qwen3LLMModel is Qwen3Model (Qwen2MLP keeps gate_up): families/qwen3-vl-8b_eager
+    # peak 1,778,401,792 B = the Qwen3 rule exactly (one hidden tensor short without it).
+    "qwen3_vl": FamilyQuirks(mlp_keeps_gate_up=True),
+    "qwen3_vl_text": FamilyQuirks(mlp_keeps_gate_up=True),
+    # qwen3_5.py: Qwen3NextMLP is Qwen2MoeMLP (keeps gate_up); mamba_ssm_dtype from the config.
+    "qwen3_5": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_moe": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_moe_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "nemotron_h": FamilyQuirks(ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),

@@ -158,6 +158,26 @@ def _rope_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     return spec.rope_max_position * spec.rotary_dim * dtype_bytes * spec.rope_caches
 
 
+def text_only(spec: ModelSpec, limit_mm_per_prompt: str | None) -> bool:
+    """vLLM runs a multimodal model text-only: ``--limit-mm-per-prompt`` (normalized JSON of
+    modality -> count, kvplan.engines.vllm.args) gives 0 for every modality its processor takes
+    (``spec.mm_modalities``; an unnamed modality defaults to 999). Then the vision tower (and
+    any buffers built with it, Qwen3-VL's deepstack inputs) is built on the meta device and holds
+    no GPU memory, and no encoder is profiled or given an inputs_embeds buffer.
+
+    Rule source: vLLM 0.26.0 model_executor/models/interfaces.py ``_mark_tower_model`` (its
+    ``no_init_weights`` under ``torch.device("meta")`` when all the tower's modalities have limit
+    0), config/multimodal.py ``get_limit_per_prompt`` (999 when unnamed), multimodal/registry.py
+    ``supports_multimodal_inputs`` ("running in text-only mode").
+    """
+    if not spec.is_multimodal or not limit_mm_per_prompt:
+        return False
+    import json
+
+    limits = json.loads(limit_mm_per_prompt)
+    return all(limits.get(m, 999) == 0 for m in spec.mm_modalities)
+
+
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     """Decoder layers held by each pipeline stage (vLLM 0.26.0 distributed/utils.py get_pp_indices):
     equal shares; the remainder goes one each to the stages before the last."""
