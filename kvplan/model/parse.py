@@ -99,7 +99,9 @@ def _layer_kinds(c: _Cfg, family: Family, n_layers: int, notes: list[str]) -> tu
             )
         kinds = []
         for i, t in enumerate(layer_types):
-            if t in ("full_attention", "attention", "global", "full"):
+            if isinstance(t, LayerKind):  # a family that derives the kinds itself (NemotronH)
+                kinds.append(t)
+            elif t in ("full_attention", "attention", "global", "full"):
                 kinds.append(LayerKind.FULL)
             elif t in ("sliding_attention", "local", "sliding"):
                 kinds.append(LayerKind.SLIDING)

@@ -129,6 +129,9 @@ class MoESpec(_Frozen):
     shared_expert_gate: bool = False
     router_bias: bool = False
     expert_bias: bool = False
+    # the experts (and shared experts) are gated (w13 = gate + up, 2 x moe_intermediate_size rows);
+    # False for a plain up/act/down expert (NemotronH's ReLU^2 experts)
+    gated: bool = True
 
 
 class QuantSpec(_Frozen):
@@ -209,6 +212,9 @@ class ModelSpec(_Frozen):
     ssm_state_dtype: str | None = None
     moe: MoESpec | None = None
     moe_layers: tuple[bool, ...] = ()
+    # per layer, whether it has a feed-forward (dense MLP or MoE) at all; empty = every layer has
+    # one. NemotronH layers are one block each: a Mamba or attention layer has no feed-forward.
+    ffn_layers: tuple[bool, ...] = ()
     dtype: str = "bfloat16"
     quantization: QuantSpec | None = None
     tie_word_embeddings: bool = False
@@ -251,6 +257,10 @@ class ModelSpec(_Frozen):
     def is_hybrid(self) -> bool:
         """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
         return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
+
+    def has_ffn(self, i: int) -> bool:
+        """Layer ``i`` has a feed-forward (see ``ffn_layers``)."""
+        return not self.ffn_layers or self.ffn_layers[i]
 
     @cached_property
     def is_moe(self) -> bool:

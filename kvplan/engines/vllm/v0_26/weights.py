@@ -114,7 +114,8 @@ def _linear(ctx: WeightContext, k: int, n: int, *, bias: bool = False, quantizab
 def _experts(ctx: WeightContext, spec: ModelSpec, hidden: int, inter_rank: int, num_experts: int) -> int:
     """Bytes of the routed experts of one MoE layer on this rank (TP shards the intermediate)."""
     q = ctx.quant
-    w13 = num_experts * hidden * 2 * inter_rank
+    gate_up = 2 if spec.moe is None or spec.moe.gated else 1
+    w13 = num_experts * hidden * gate_up * inter_rank
     w2 = num_experts * inter_rank * hidden
     biases = 0
     if spec.moe is not None and spec.moe.expert_bias:
@@ -319,6 +320,8 @@ def weight_bytes_per_rank(
                 t.add("mamba", d_in * db)  # gated norm
                 t.add("mamba", _linear(ctx, d_in, h, bias=mb.use_bias))
         # --- feed-forward ---
+        if not spec.has_ffn(i):
+            continue
         is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
         if is_moe:
             moe = spec.moe
@@ -330,7 +333,8 @@ def weight_bytes_per_rank(
             t.add("router", h * moe.num_experts * router_db + (moe.num_experts * bias_db if moe.router_bias else 0))
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
-                t.add("shared_expert", _linear(ctx, h, 2 * si, n_shards=2) + _linear(ctx, si, h))
+                up = 2 * si if moe.gated else si
+                t.add("shared_expert", _linear(ctx, h, up, n_shards=2 if moe.gated else 1) + _linear(ctx, si, h))
                 if moe.shared_expert_gate:
                     t.add("shared_expert", h * db)
         elif spec.intermediate_size:
