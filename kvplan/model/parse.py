@@ -200,6 +200,22 @@ def _notes_on_defaults(c: _Cfg, family: Family, filled: list[str], notes: list[s
     )
 
 
+def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: str, vllm_version: str) -> None:
+    """Exit 2 for a family kvplan registers only to refuse (``Family.unsupported``), saying first
+    when the vLLM version itself cannot start it (its family_quirks ``start_failure``).
+
+    Raises:
+        KvplanError: always."""
+    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
+
+    failure = versions.select(vllm_version).start_failures.get(model_type)
+    said = f"vLLM {vllm_version} does not start it: {failure}; and " if failure else ""
+    raise KvplanError(
+        f"{where}: {architecture} (model_type {model_type!r}): {said}{reason}",
+        hint="no kvplan figure is given rather than a guessed one",
+    )
+
+
 def _refuse_unread_keys(c: _Cfg, architecture: str, model_type: str) -> None:
     """For a config with no kvplan family: exit 2 naming every key that changes sizing and that
     the generic decoder does not read (kvplan.model.sizing_keys), instead of sizing it as dense.
@@ -345,6 +361,8 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             registered=False, vllm_version=version,
         )
     family = family_for(architecture, model_type)
+    if family.unsupported:
+        _refuse_unsupported(where, architecture, model_type, family.unsupported, version)
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)
     filled: list[str] = []
@@ -393,6 +411,11 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         head_dim_v = mla.v_head_dim
 
     derived, base_positions = _derived_max_model_len(c, family, notes, version)
+    # longrope (Phi-3-128k, Phi-3.5, Phi-4-mini): original_max_position_embeddings is only the
+    # default; an explicit --max-model-len may go up to the unscaled position limit (vLLM 0.26.0
+    # config/model.py _get_and_verify_max_len: the longrope default branch applies only when
+    # max_model_len is unset or -1, the check compares with the derived limit).
+    len_limit = base_positions if base_positions and base_positions > derived else None
     rope_rows = base_positions
     rope = _rope_params(c)
     if rope is not None and base_positions:
@@ -441,6 +464,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     vision_params = extra.pop("vision_params", vision_params)
     _notes_on_defaults(c, family, filled, notes)
     approximations = _approximations(architecture, model_type, family, intermediate, version)
+    approximations += tuple(extra.pop("approximations", ()))  # what the family's rules leave out
 
     try:
         return ModelSpec(
@@ -470,6 +494,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             tie_word_embeddings=bool(tie),
             max_position_embeddings=base_positions,
             derived_max_model_len=derived,
+            max_model_len_limit=len_limit,
             rope_max_position=rope_rows if learned_positions == 0 else None,
             rope_caches=family.rope_caches,
             rotary_dim=rotary_dim if learned_positions == 0 else None,

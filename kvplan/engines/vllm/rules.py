@@ -11,7 +11,7 @@ or a hook replaced (``override``).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
@@ -65,6 +65,8 @@ class VllmRules:
         family_quirks: module: per-family quirks of this version's model implementations.
         coefficients: fitted byte terms the estimate reads from here (not from module globals).
         check_rules: module: rules only `kvplan check` reads (switches on by default ...).
+        start_failures: model_type -> why this version cannot start that family at all (one
+            line; the parse refuses such a config with it). Not inherited by a later version.
     """
 
     version: str
@@ -82,6 +84,7 @@ class VllmRules:
     family_quirks: ModuleType
     coefficients: FittedCoefficients
     check_rules: ModuleType
+    start_failures: dict = field(default_factory=dict)
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is

@@ -34,4 +34,5 @@ RULES = VllmRules(
     family_quirks=family_quirks,
     coefficients=FittedCoefficients.of(memory),
     check_rules=check_rules,
+    start_failures=family_quirks.START_FAILURES,
 )

@@ -18,6 +18,18 @@ QWEN2_BYTES_PER_LAYER = 3_932_160
 # Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
 GEMMA3_EXTRA_BYTES = 64 << 20
 
+# Gemma-4: vLLM 0.26.0 transformers_utils/model_arch_config_convertor.py
+# Gemma4ModelArchConfigConvertor.get_head_size reads the text config's global ``head_dim``, which
+# transformers 5.17 refuses for Gemma-4's per-layer attributes (recorded start
+# tests/data/vllm-0.26.0-h200/families/gemma4-26b-a4b_eager.log, rc=1 before any memory figure).
+GEMMA4_START_FAILURE = (
+    "with transformers 5.17 its config reader raises AmbiguousGlobalPerLayerAttributeError ('head_dim' is a "
+    "per-layer attribute) in model_arch_config_convertor.get_head_size, before loading anything"
+)
+# model_type -> why vLLM 0.26.0 cannot start it (VllmRules.start_failures; not reused by 0.33.0,
+# whose config converter reads per-layer configs).
+START_FAILURES = {"gemma4": GEMMA4_START_FAILURE, "gemma4_text": GEMMA4_START_FAILURE}
+
 
 @dataclass(frozen=True)
 class FamilyQuirks:
@@ -91,6 +103,7 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_next": FamilyQuirks(mlp_keeps_gate_up=True),
     "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "deepseek_v32": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),  # deepseek_v2.py too
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),

@@ -280,6 +280,20 @@ def mla_per_token_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     return (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * dtype_bytes
 
 
+# DeepSeek-V3.2's indexer key cache: fp8 values plus one fp32 scale per 128 elements, stored as
+# uint8, one head (vLLM 0.26.0 deepseek_v2.py Indexer: quant_block_size = 128 "TODO: get from
+# config"; DeepseekV32IndexerCache.get_kv_cache_spec is an MLAAttentionSpec of num_kv_heads 1).
+INDEXER_QUANT_BLOCK = 128
+INDEXER_SCALE_BYTES = 4
+
+
+def indexer_per_token_bytes(spec: ModelSpec) -> int:
+    """Bytes per token of one layer's sparse-MLA indexer key cache (uint8: head_dim fp8 values
+    + head_dim / 128 fp32 scales), whatever --kv-cache-dtype says; 0 without an indexer."""
+    d = spec.indexer_head_dim
+    return d + d // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES if d else 0
+
+
 def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel_block_alignment: int = 16, gdn: bool) -> int:
     """The attention block size of a hybrid attention/recurrent model (tokens): the smallest
     multiple of max(kernel block, block_size) whose attention page holds one recurrent state
@@ -359,4 +373,11 @@ def layer_cache_specs(
         else:
             chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
             out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
+    # DeepSeek-V3.2: each indexer is its own cache layer (an MLAAttentionSpec with its page), so
+    # the layers share one mixed group whose block costs the sum of pages (allocator.build_layout).
+    idx_tok = indexer_per_token_bytes(spec)
+    if idx_tok:
+        for i, kind in enumerate(spec.layer_kinds):
+            if kind == LayerKind.MLA and i < len(spec.indexer_layers) and spec.indexer_layers[i]:
+                out.append(MLAAttentionSpec(effective_block, idx_tok * effective_block, per_token_bytes=idx_tok))
     return out, effective_block

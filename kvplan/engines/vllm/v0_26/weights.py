@@ -204,6 +204,7 @@ def weight_bytes_per_rank(
     quant: QuantSpec | None = None,
     fp8_kv_cache: bool = False,
     machete: bool = False,
+    max_num_batched_tokens: int = 0,
 ) -> WeightTally:
     """Bytes of parameters and load-time buffers on one GPU (TP rank 0 of ``pipeline_rank``).
 
@@ -214,6 +215,8 @@ def weight_bytes_per_rank(
         quant: the effective quantization (checkpoint or --quantization), None for none.
         fp8_kv_cache: the KV cache is fp8 (adds vLLM's per-layer overhead).
         machete: AWQ runs on the Machete kernel (Hopper), which keeps fp16 zero points.
+        max_num_batched_tokens: the scheduler's token budget, for buffers the model builds at
+            load time with one row per token (DeepSeek-V3.2's top-k indices buffer).
     Returns:
         a WeightTally whose ``total`` is the predicted "Model loading took" bytes.
     Rule source: vLLM 0.26.0 model_executor/models/{llama,qwen2,qwen3,gemma2,mixtral,
@@ -271,6 +274,12 @@ def weight_bytes_per_rank(
             # (views of it when unquantized: family_quirks.mla_bf16_absorbed_copies).
             if ctx.quant is not None or quirks(spec.model_type).mla_bf16_absorbed_copies:
                 t.add("mla_absorbed", m.kv_lora_rank * q_heads * (m.qk_nope_head_dim + m.v_head_dim) * db)
+            if i < len(spec.indexer_layers) and spec.indexer_layers[i] and m.q_lora_rank:
+                # deepseek_v2.py Indexer: wq_b (replicated, quantized like the checkpoint),
+                # wk_weights_proj (hidden -> head_dim + heads, never quantized), k_norm LayerNorm.
+                d, n = spec.indexer_head_dim, spec.indexer_heads
+                t.add("indexer", _linear(WeightContext(1, db, ctx.quant, ctx.machete), m.q_lora_rank, d * n))
+                t.add("indexer", _linear(ctx, h, d + n, quantizable=False) + 2 * d * db)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
             q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
             qkv_out = q_out + 2 * kv_heads * a.head_dim
@@ -356,4 +365,7 @@ def weight_bytes_per_rank(
         t.add("vllm_extra", MXFP4_FIXED_BYTES)
     if spec.vision_params and first:
         t.add("vision", spec.vision_params * db // max(1, tp))
+    if any(spec.indexer_layers[i] for i in layers if i < len(spec.indexer_layers)):
+        # deepseek_v2.py DeepseekV2Model: topk_indices_buffer, int32 [max_num_batched_tokens, index_topk]
+        t.add("indexer_topk_buffer", max_num_batched_tokens * spec.indexer_topk * 4)
     return t

@@ -38,4 +38,5 @@ RULES = replace(
     activation=activation,
     runner=runner,
     coefficients=FittedCoefficients.of(memory),
+    start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
 )
