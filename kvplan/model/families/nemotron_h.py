@@ -72,6 +72,9 @@ class NemotronH(Family):
         return spec, layers
 
     def mamba(self, c: _Cfg, hidden: int) -> MambaShape | None:
+        """The Mamba-2 shape; None when no block is ``M`` (no Mamba key is read then)."""
+        if "M" not in (c.raw("hybrid_override_pattern") or ""):
+            return None
         heads = c.int("mamba_num_heads")
         head_dim = c.int("mamba_head_dim")
         return MambaShape(
