@@ -116,7 +116,8 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_5_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
     "qwen3_5_moe": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
     "qwen3_5_moe_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
-    "nemotron_h": FamilyQuirks(ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
+    # nemotron_h.py: gate.e_score_correction_bias is fp32; the SSM state float32 unless the config says
+    "nemotron_h": FamilyQuirks(router_bias_fp32=True, ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
