@@ -412,7 +412,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
 
     derived, base_positions = _derived_max_model_len(c, family, notes, version)
     # longrope (Phi-3-128k, Phi-3.5, Phi-4-mini): original_max_position_embeddings is only the
-    # default; an explicit --max-model-len may go up to the unscaled position limit (vLLM 0.26.0
+    # default; an explicit --max-model-len may go up to the unscaled position limit (vLLM
     # config/model.py _get_and_verify_max_len: the longrope default branch applies only when
     # max_model_len is unset or -1, the check compares with the derived limit).
     len_limit = base_positions if base_positions and base_positions > derived else None
@@ -426,7 +426,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             rope_rows = int(base_positions * _rope_factor(rope))
         elif rt in (None, "default") and rope.has("mrope_section"):
             # multimodal RoPE (Qwen2-VL/Qwen3-VL/Qwen3.5): vLLM's MRotaryEmbedding caches 4 x the
-            # positions for video inputs (vLLM 0.26.0 rotary_embedding/mrope.py
+            # positions for video inputs (vLLM rotary_embedding/mrope.py
             # cache_max_position_num); families/qwen3.5-35b-a3b_eager weights exact with it.
             rope_rows = 4 * base_positions
 

@@ -52,7 +52,7 @@ class DeepSeekV32(DeepSeek):
     ``index_topk_pattern`` marks it "S", else when ``max(i - index_skip_topk_offset + 1, 0) %
     index_topk_freq != 0`` (defaults 2 and 1: every layer has one).
 
-    Rule source: vLLM 0.26.0 model_executor/models/deepseek_v2.py (DeepseekV2MLAAttention
+    Rule source: vLLM model_executor/models/deepseek_v2.py (DeepseekV2MLAAttention
     ``is_v32``/``_skip_topk``, Indexer, DeepseekV32IndexerCache)."""
 
     model_types = ("deepseek_v32",)
@@ -78,7 +78,7 @@ class DeepSeekV32(DeepSeek):
                     kind=ApproximationKind.PARTIAL_RULES,
                     reason="DeepSeek-V3.2's sparse-attention profiling buffers (indexer logits, prefill and "
                     "sparse-MLA workspaces) are not modelled: the KV cache per token is exact, the activation "
-                    "peak is low (a recorded vLLM 0.26.0 start, 5 layers at 32768 tokens, had 3.85 GiB less KV "
+                    "peak is low (the recorded vLLM start families/dsv32-5L_eager, 5 layers at 32768 tokens, had 3.85 GiB less KV "
                     "memory than kvplan predicts)",
                 ),
             ),

@@ -8,7 +8,7 @@ shared) -- each behind one RMSNorm. Mamba-2: ``mamba_num_heads`` heads of ``mamb
 The config's ``mamba_ssm_cache_dtype`` names the SSM-state dtype (how a vLLM version uses it:
 engines/vllm/v0_XX/family_quirks.py).
 
-Rule source: vLLM 0.26.0 model_executor/models/nemotron_h.py (ALL_DECODER_LAYER_TYPES,
+Rule source: vLLM model_executor/models/nemotron_h.py (ALL_DECODER_LAYER_TYPES,
 NemotronHMLP, NemotronHMoE, NemotronHAttention, NemotronHMambaDecoderLayer; the layer count is
 len(hybrid_override_pattern)), transformers_utils/configs/nemotron_h.py.
 """

@@ -8,7 +8,7 @@ the Qwen3 vision transformer (kvplan.model.families.qwen3_vl).
 The config's ``mamba_ssm_dtype`` is the dtype of the recurrent (temporal) state; how a vLLM
 version uses it is the engine's (v0_26 family_quirks ``ssm_state_dtype_from_config``).
 
-Rule source: vLLM 0.26.0 model_executor/models/qwen3_5.py (Qwen3_5DecoderLayer, Qwen3_5Model),
+Rule source: vLLM model_executor/models/qwen3_5.py (Qwen3_5DecoderLayer, Qwen3_5Model),
 qwen3_next.py (Qwen3NextAttention, Qwen3NextSparseMoeBlock), transformers_utils/configs/qwen3_5*.py.
 """
 

@@ -1,7 +1,7 @@
 """Qwen3-VL (Qwen3VLForConditionalGeneration): the Qwen3 dense text model (qk-norm, no o_proj
 bias) under ``text_config``, and the Qwen3 vision transformer (shared with Qwen3.5).
 
-Vision tower as vLLM 0.26.0 model_executor/models/qwen3_vl.py builds it (Qwen3_VisionTransformer):
+Vision tower as vLLM model_executor/models/qwen3_vl.py builds it (Qwen3_VisionTransformer):
 a Conv3d patch embedding with bias (in_channels x temporal_patch_size x patch_size^2 -> hidden),
 a learned position embedding of ``num_position_embeddings`` rows, ``depth`` blocks of two
 LayerNorms (weight + bias), qkv (hidden -> 3 hidden) and proj (hidden -> hidden) with biases, an
