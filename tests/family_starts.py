@@ -71,6 +71,14 @@ def replay(s: Start) -> dict[str, Any]:
     return json.loads(out)
 
 
+def replay_at(s: Start, vllm_version: str) -> dict[str, Any]:
+    """replay() under the rules of ``vllm_version`` named explicitly (the start's own version),
+    so the expectation holds whatever kvplan's default version is."""
+    code, out, err = run_cli("verify", "--from-log", str(s.path), "--format", "json", "--vllm-version", vllm_version)
+    assert code == 0, (code, err, out[-2000:])
+    return json.loads(out)
+
+
 def pct(predicted: int, measured: int) -> float:
     return 100.0 * (predicted - measured) / measured
 

@@ -162,7 +162,7 @@ class Plan:
 @lru_cache(maxsize=8192)
 def _weights_cached(
     rules: VllmRules, spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: int, quant, fp8_kv: bool,
-    correction: int, machete: bool
+    correction: int, machete: bool, max_num_batched_tokens: int = 0
 ):
     """Weight tally of one stage as (part, bytes) pairs; cached (ModelSpec is hashable)."""
     w = rules.weights.weight_bytes_per_rank(
@@ -174,6 +174,7 @@ def _weights_cached(
         quant=quant,
         fp8_kv_cache=fp8_kv,
         machete=machete,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
     layers = rules.weights.pp_layer_ranges(spec.num_hidden_layers, pp)[rank]
     if correction:
@@ -317,6 +318,13 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     def note(kind: NoteKind, message: str) -> None:
         remarks.append(Note(kind, message))
 
+    if rules.weights.text_only(spec, args.limit_mm_per_prompt):
+        note(
+            NoteKind.MULTIMODAL,
+            f"--limit-mm-per-prompt sets every modality of {spec.architecture} ({', '.join(spec.mm_modalities)}) to 0: "
+            "vLLM runs it text-only, with no vision tower loaded or profiled",
+        )
+        spec = spec.model_copy(update={"vision_params": 0, "is_multimodal": False})
     dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
     if dtype == "bfloat16" and not gpu.bf16_supported:
         raise EstimateRefusal(
@@ -349,26 +357,27 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
 
     # max_model_len
     derived = spec.derived_max_model_len
+    limit = spec.max_len_limit  # above the default for longrope models
     auto_fit = args.max_model_len == -1
     if args.max_model_len is None or auto_fit:
         max_model_len = derived
     else:
         max_model_len = args.max_model_len
-        if max_model_len > derived and defaults.allow_long_max_model_len(env):
+        if max_model_len > limit and defaults.allow_long_max_model_len(env):
             # vLLM config/model.py _get_and_verify_max_len: with the variable set it logs a
             # warning and keeps the user's length.
             note(
                 NoteKind.LONG_MAX_MODEL_LEN,
-                f"--max-model-len {max_model_len}: beyond the model's trained length ({derived} tokens); "
+                f"--max-model-len {max_model_len}: beyond the model's trained length ({limit} tokens); "
                 "vLLM accepts it because VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, but positions past "
-                f"{derived} may give NaNs (RoPE) or out-of-bounds errors (absolute positions)",
+                f"{limit} may give NaNs (RoPE) or out-of-bounds errors (absolute positions)",
             )
-        elif max_model_len > derived:
+        elif max_model_len > limit:
             raise EstimateRefusal(
                 RefusalKind.MAX_MODEL_LEN,
-                f"--max-model-len {max_model_len}: larger than the model's limit ({derived} tokens, "
+                f"--max-model-len {max_model_len}: larger than the model's limit ({limit} tokens, "
                 "from max_position_embeddings and rope scaling); vLLM refuses it",
-                hint=f"use --max-model-len {derived} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
+                hint=f"use --max-model-len {limit} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
                 flag="--max-model-len",
             )
 
@@ -389,7 +398,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         )
 
     block_size = args.block_size or defaults.default_block_size(
-        uses_mla=spec.uses_mla, kv_cache_dtype=kv_dtype, compute_capability=gpu.compute_capability
+        uses_mla=spec.uses_mla, kv_cache_dtype=kv_dtype, compute_capability=gpu.compute_capability,
+        sparse_mla_indexer=any(spec.indexer_layers),
     )
     if args.block_size is None and block_size != defaults.DEFAULT_BLOCK_SIZE:
         note(NoteKind.BLOCK_SIZE_BACKEND, _block_size_note(block_size, kv_dtype, gpu, defaults.DEFAULT_BLOCK_SIZE))
@@ -411,6 +421,11 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         )
     # Map per-layer specs back to layer indices (layers without KV keep no entry).
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
+    # the decoder layer each cache spec belongs to: one per caching layer, then the extra cache
+    # layers some layers own (DeepSeek-V3.2's indexer, after them in layer_cache_specs)
+    spec_owner = kv_layer_idx + [
+        i for i in kv_layer_idx if i < len(spec.indexer_layers) and spec.indexer_layers[i]
+    ][: len(layer_specs) - len(kv_layer_idx)]
 
     said = []
     correction = quantization.checkpoint_correction(spec, tp, dtype_bytes, quant, said)
@@ -422,7 +437,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         first, last = rank == 0, rank == pp - 1
         w_parts = dict(
             _weights_cached(
-                rules, spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction, machete
+                rules, spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction, machete, mbt
             )
         )
         a = _activation_cached(
@@ -456,7 +471,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         if pp == 1:
             stage_layout = global_layout
         elif global_layout.mixed_single_group:
-            stage_layout = rules.allocator.build_layout([layer_specs[kv_layer_idx.index(i)] for i in layers if i in kv_layer_idx])
+            stage_layout = rules.allocator.build_layout([s for o, s in zip(spec_owner, layer_specs) if o in layers])
         else:
             stage_layout = _project(global_layout, layers, rules)
         nb = stage_layout.num_blocks(max(b.kv_cache_bytes, 0))
@@ -598,9 +613,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     # KV bytes one token costs on one GPU of the stage with the fewest blocks (its layers only).
     worst_layers = min(stages, key=lambda st: st.num_blocks).layers
     per_token = sum(
-        layer_specs[kv_layer_idx.index(i)].per_token_bytes
-        for i in worst_layers
-        if i in kv_layer_idx and layer_specs[kv_layer_idx.index(i)].stores_per_token_kv
+        s.per_token_bytes for o, s in zip(spec_owner, layer_specs) if o in worst_layers and s.stores_per_token_kv
     )
     if tp * pp > 1:
         note(

@@ -502,10 +502,10 @@ def search(
         raise KvplanError(f"--max-model-len: must be a positive number of tokens, got {m!r}")
     from kvplan.capacity.estimate import allow_long_max_model_len
 
-    if target.max_model_len > spec.derived_max_model_len and not allow_long_max_model_len(env):
+    if target.max_model_len > spec.max_len_limit and not allow_long_max_model_len(env):
         raise KvplanError(
-            f"--max-model-len {target.max_model_len}: larger than the model's limit ({spec.derived_max_model_len} tokens); vLLM refuses it",
-            hint=f"use --max-model-len {spec.derived_max_model_len} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
+            f"--max-model-len {target.max_model_len}: larger than the model's limit ({spec.max_len_limit} tokens); vLLM refuses it",
+            hint=f"use --max-model-len {spec.max_len_limit} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
         )
     base = dict(base_args or {})
     # The version named in messages (an unknown one is refused by each estimate, as before).

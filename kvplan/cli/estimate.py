@@ -59,6 +59,7 @@ class EstimateFlags:
     n: int
     enable_prefix_caching: Optional[bool]
     plot: Optional[str]
+    limit_mm_per_prompt: Optional[str]
     curves: bool
     verbose: bool
     hf_overrides: Optional[str] = None
@@ -104,6 +105,9 @@ def estimate(
     shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", metavar="TOKENS", help="System-prompt tokens shared by all requests."),
     n: int = typer.Option(1, "--n", "--beam-width", metavar="N", help="Parallel samples / beams per request."),
     enable_prefix_caching: Optional[bool] = engine_option("enable_prefix_caching", None),
+    limit_mm_per_prompt: Optional[str] = engine_option(
+        "limit_mm_per_prompt", None, help="""Items per prompt by modality, JSON ('{"image": 0, "video": 0}' = text-only)."""
+    ),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write concurrency curves and memory breakdown (PNG/SVG)."),
     curves: bool = typer.Option(False, "--curves", help="Print concurrency curves in the terminal."),
     verbose: bool = typer.Option(
@@ -121,7 +125,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose, hf_overrides=hf_overrides,
+        curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt,
     )
     try:
         code = run_estimate(flags)
@@ -172,7 +176,7 @@ def run_estimate(f: EstimateFlags) -> int:
         kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
     )
     plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)

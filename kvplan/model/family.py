@@ -49,6 +49,7 @@ class Family:
         qkv_bias / o_bias / mlp_bias: the family always has these biases, whatever
             ``attention_bias`` / ``mlp_bias`` say.
         attention_bias_on_o: ``attention_bias`` also puts a bias on o_proj.
+        unsupported: why kvplan refuses to size this family at all (exit 2), or None.
     """
 
     model_types: tuple[str, ...] = ()
@@ -71,6 +72,7 @@ class Family:
     o_bias: bool = False
     mlp_bias: bool = False
     attention_bias_on_o: bool = True
+    unsupported: str | None = None
 
     def sliding_window(self, c: _Cfg) -> int | None:
         """The model-wide ``sliding_window`` in tokens (None = none; 0 and below are made None
@@ -120,6 +122,11 @@ class Family:
         layouts, a vision tower's size, ...), by field name; none by default. Lets a family
         carry a fact the generic parse does not read, without a parse change per family."""
         return {}
+
+    def vision_tower_params(self, vc: _Cfg) -> int | None:
+        """Parameters of the vision tower ``vision_config`` describes, when the family knows
+        how vLLM builds it; None = the generic ViT-style count (kvplan.model.parse)."""
+        return None
 
     def has_o_bias(self, attention_bias: bool) -> bool:
         """o_proj has a bias: always for some families, else with ``attention_bias``."""

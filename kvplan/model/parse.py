@@ -99,7 +99,9 @@ def _layer_kinds(c: _Cfg, family: Family, n_layers: int, notes: list[str]) -> tu
             )
         kinds = []
         for i, t in enumerate(layer_types):
-            if t in ("full_attention", "attention", "global", "full"):
+            if isinstance(t, LayerKind):  # a family that derives the kinds itself (NemotronH)
+                kinds.append(t)
+            elif t in ("full_attention", "attention", "global", "full"):
                 kinds.append(LayerKind.FULL)
             elif t in ("sliding_attention", "local", "sliding"):
                 kinds.append(LayerKind.SLIDING)
@@ -195,6 +197,22 @@ def _notes_on_defaults(c: _Cfg, family: Family, filled: list[str], notes: list[s
     notes.append(
         f"config.json lacks {len(shown)} key{'s' if len(shown) != 1 else ''} the published config gives; "
         f"transformers' {cls} defaults used (as vLLM would): {listed}"
+    )
+
+
+def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: str, vllm_version: str) -> None:
+    """Exit 2 for a family kvplan registers only to refuse (``Family.unsupported``), saying first
+    when the vLLM version itself cannot start it (its family_quirks ``start_failure``).
+
+    Raises:
+        KvplanError: always."""
+    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
+
+    failure = versions.select(vllm_version).start_failures.get(model_type)
+    said = f"vLLM {vllm_version} does not start it: {failure}; and " if failure else ""
+    raise KvplanError(
+        f"{where}: {architecture} (model_type {model_type!r}): {said}{reason}",
+        hint="no kvplan figure is given rather than a guessed one",
     )
 
 
@@ -343,6 +361,8 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             registered=False, vllm_version=version,
         )
     family = family_for(architecture, model_type)
+    if family.unsupported:
+        _refuse_unsupported(where, architecture, model_type, family.unsupported, version)
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)
     filled: list[str] = []
@@ -391,6 +411,11 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         head_dim_v = mla.v_head_dim
 
     derived, base_positions = _derived_max_model_len(c, family, notes, version)
+    # longrope (Phi-3-128k, Phi-3.5, Phi-4-mini): original_max_position_embeddings is only the
+    # default; an explicit --max-model-len may go up to the unscaled position limit (vLLM
+    # config/model.py _get_and_verify_max_len: the longrope default branch applies only when
+    # max_model_len is unset or -1, the check compares with the derived limit).
+    len_limit = base_positions if base_positions and base_positions > derived else None
     rope_rows = base_positions
     rope = _rope_params(c)
     if rope is not None and base_positions:
@@ -399,6 +424,11 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             rope_rows = int(rope.int("original_max_position_embeddings") * _rope_factor(rope))
         elif rt == "dynamic":
             rope_rows = int(base_positions * _rope_factor(rope))
+        elif rt in (None, "default") and rope.has("mrope_section"):
+            # multimodal RoPE (Qwen2-VL/Qwen3-VL/Qwen3.5): vLLM's MRotaryEmbedding caches 4 x the
+            # positions for video inputs (vLLM rotary_embedding/mrope.py
+            # cache_max_position_num); families/qwen3.5-35b-a3b_eager weights exact with it.
+            rope_rows = 4 * base_positions
 
     partial = c.num("partial_rotary_factor", None, gt=0.0, le=1.0)
     if mla is not None:
@@ -422,7 +452,10 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         tie = family.tie_word_embeddings_default
 
     vc = top.sub("vision_config")
-    vision_params = _vision_params(vc, hidden) if vc is not None else 0
+    vision_params = 0
+    if vc is not None:
+        own = family.vision_tower_params(vc)
+        vision_params = _vision_params(vc, hidden) if own is None else own
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
     attention_bias = c.flag("attention_bias", False)
 
@@ -431,6 +464,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     vision_params = extra.pop("vision_params", vision_params)
     _notes_on_defaults(c, family, filled, notes)
     approximations = _approximations(architecture, model_type, family, intermediate, version)
+    approximations += tuple(extra.pop("approximations", ()))  # what the family's rules leave out
 
     try:
         return ModelSpec(
@@ -460,6 +494,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             tie_word_embeddings=bool(tie),
             max_position_embeddings=base_positions,
             derived_max_model_len=derived,
+            max_model_len_limit=len_limit,
             rope_max_position=rope_rows if learned_positions == 0 else None,
             rope_caches=family.rope_caches,
             rotary_dim=rotary_dim if learned_positions == 0 else None,

@@ -43,6 +43,8 @@ class ApproximationKind(str, Enum):
     UNREGISTERED_ARCHITECTURE = "unregistered_architecture"
     # the MLP assumed gated (gate, up and down projections) without a family saying so
     ASSUMED_MLP = "assumed_mlp"
+    # a family kvplan has rules for, but whose rules leave a named part of vLLM's memory unmodelled
+    PARTIAL_RULES = "partial_rules"
 
 
 class Approximation(_Frozen):
@@ -129,6 +131,9 @@ class MoESpec(_Frozen):
     shared_expert_gate: bool = False
     router_bias: bool = False
     expert_bias: bool = False
+    # the experts (and shared experts) are gated (w13 = gate + up, 2 x moe_intermediate_size rows);
+    # False for a plain up/act/down expert (NemotronH's ReLU^2 experts)
+    gated: bool = True
 
 
 class QuantSpec(_Frozen):
@@ -203,13 +208,30 @@ class ModelSpec(_Frozen):
     mla: MLAShape | None = None
     gdn: GatedDeltaNetShape | None = None
     mamba: MambaShape | None = None
+    # the dtype the config itself names for the recurrent (temporal/SSM) state (Qwen3.5
+    # ``mamba_ssm_dtype``, NemotronH ``mamba_ssm_cache_dtype``); None when it names none. Whether
+    # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
+    ssm_state_dtype: str | None = None
     moe: MoESpec | None = None
+    # DeepSeek-V3.2 sparse-MLA lightning indexer: its key head size, heads, top-k tokens, and which
+    # layers build one (each keeps its own per-token key cache beside the MLA latent); 0/() = none
+    indexer_head_dim: int = 0
+    indexer_heads: int = 0
+    indexer_topk: int = 0
+    indexer_layers: tuple[bool, ...] = ()
     moe_layers: tuple[bool, ...] = ()
+    # per layer, whether it has a feed-forward (dense MLP or MoE) at all; empty = every layer has
+    # one. NemotronH layers are one block each: a Mamba or attention layer has no feed-forward.
+    ffn_layers: tuple[bool, ...] = ()
     dtype: str = "bfloat16"
     quantization: QuantSpec | None = None
     tie_word_embeddings: bool = False
     max_position_embeddings: int | None = None
     derived_max_model_len: int = 2048
+    # the largest --max-model-len vLLM takes without VLLM_ALLOW_LONG_MAX_MODEL_LEN when it is
+    # above the default (longrope: the default is original_max_position_embeddings, the limit
+    # max_position_embeddings); None = derived_max_model_len. See ``max_len_limit``.
+    max_model_len_limit: int | None = None
     rope_max_position: int | None = None  # rows of the rotary cos/sin cache vLLM builds
     rope_caches: int = 1  # distinct rotary caches (Gemma-3: local + global)
     rotary_dim: int | None = None
@@ -228,6 +250,9 @@ class ModelSpec(_Frozen):
     learned_positions: int = 0  # rows of a learned position embedding (OPT), 0 for RoPE
     is_multimodal: bool = False
     vision_params: int = 0  # parameters of a vision tower vLLM also loads (approximate)
+    # the modalities the multimodal processor takes (vLLM's supported_mm_limits): with every one
+    # limited to 0 (--limit-mm-per-prompt) vLLM builds no tower (engines/vllm weights.text_only)
+    mm_modalities: tuple[str, ...] = ("image", "video")
     checkpoint_bytes: int | None = None
     checkpoint_params: tuple[tuple[str, int], ...] | None = None
     checkpoint_tensors_visible: bool = True  # False: vLLM would find no safetensors (see load_spec)
@@ -247,6 +272,15 @@ class ModelSpec(_Frozen):
     def is_hybrid(self) -> bool:
         """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
         return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
+
+    @property
+    def max_len_limit(self) -> int:
+        """The largest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (tokens)."""
+        return max(self.max_model_len_limit or 0, self.derived_max_model_len)
+
+    def has_ffn(self, i: int) -> bool:
+        """Layer ``i`` has a feed-forward (see ``ffn_layers``)."""
+        return not self.ffn_layers or self.ffn_layers[i]
 
     @cached_property
     def is_moe(self) -> bool:

@@ -88,7 +88,7 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             "layer_kinds": {k.value: spec.count(k) for k in dict.fromkeys(spec.layer_kinds)},
             "sliding_window": spec.sliding_window,
             "mla": spec.mla.model_dump() if spec.mla else None,
-            "moe": spec.moe.model_dump() if spec.moe else None,
+            "moe": spec.moe.model_dump(exclude=None if not spec.moe.gated else {"gated"}) if spec.moe else None,
             "checkpoint_dtype": spec.dtype,
             "quantization": spec.quantization.model_dump() if spec.quantization else None,
             "derived_max_model_len": spec.derived_max_model_len,

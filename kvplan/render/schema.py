@@ -59,6 +59,7 @@ class MoE(_Strict):
     shared_expert_gate: bool
     router_bias: bool
     expert_bias: bool
+    gated: bool = Field(True, description="gate + up experts; written only when false (plain up/down experts)")
 
 
 class Quantization(_Strict):

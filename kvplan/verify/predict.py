@@ -67,6 +67,7 @@ _ENGINE_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "enable_prefix_caching": ("enable_prefix_caching", bool),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", bool),
     "revision": ("revision", str),
+    "limit_mm_per_prompt": ("limit_mm_per_prompt", lambda v: v if isinstance(v, str) else json.dumps(v)),
 }
 # Keywords that do not change memory (or are what verify itself sets).
 _NO_MEMORY_EFFECT = frozenset(
@@ -159,6 +160,7 @@ def options_to_engine_kwargs(options: dict) -> dict:
         "enable_prefix_caching",
         "disable_hybrid_kv_cache_manager",
         "revision",
+        "limit_mm_per_prompt",
     ):
         v = options.get(key)
         if v is None or (key in ("kv_cache_dtype", "dtype") and v == "auto"):
@@ -168,6 +170,8 @@ def options_to_engine_kwargs(options: dict) -> dict:
         out[key] = v
     if options.get("enforce_eager"):
         out["enforce_eager"] = True
+    if isinstance(out.get("limit_mm_per_prompt"), str):
+        out["limit_mm_per_prompt"] = json.loads(out["limit_mm_per_prompt"])  # LLM(...) takes the mapping
     return out
 
 

@@ -179,6 +179,12 @@ ROWS: list[Row] = [
         2,
         (": no config.json in this directory", "hint: give the model directory that holds config.json"),
     ),
+    Row(
+        "limit-mm-per-prompt-bad",
+        lambda t: ["estimate", LLAMA3_8B, "--limit-mm-per-prompt", "image=0"],
+        2,
+        ("--limit-mm-per-prompt: must be a JSON object of modality -> count",),
+    ),
     Row("no-such-directory", E("./no/such/dir"), 2, ("./no/such/dir: no such directory",)),
     Row(
         "model-name-too-long",
@@ -342,6 +348,31 @@ ROWS: list[Row] = [
                                                       num_key_value_heads=[8] * 32))],
         2,
         ("'num_key_value_heads' (per-layer list (one value per layer))", "has no kvplan family"),
+    ),
+    Row(
+        "family-refused-gemma4",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Gemma4ForConditionalGeneration"],
+                                                      model_type="gemma4_text")), "--vllm-version", "0.26.0"],
+        2,
+        ("Gemma4ForConditionalGeneration (model_type 'gemma4_text'): vLLM 0.26.0 does not start it: with "
+         "transformers 5.17 its config reader raises AmbiguousGlobalPerLayerAttributeError",
+         "kvplan has no rules yet for Gemma-4's per-layer attention"),
+    ),
+    Row(
+        "hybrid-override-pattern-bad",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["NemotronHForCausalLM"], model_type="nemotron_h",
+                                                      num_hidden_layers=2, hybrid_override_pattern="MX"))],
+        2,
+        ("config key 'hybrid_override_pattern' has unknown layer type 'X' at layer 1 (vLLM's NemotronH takes M, *, - "
+         "and E)",),
+    ),
+    Row(
+        "ssm-dtype-bad",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["NemotronHForCausalLM"], model_type="nemotron_h",
+                                                      num_hidden_layers=1, hybrid_override_pattern="*",
+                                                      mamba_ssm_cache_dtype="float64"))],
+        2,
+        ("config key 'mamba_ssm_cache_dtype' must be one of float32, float16, bfloat16, got 'float64'",),
     ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(

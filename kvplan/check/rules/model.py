@@ -142,7 +142,7 @@ def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]
     mml = args.max_model_len
     if mml is not None and mml != -1:
         checks.append(MAX_MODEL_LEN_LIMIT)
-        limit = spec.derived_max_model_len
+        limit = spec.max_len_limit
         if mml > limit:
             s = keys["max_model_len"]
             base = spec.max_position_embeddings

@@ -57,6 +57,29 @@ def _check_max_model_len(v: int | None) -> int | None:
     return v
 
 
+def _check_limit_mm_per_prompt(v: str | None) -> str | None:
+    """``--limit-mm-per-prompt`` as vLLM reads it (config/multimodal.py MultiModalConfig
+    limit_per_prompt): a JSON object of modality -> item count, or -> {"count": N, ...}; returned
+    as compact JSON with sorted keys of modality -> count (the count is all kvplan sizes with)."""
+    if v is None:
+        return None
+    import json
+
+    try:
+        data = json.loads(v)
+    except (TypeError, ValueError):
+        raise ValueError("must be a JSON object of modality -> count, e.g. '{\"image\": 0, \"video\": 0}'") from None
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object of modality -> count, e.g. '{\"image\": 0, \"video\": 0}'")
+    out: dict[str, int] = {}
+    for modality, limit in data.items():
+        count = limit.get("count", 999) if isinstance(limit, dict) else limit
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"the limit of {modality!r} must be a count >= 0, got {limit!r}")
+        out[str(modality)] = count
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
 def _check_usage(v: str) -> str:
     if v not in _RULES.defaults.USAGE_CONTEXTS:
         raise ValueError("must be 'serve' or 'llm'")
@@ -130,6 +153,9 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
               ("--enable-prefix-caching", "--no-enable-prefix-caching"), "Prefix caching."),
     EngineArg("disable_hybrid_kv_cache_manager", bool, False, "False", ("--disable-hybrid-kv-cache-manager",),
               "Treat sliding/chunked layers as full attention."),
+    EngineArg("limit_mm_per_prompt", str | None, None, "unset (every modality 999)", ("--limit-mm-per-prompt",),
+              "Most items per prompt by modality (JSON); all 0 = text-only: no vision tower is built.",
+              check=_check_limit_mm_per_prompt, metavar="JSON"),
     EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
               "(changes the batch defaults).", check=_check_usage),
     EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),

@@ -11,7 +11,7 @@ or a hook replaced (``override``).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
@@ -105,6 +105,8 @@ class VllmRules:
         real_starts: module: STARTS (the real starts the rules were checked on) and
             ``unchecked(spec, gpu, args)`` (the rules an estimate uses that none of them checked).
         scheduler: module: the V1 scheduler's policy (``POLICY``) the perf emulator applies.
+        start_failures: model_type -> why this version cannot start that family at all (one
+            line; the parse refuses such a config with it). Not inherited by a later version.
     """
 
     version: str
@@ -124,6 +126,7 @@ class VllmRules:
     check_rules: ModuleType
     real_starts: ModuleType
     scheduler: ModuleType | None = None
+    start_failures: dict = field(default_factory=dict)
 
     def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:
         """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with

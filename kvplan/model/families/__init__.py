@@ -50,6 +50,14 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
     "Exaone4ForCausalLM": ("exaone4", "EXAONE4"),
     "MiniMaxM2ForCausalLM": ("minimax_m2", "MINIMAX_M2"),
+    "Qwen3VLForConditionalGeneration": ("qwen3_vl", "QWEN3_VL"),
+    "Qwen3_5ForConditionalGeneration": ("qwen3_5", "QWEN3_5"),
+    "Qwen3_5ForCausalLM": ("qwen3_5", "QWEN3_5"),
+    "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "QWEN3_5_MOE"),
+    "Qwen3_5MoeForCausalLM": ("qwen3_5", "QWEN3_5_MOE"),
+    "NemotronHForCausalLM": ("nemotron_h", "NEMOTRON_H"),
+    "DeepseekV32ForCausalLM": ("deepseek", "DEEPSEEK_V32"),
+    "Gemma4ForConditionalGeneration": ("gemma4", "GEMMA4"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -80,6 +88,16 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
     "exaone4": "Exaone4ForCausalLM",
     "minimax_m2": "MiniMaxM2ForCausalLM",
+    "qwen3_vl": "Qwen3VLForConditionalGeneration",
+    "qwen3_vl_text": "Qwen3VLForConditionalGeneration",
+    "qwen3_5": "Qwen3_5ForConditionalGeneration",
+    "qwen3_5_text": "Qwen3_5ForConditionalGeneration",
+    "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
+    "qwen3_5_moe_text": "Qwen3_5MoeForConditionalGeneration",
+    "nemotron_h": "NemotronHForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM",
+    "gemma4": "Gemma4ForConditionalGeneration",
+    "gemma4_text": "Gemma4ForConditionalGeneration",
 }
 
 

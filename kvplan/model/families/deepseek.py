@@ -5,9 +5,11 @@ layer; ``n_shared_experts`` of ``moe_intermediate_size``; a router correction bi
 
 from __future__ import annotations
 
-from kvplan.model.config import _Cfg
+from typing import Any
+
+from kvplan.model.config import _Cfg, _show
 from kvplan.model.family import Family
-from kvplan.model.spec import MLAShape, MoESpec
+from kvplan.model.spec import Approximation, ApproximationKind, MLAShape, MoESpec
 
 
 class DeepSeek(Family):
@@ -43,4 +45,49 @@ class DeepSeek(Family):
         )
 
 
+class DeepSeekV32(DeepSeek):
+    """DeepSeek-V3.2 (DeepseekV32ForCausalLM): DeepSeek-V3 plus the sparse-attention lightning
+    indexer on every layer that computes its own top-k (``index_n_heads`` heads of
+    ``index_head_dim``, choosing ``index_topk`` tokens). A layer skips it when
+    ``index_topk_pattern`` marks it "S", else when ``max(i - index_skip_topk_offset + 1, 0) %
+    index_topk_freq != 0`` (defaults 2 and 1: every layer has one).
+
+    Rule source: vLLM model_executor/models/deepseek_v2.py (DeepseekV2MLAAttention
+    ``is_v32``/``_skip_topk``, Indexer, DeepseekV32IndexerCache)."""
+
+    model_types = ("deepseek_v32",)
+
+    def spec_fields(self, c: _Cfg, hidden: int, n_layers: int) -> dict[str, Any]:
+        if not c.has("index_topk"):
+            return {}
+        freq = c.int("index_topk_freq", default=1)
+        offset = c.int("index_skip_topk_offset", default=2, minimum=0)
+        pattern = c.raw("index_topk_pattern")
+        if pattern is not None and not isinstance(pattern, str):
+            raise c.error("index_topk_pattern", f"must be a string of per-layer marks, got {_show(pattern)}")
+        layers = []
+        for i in range(n_layers):
+            if pattern is not None:
+                skip = i < len(pattern) and pattern[i] == "S"
+            else:
+                skip = max(i - offset + 1, 0) % freq != 0
+            layers.append(not skip)
+        return {
+            "approximations": (
+                Approximation(
+                    kind=ApproximationKind.PARTIAL_RULES,
+                    reason="DeepSeek-V3.2's sparse-attention profiling buffers (indexer logits, prefill and "
+                    "sparse-MLA workspaces) are not modelled: the KV cache per token is exact, the activation "
+                    "peak is low (the recorded vLLM start families/dsv32-5L_eager, 5 layers at 32768 tokens, had 3.85 GiB less KV "
+                    "memory than kvplan predicts)",
+                ),
+            ),
+            "indexer_head_dim": c.int("index_head_dim"),
+            "indexer_heads": c.int("index_n_heads"),
+            "indexer_topk": c.int("index_topk"),
+            "indexer_layers": tuple(layers),
+        }
+
+
 DEEPSEEK = DeepSeek()
+DEEPSEEK_V32 = DeepSeekV32()

@@ -38,4 +38,5 @@ RULES = VllmRules(
     check_rules=check_rules,
     real_starts=real_starts,
     scheduler=scheduler,
+    start_failures=family_quirks.START_FAILURES,
 )

@@ -173,14 +173,15 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     if is_moe:
         m = spec.moe
         ie = m.moe_intermediate_size / tp
-        moe_elements = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(2 * ie, h))
+        w1_out = 2 * ie if m.gated else ie  # a *_no_mul activation keeps N = Ie (modular_kernel.py)
+        moe_elements = MOE_HIDDEN_TENSORS * h + m.top_k * (max(ie, h) + max(w1_out, h))
         moe_elements += MOE_SHARED_TENSORS * m.shared_intermediate_size / tp
         if quirks(spec.model_type).router_fp32_scratch:
             moe_elements += m.num_experts * 4 / act_bytes
     ffn = mlp_bytes_per_token(
         spec, tp, act_bytes, fp8_act_quant, is_moe, moe_elements,
         extra_elements=quirks(spec.model_type).unfused_norm_hidden_tensors * h,
-    )
+    ) if spec.has_ffn(i) else 0.0
 
     mixer_bytes = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
@@ -221,7 +222,7 @@ def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, l
         return -(-n * act_bytes // 256) * 256
 
     first = max(tokens * m.top_k * max(ie, h), tokens * h)
-    second = tokens * m.top_k * max(2 * ie, h)
+    second = tokens * m.top_k * max(2 * ie if m.gated else ie, h)
     return aligned(first) + aligned(second)
 
 

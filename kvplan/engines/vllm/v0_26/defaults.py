@@ -66,13 +66,18 @@ def resolve_dtype(requested: str, config_dtype: str, *, bf16_supported: bool = T
     return req
 
 
-def default_block_size(*, uses_mla: bool, kv_cache_dtype: str, compute_capability: str | None) -> int:
+def default_block_size(*, uses_mla: bool, kv_cache_dtype: str, compute_capability: str | None,
+                       sparse_mla_indexer: bool = False) -> int:
     """--block-size when the user gives none: the preferred block of the attention backend vLLM
     0.26.0 picks (platforms/cuda.py _get_backend_priorities, AttentionBackend.get_preferred_block_size).
 
     Standard attention: FlashAttention / FlashInfer keep 16. MLA on Hopper: FLASH_ATTN_MLA (16) for
     bf16 KV, FLASHMLA (kernel block 64) for fp8 KV; on Blackwell FLASHINFER_MLA (32 or 64 -> 32);
-    elsewhere TRITON_MLA (16)."""
+    elsewhere TRITON_MLA (16). A DeepSeek-V3.2 sparse-MLA indexer: its DEEPSEEK_V32_INDEXER
+    backend's 64 (platforms/interface.py update_block_size_for_backend; log
+    families/dsv32-5L_eager "Setting kv cache block size to 64")."""
+    if sparse_mla_indexer:
+        return 64
     if not uses_mla:
         return DEFAULT_BLOCK_SIZE
     major = int(str(compute_capability or "9.0").split(".")[0])

@@ -18,6 +18,18 @@ QWEN2_BYTES_PER_LAYER = 3_932_160
 # Gemma-3 (gemma3.py): +64 MiB over the parameters and the two RoPE caches (gemma3-1b_eager).
 GEMMA3_EXTRA_BYTES = 64 << 20
 
+# Gemma-4: vLLM 0.26.0 transformers_utils/model_arch_config_convertor.py
+# Gemma4ModelArchConfigConvertor.get_head_size reads the text config's global ``head_dim``, which
+# transformers 5.17 refuses for Gemma-4's per-layer attributes (recorded start
+# tests/data/vllm-0.26.0-h200/families/gemma4-26b-a4b_eager.log, rc=1 before any memory figure).
+GEMMA4_START_FAILURE = (
+    "with transformers 5.17 its config reader raises AmbiguousGlobalPerLayerAttributeError ('head_dim' is a "
+    "per-layer attribute) in model_arch_config_convertor.get_head_size, before loading anything"
+)
+# model_type -> why vLLM 0.26.0 cannot start it (VllmRules.start_failures; not reused by 0.33.0,
+# whose config converter reads per-layer configs).
+START_FAILURES = {"gemma4": GEMMA4_START_FAILURE, "gemma4_text": GEMMA4_START_FAILURE}
+
 
 @dataclass(frozen=True)
 class FamilyQuirks:
@@ -54,6 +66,14 @@ class FamilyQuirks:
             31.50 GB logged) so that existing predictions do not move; Glm4MoeLite uses the
             source's rule (families/glm4.7-flash_eager: without the copies 0.13 % under the
             worker's exact 59,993,332,224 B, with them 0.58 % over).
+        ssm_state_dtype_from_config: with ``--mamba-ssm-cache-dtype auto`` the recurrent
+            (temporal) state takes the dtype the config names (``ModelSpec.ssm_state_dtype``),
+            the conv state keeps the model dtype (model_executor/models/config.py
+            Qwen3_5ForConditionalGenerationConfig, NemotronHForCausalLMConfig; mamba_utils.py
+            MambaStateDtypeCalculator._mamba_state_dtype).
+        ssm_state_dtype_default: the temporal-state dtype when the config names none (NemotronH:
+            "float32", NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE); None = the
+            conv state's (the model dtype).
         unfused_norm_hidden_tensors and router_fp32_scratch reproduce the worker's exact peak activation of families/phi3.5-moe_eager
         (2,165,309,440 B at 16384 tokens: +4096 + 32 elements per token over the MoE rule).
     """
@@ -68,6 +88,8 @@ class FamilyQuirks:
     router_fp32_scratch: bool = False
     router_fp32: bool = False
     mla_bf16_absorbed_copies: bool = True
+    ssm_state_dtype_from_config: bool = False
+    ssm_state_dtype_default: str | None = None
 
 
 NONE = FamilyQuirks()
@@ -81,9 +103,21 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_next": FamilyQuirks(mlp_keeps_gate_up=True),
     "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
+    "deepseek_v32": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),  # deepseek_v2.py too
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
+    # qwen3_vl.py Qwen3LLMModel is Qwen3Model (Qwen2MLP keeps gate_up): families/qwen3-vl-8b_eager
+    # peak 1,778,401,792 B = the Qwen3 rule exactly (one hidden tensor short without it).
+    "qwen3_vl": FamilyQuirks(mlp_keeps_gate_up=True),
+    "qwen3_vl_text": FamilyQuirks(mlp_keeps_gate_up=True),
+    # qwen3_5.py: Qwen3NextMLP is Qwen2MoeMLP (keeps gate_up); mamba_ssm_dtype from the config.
+    "qwen3_5": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_moe": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    "qwen3_5_moe_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
+    # nemotron_h.py: gate.e_score_correction_bias is fp32; the SSM state float32 unless the config says
+    "nemotron_h": FamilyQuirks(router_bias_fp32=True, ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),

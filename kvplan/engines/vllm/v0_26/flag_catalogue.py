@@ -232,5 +232,6 @@ SERVE_FLAGS = {
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", None),
     "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
     "revision": ("--revision", None),
+    "limit_mm_per_prompt": ("--limit-mm-per-prompt", None),  # JSON (config/multimodal.py)
 }
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
 from kvplan.errors import KvplanError
+from kvplan.engines.vllm.v0_26.family_quirks import quirks
 from kvplan.model.spec import LayerKind, ModelSpec
 
 DTYPE_BYTES = {
@@ -225,29 +226,44 @@ def kv_heads_per_rank(total_kv_heads: int, tensor_parallel_size: int) -> int:
     return max(1, total_kv_heads // tensor_parallel_size)
 
 
-def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec_tokens: int = 0) -> int:
+def ssm_state_dtype_bytes(spec: ModelSpec, conv_dtype_bytes: int) -> int:
+    """Bytes per element of the recurrent (temporal/SSM) state with --mamba-ssm-cache-dtype auto:
+    the conv state's unless the family's vLLM 0.26.0 config hook names another
+    (family_quirks ``ssm_state_dtype_from_config`` / ``ssm_state_dtype_default``: Qwen3.5's
+    ``mamba_ssm_dtype``, NemotronH's ``mamba_ssm_cache_dtype`` or float32)."""
+    q = quirks(spec.model_type)
+    if not q.ssm_state_dtype_from_config:
+        return conv_dtype_bytes
+    named = spec.ssm_state_dtype or q.ssm_state_dtype_default
+    return DTYPE_BYTES[named] if named else conv_dtype_bytes
+
+
+def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec_tokens: int = 0,
+                      ssm_dtype_bytes: int | None = None) -> int:
     """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
 
     vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
-    mamba1_state_shape, mamba2_state_shape; the conv and SSM states use the model dtype unless
-    --mamba-cache-dtype / --mamba-ssm-cache-dtype say otherwise."""
+    mamba1_state_shape, mamba2_state_shape; the conv state uses ``state_dtype_bytes`` (the model
+    dtype unless --mamba-cache-dtype), the SSM (temporal) state ``ssm_dtype_bytes`` (None = the
+    same; see ssm_state_dtype_bytes)."""
+    sb = state_dtype_bytes if ssm_dtype_bytes is None else ssm_dtype_bytes
     if spec.gdn is not None:
         g = spec.gdn
         conv_dim = g.head_k_dim * g.num_k_heads * 2 + g.head_v_dim * g.num_v_heads
         conv = (conv_dim // tp) * (g.conv_kernel - 1 + num_spec_tokens)
         temporal = (g.num_v_heads // tp) * g.head_v_dim * g.head_k_dim
-        return (conv + temporal) * state_dtype_bytes
+        return conv * state_dtype_bytes + temporal * sb
     if spec.mamba is not None:
         m = spec.mamba
         if m.version == 1:
             conv = (m.intermediate_size // tp) * (m.conv_kernel - 1)
             temporal = (m.intermediate_size // tp) * m.state_size
-            return (conv + temporal) * state_dtype_bytes
+            return conv * state_dtype_bytes + temporal * sb
         n_groups = m.n_groups + (0 if m.n_groups % tp == 0 else tp - m.n_groups)
         conv_dim = m.intermediate_size + 2 * n_groups * m.state_size
         conv = (conv_dim // tp) * (m.conv_kernel - 1 + num_spec_tokens)
         temporal = (m.num_heads // tp) * m.head_dim * m.state_size
-        return (conv + temporal) * state_dtype_bytes
+        return conv * state_dtype_bytes + temporal * sb
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
 
 
@@ -262,6 +278,20 @@ def mla_per_token_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     not split by TP (vLLM 0.26.0 MLAAttentionSpec)."""
     assert spec.mla is not None
     return (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * dtype_bytes
+
+
+# DeepSeek-V3.2's indexer key cache: fp8 values plus one fp32 scale per 128 elements, stored as
+# uint8, one head (vLLM 0.26.0 deepseek_v2.py Indexer: quant_block_size = 128 "TODO: get from
+# config"; DeepseekV32IndexerCache.get_kv_cache_spec is an MLAAttentionSpec of num_kv_heads 1).
+INDEXER_QUANT_BLOCK = 128
+INDEXER_SCALE_BYTES = 4
+
+
+def indexer_per_token_bytes(spec: ModelSpec) -> int:
+    """Bytes per token of one layer's sparse-MLA indexer key cache (uint8: head_dim fp8 values
+    + head_dim / 128 fp32 scales), whatever --kv-cache-dtype says; 0 without an indexer."""
+    d = spec.indexer_head_dim
+    return d + d // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES if d else 0
 
 
 def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel_block_alignment: int = 16, gdn: bool) -> int:
@@ -319,7 +349,7 @@ def layer_cache_specs(
     mamba_page = 0
     if spec.is_hybrid:
         state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
-        mamba_page = mamba_state_bytes(spec, tp, state_bytes)
+        mamba_page = mamba_state_bytes(spec, tp, state_bytes, ssm_dtype_bytes=ssm_state_dtype_bytes(spec, state_bytes))
         gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
         effective_block = hybrid_block(
             mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
@@ -343,4 +373,11 @@ def layer_cache_specs(
         else:
             chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
             out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
+    # DeepSeek-V3.2: each indexer is its own cache layer (an MLAAttentionSpec with its page), so
+    # the layers share one mixed group whose block costs the sum of pages (allocator.build_layout).
+    idx_tok = indexer_per_token_bytes(spec)
+    if idx_tok:
+        for i, kind in enumerate(spec.layer_kinds):
+            if kind == LayerKind.MLA and i < len(spec.indexer_layers) and spec.indexer_layers[i]:
+                out.append(MLAAttentionSpec(effective_block, idx_tok * effective_block, per_token_bytes=idx_tok))
     return out, effective_block

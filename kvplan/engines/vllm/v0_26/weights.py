@@ -114,7 +114,8 @@ def _linear(ctx: WeightContext, k: int, n: int, *, bias: bool = False, quantizab
 def _experts(ctx: WeightContext, spec: ModelSpec, hidden: int, inter_rank: int, num_experts: int) -> int:
     """Bytes of the routed experts of one MoE layer on this rank (TP shards the intermediate)."""
     q = ctx.quant
-    w13 = num_experts * hidden * 2 * inter_rank
+    gate_up = 2 if spec.moe is None or spec.moe.gated else 1
+    w13 = num_experts * hidden * gate_up * inter_rank
     w2 = num_experts * inter_rank * hidden
     biases = 0
     if spec.moe is not None and spec.moe.expert_bias:
@@ -158,6 +159,26 @@ def _rope_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     return spec.rope_max_position * spec.rotary_dim * dtype_bytes * spec.rope_caches
 
 
+def text_only(spec: ModelSpec, limit_mm_per_prompt: str | None) -> bool:
+    """vLLM runs a multimodal model text-only: ``--limit-mm-per-prompt`` (normalized JSON of
+    modality -> count, kvplan.engines.vllm.args) gives 0 for every modality its processor takes
+    (``spec.mm_modalities``; an unnamed modality defaults to 999). Then the vision tower (and
+    any buffers built with it, Qwen3-VL's deepstack inputs) is built on the meta device and holds
+    no GPU memory, and no encoder is profiled or given an inputs_embeds buffer.
+
+    Rule source: vLLM 0.26.0 model_executor/models/interfaces.py ``_mark_tower_model`` (its
+    ``no_init_weights`` under ``torch.device("meta")`` when all the tower's modalities have limit
+    0), config/multimodal.py ``get_limit_per_prompt`` (999 when unnamed), multimodal/registry.py
+    ``supports_multimodal_inputs`` ("running in text-only mode").
+    """
+    if not spec.is_multimodal or not limit_mm_per_prompt:
+        return False
+    import json
+
+    limits = json.loads(limit_mm_per_prompt)
+    return all(limits.get(m, 999) == 0 for m in spec.mm_modalities)
+
+
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     """Decoder layers held by each pipeline stage (vLLM 0.26.0 distributed/utils.py get_pp_indices):
     equal shares; the remainder goes one each to the stages before the last."""
@@ -183,6 +204,7 @@ def weight_bytes_per_rank(
     quant: QuantSpec | None = None,
     fp8_kv_cache: bool = False,
     machete: bool = False,
+    max_num_batched_tokens: int = 0,
 ) -> WeightTally:
     """Bytes of parameters and load-time buffers on one GPU (TP rank 0 of ``pipeline_rank``).
 
@@ -193,6 +215,8 @@ def weight_bytes_per_rank(
         quant: the effective quantization (checkpoint or --quantization), None for none.
         fp8_kv_cache: the KV cache is fp8 (adds vLLM's per-layer overhead).
         machete: AWQ runs on the Machete kernel (Hopper), which keeps fp16 zero points.
+        max_num_batched_tokens: the scheduler's token budget, for buffers the model builds at
+            load time with one row per token (DeepSeek-V3.2's top-k indices buffer).
     Returns:
         a WeightTally whose ``total`` is the predicted "Model loading took" bytes.
     Rule source: vLLM 0.26.0 model_executor/models/{llama,qwen2,qwen3,gemma2,mixtral,
@@ -250,6 +274,12 @@ def weight_bytes_per_rank(
             # (views of it when unquantized: family_quirks.mla_bf16_absorbed_copies).
             if ctx.quant is not None or quirks(spec.model_type).mla_bf16_absorbed_copies:
                 t.add("mla_absorbed", m.kv_lora_rank * q_heads * (m.qk_nope_head_dim + m.v_head_dim) * db)
+            if i < len(spec.indexer_layers) and spec.indexer_layers[i] and m.q_lora_rank:
+                # deepseek_v2.py Indexer: wq_b (replicated, quantized like the checkpoint),
+                # wk_weights_proj (hidden -> head_dim + heads, never quantized), k_norm LayerNorm.
+                d, n = spec.indexer_head_dim, spec.indexer_heads
+                t.add("indexer", _linear(WeightContext(1, db, ctx.quant, ctx.machete), m.q_lora_rank, d * n))
+                t.add("indexer", _linear(ctx, h, d + n, quantizable=False) + 2 * d * db)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
             q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
             qkv_out = q_out + 2 * kv_heads * a.head_dim
@@ -299,6 +329,8 @@ def weight_bytes_per_rank(
                 t.add("mamba", d_in * db)  # gated norm
                 t.add("mamba", _linear(ctx, d_in, h, bias=mb.use_bias))
         # --- feed-forward ---
+        if not spec.has_ffn(i):
+            continue
         is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
         if is_moe:
             moe = spec.moe
@@ -310,7 +342,8 @@ def weight_bytes_per_rank(
             t.add("router", h * moe.num_experts * router_db + (moe.num_experts * bias_db if moe.router_bias else 0))
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
-                t.add("shared_expert", _linear(ctx, h, 2 * si, n_shards=2) + _linear(ctx, si, h))
+                up = 2 * si if moe.gated else si
+                t.add("shared_expert", _linear(ctx, h, up, n_shards=2 if moe.gated else 1) + _linear(ctx, si, h))
                 if moe.shared_expert_gate:
                     t.add("shared_expert", h * db)
         elif spec.intermediate_size:
@@ -332,4 +365,7 @@ def weight_bytes_per_rank(
         t.add("vllm_extra", MXFP4_FIXED_BYTES)
     if spec.vision_params and first:
         t.add("vision", spec.vision_params * db // max(1, tp))
+    if any(spec.indexer_layers[i] for i in layers if i < len(spec.indexer_layers)):
+        # deepseek_v2.py DeepseekV2Model: topk_indices_buffer, int32 [max_num_batched_tokens, index_topk]
+        t.add("indexer_topk_buffer", max_num_batched_tokens * spec.indexer_topk * 4)
     return t

@@ -40,4 +40,5 @@ RULES = replace(
     scheduler=scheduler,
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
+    start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
 )

@@ -105,7 +105,7 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     h = spec.hidden_size
     kind = spec.layer_kinds[i]
     is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
-    if spec.is_moe and not is_moe:
+    if spec.is_moe and not is_moe and spec.has_ffn(i):
         # The dense layers of a MoE model (DeepSeek's first_k_dense_replace) did not set the peak on
         # dsv2-lite_eager (the MoE-layer rule is exact there); checked on that one record.
         return 0.0
@@ -113,7 +113,8 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
     if is_moe:
         # The top_k workspaces are the persistent WorkspaceManager buffer: not transient.
         moe_elements = MOE_HIDDEN_TENSORS * h + MOE_SHARED_TENSORS * spec.moe.shared_intermediate_size / tp
-    ffn_bytes = mlp_bytes_per_token(spec, tp, act_bytes, fp8_act_quant, is_moe, moe_elements)
+    # a layer without a feed-forward (NemotronH's Mamba and attention blocks) has only its mixer
+    ffn_bytes = mlp_bytes_per_token(spec, tp, act_bytes, fp8_act_quant, is_moe, moe_elements) if spec.has_ffn(i) else 0.0
     mixer = 0.0
     if kind == LayerKind.LINEAR and spec.gdn is not None:
         g = spec.gdn
