@@ -49,6 +49,9 @@ class Family:
         qkv_bias / o_bias / mlp_bias: the family always has these biases, whatever
             ``attention_bias`` / ``mlp_bias`` say.
         attention_bias_on_o: ``attention_bias`` also puts a bias on o_proj.
+        reads_attention_bias / reads_mlp_bias: vLLM's model file honours the config's
+            ``attention_bias`` / ``mlp_bias``; False where it builds the projections with fixed
+            biases whatever the config says (Granite-MoE, Seed-OSS), so the flag changes nothing.
     """
 
     model_types: tuple[str, ...] = ()
@@ -71,6 +74,8 @@ class Family:
     o_bias: bool = False
     mlp_bias: bool = False
     attention_bias_on_o: bool = True
+    reads_attention_bias: bool = True
+    reads_mlp_bias: bool = True
 
     def sliding_window(self, c: _Cfg) -> int | None:
         """The model-wide ``sliding_window`` in tokens (None = none; 0 and below are made None

@@ -424,7 +424,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     vc = top.sub("vision_config")
     vision_params = _vision_params(vc, hidden) if vc is not None else 0
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
-    attention_bias = c.flag("attention_bias", False)
+    attention_bias = c.flag("attention_bias", False) if family.reads_attention_bias else False
 
     extra = family.spec_fields(c, hidden, n_layers)  # a family's own facts (kvplan.model.family)
     rotary_dim = extra.pop("rotary_dim", rotary_dim)
@@ -467,7 +467,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             logit_softcapping=bool(softcap),
             qkv_bias=attention_bias or family.qkv_bias,
             o_bias=family.has_o_bias(attention_bias),
-            mlp_bias=c.flag("mlp_bias", False) or family.mlp_bias,
+            mlp_bias=(c.flag("mlp_bias", False) and family.reads_mlp_bias) or family.mlp_bias,
             qk_norm=qk_norm,
             norms_per_layer=family.norms_per_layer,
             norm_has_bias=family.norm_has_bias,

@@ -50,6 +50,11 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Glm4MoeLiteForCausalLM": ("glm4_moe_lite", "GLM4_MOE_LITE"),
     "Exaone4ForCausalLM": ("exaone4", "EXAONE4"),
     "MiniMaxM2ForCausalLM": ("minimax_m2", "MINIMAX_M2"),
+    "GraniteForCausalLM": ("granite", "GRANITE"),
+    "GraniteMoeForCausalLM": ("granite", "GRANITE_MOE"),
+    "GraniteMoeSharedForCausalLM": ("granite", "GRANITE_MOE_SHARED"),
+    "SeedOssForCausalLM": ("seed_oss", "SEED_OSS"),
+    "Starcoder2ForCausalLM": ("starcoder2", "STARCODER2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -80,6 +85,11 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "glm4_moe_lite": "Glm4MoeLiteForCausalLM",
     "exaone4": "Exaone4ForCausalLM",
     "minimax_m2": "MiniMaxM2ForCausalLM",
+    "granite": "GraniteForCausalLM",
+    "granitemoe": "GraniteMoeForCausalLM",
+    "granitemoeshared": "GraniteMoeSharedForCausalLM",
+    "seed_oss": "SeedOssForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM",
 }
 
 

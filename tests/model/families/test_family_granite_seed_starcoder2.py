@@ -1,0 +1,118 @@
+"""Granite, Granite-MoE, Seed-OSS and StarCoder2 (kvplan/model/families/{granite,seed_oss,
+starcoder2}.py) on real published configs (tests/data/model_configs/, sources recorded there):
+weights equal the meta-device count (tests/data/meta_param_counts.json, transformers 5.24),
+KV bytes per token and layer kinds by hand arithmetic (vLLM 0.26.0)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from family_starts import estimate_json
+
+from kvplan.model.parse import parse_config
+from kvplan.model.spec import LayerKind
+from model.test_meta_oracle import MODELS, kvplan_text_params, oracle_text_params
+
+CONFIGS = Path(__file__).parents[2] / "data" / "model_configs"
+
+
+def _config(name: str) -> dict:
+    return json.loads((CONFIGS / f"{name}.json").read_text())["config"]
+
+
+def _oracle(name: str) -> int:
+    return oracle_text_params(MODELS[f"model_configs/{name}.json"])
+
+
+def _kv(tmp_path, config) -> dict:
+    # 2048: the partial Granite copies leave max_position_embeddings to GraniteConfig's default 2048
+    return estimate_json(config, tmp_path, "--max-model-len", "2048", "--vllm-version", "0.26.0")
+
+
+@pytest.mark.parametrize("name", [
+    "ByteDance-Seed__Seed-OSS-36B-Instruct", "bigcode__starcoder2-3b",
+    "ibm-granite__granite-3.1-2b-base", "ibm-granite__granite-3.0-1b-a400m-instruct",
+])
+def test_weights_equal_the_meta_device_count(name):
+    config = _config(name)
+    spec = parse_config(config, name, vllm_version="0.26.0")
+    assert spec.exact and spec.architecture == config["architectures"][0]
+    assert kvplan_text_params(spec) == _oracle(name)
+
+
+def test_seed_oss_layout_and_kv(tmp_path):
+    spec = parse_config(_config("ByteDance-Seed__Seed-OSS-36B-Instruct"), "seed", vllm_version="0.26.0")
+    assert spec.layer_kinds == (LayerKind.FULL,) * 64
+    assert spec.qkv_bias and not spec.o_bias and not spec.mlp_bias
+    # by hand: 64 layers x (q 80x128 + k, v 8x128 + o, biases 80x128 + 2x8x128) + MLP 3 x 5120 x 27648 + 2 norms
+    per_layer = (5120 * 10240 + 2 * 5120 * 1024 + 10240 * 5120 + 10240 + 2 * 1024
+                 + 3 * 5120 * 27648 + 2 * 5120)
+    assert kvplan_text_params(spec) == 2 * 155136 * 5120 + 64 * per_layer + 5120
+    out = _kv(tmp_path, _config("ByteDance-Seed__Seed-OSS-36B-Instruct"))
+    # 64 layers x 8 KV heads x head_dim 128 x K and V x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 64 * 8 * 128 * 2 * 2 == 262_144
+    assert out["model"]["layer_kinds"] == {"full_attention": 64}
+
+
+def test_seed_oss_ignores_the_bias_flags_vllm_ignores():
+    # vLLM seed_oss.py builds qkv bias=True, o_proj and MLP bias=False whatever the config says
+    config = {**_config("ByteDance-Seed__Seed-OSS-36B-Instruct"), "attention_bias": False,
+              "attention_out_bias": True, "mlp_bias": True}
+    spec = parse_config(config, "seed", vllm_version="0.26.0")
+    assert spec.qkv_bias and not spec.o_bias and not spec.mlp_bias
+
+
+def test_starcoder2_plain_mlp_biases_and_sliding_kv(tmp_path):
+    spec = parse_config(_config("bigcode__starcoder2-3b"), "sc2", vllm_version="0.26.0")
+    assert spec.layer_kinds == (LayerKind.SLIDING,) * 30 and spec.sliding_window == 4096
+    assert not spec.gated_mlp and spec.norm_has_bias and spec.tie_word_embeddings
+    # by hand: c_fc + c_proj (2 x 3072 x 12288 + biases 12288 + 3072), q/o 3072x3072, k/v 256x3072,
+    # biases 3072 + 2x256 + 3072, two LayerNorms of weight + bias
+    per_layer = (2 * 3072 * 12288 + 12288 + 3072 + 2 * 3072 * 3072 + 2 * 256 * 3072
+                 + 3072 + 2 * 256 + 3072 + 2 * 2 * 3072)
+    assert kvplan_text_params(spec) == 49152 * 3072 + 30 * per_layer + 2 * 3072
+    out = _kv(tmp_path, _config("bigcode__starcoder2-3b"))
+    # 30 sliding layers x 2 KV heads x 128 x K and V x 2 B per token
+    assert out["kv_cache"]["bytes_per_token"] == 30 * 2 * 128 * 2 * 2 == 30_720
+    assert out["model"]["layer_kinds"] == {"sliding_attention": 30}
+
+
+def test_starcoder2_without_biases_is_refused(tmp_path):
+    from helpers import run_cli
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**_config("bigcode__starcoder2-3b"), "use_bias": False}))
+    code, out, err = run_cli("estimate", str(d), "--gpu", "H200", "--max-model-len", "4096")
+    assert code == 2 and "use_bias" in err and "Traceback" not in err and out == ""
+
+
+def test_granite_moe_experts_and_kv(tmp_path):
+    spec = parse_config(_config("ibm-granite__granite-3.0-1b-a400m-instruct"), "gmoe", vllm_version="0.26.0")
+    assert spec.moe.num_experts == 32 and spec.moe.top_k == 8 and spec.moe.moe_intermediate_size == 512
+    assert spec.moe_layers == (True,) * 24 and spec.moe.shared_intermediate_size == 0
+    # by hand: 24 layers x (q, o 1024x1024 + k, v 512x1024 + router 32x1024 + 32 experts x 3 x 1024 x 512
+    # + 2 norms), embeddings and LM head 49155 x 1024 (untied), final norm
+    per_layer = 2 * 1024 * 1024 + 2 * 512 * 1024 + 32 * 1024 + 32 * 3 * 1024 * 512 + 2 * 1024
+    assert kvplan_text_params(spec) == 2 * 49155 * 1024 + 24 * per_layer + 1024
+    out = _kv(tmp_path, _config("ibm-granite__granite-3.0-1b-a400m-instruct"))
+    # 24 layers x 8 KV heads x 64 x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 24 * 8 * 64 * 2 * 2 == 49_152
+
+
+def test_granite_moe_shared_adds_the_shared_mlp():
+    config = {**_config("ibm-granite__granite-3.0-1b-a400m-instruct"), "architectures": ["GraniteMoeSharedForCausalLM"],
+              "model_type": "granitemoeshared", "shared_intermediate_size": 1024}
+    spec = parse_config(config, "gshared", vllm_version="0.26.0")
+    base = parse_config(_config("ibm-granite__granite-3.0-1b-a400m-instruct"), "gmoe", vllm_version="0.26.0")
+    # granitemoeshared.py shared_mlp: input_linear 1024 -> 2 x 1024, output_linear 1024 -> 1024, per layer
+    assert kvplan_text_params(spec) - kvplan_text_params(base) == 24 * 3 * 1024 * 1024
+
+
+def test_granite_dense_kv(tmp_path):
+    out = _kv(tmp_path, _config("ibm-granite__granite-3.1-2b-base"))
+    # 40 layers x 8 KV heads x 64 (2048 / 32) x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 40 * 8 * 64 * 2 * 2 == 81_920
+    assert out["model"]["layer_kinds"] == {"full_attention": 40}
