@@ -55,6 +55,8 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "GraniteMoeSharedForCausalLM": ("granite", "GRANITE_MOE_SHARED"),
     "SeedOssForCausalLM": ("seed_oss", "SEED_OSS"),
     "Starcoder2ForCausalLM": ("starcoder2", "STARCODER2"),
+    "Ernie4_5ForCausalLM": ("ernie45", "ERNIE45"),
+    "Ernie4_5_MoeForCausalLM": ("ernie45", "ERNIE45_MOE"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -90,6 +92,8 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "granitemoeshared": "GraniteMoeSharedForCausalLM",
     "seed_oss": "SeedOssForCausalLM",
     "starcoder2": "Starcoder2ForCausalLM",
+    "ernie4_5": "Ernie4_5ForCausalLM",
+    "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
 }
 
 

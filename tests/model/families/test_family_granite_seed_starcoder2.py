@@ -116,3 +116,31 @@ def test_granite_dense_kv(tmp_path):
     # 40 layers x 8 KV heads x 64 (2048 / 32) x 2 x 2 B
     assert out["kv_cache"]["bytes_per_token"] == 40 * 8 * 64 * 2 * 2 == 81_920
     assert out["model"]["layer_kinds"] == {"full_attention": 40}
+
+
+def test_ernie45_moe_layers_experts_and_kv(tmp_path):
+    config = _config("baidu__ERNIE-4.5-21B-A3B-PT")
+    spec = parse_config(config, "ernie", vllm_version="0.26.0")
+    assert spec.exact
+    # moe_layer_start_index 1 .. moe_layer_end_index 27, interval 1: layer 0 dense, 1..27 MoE
+    assert spec.moe_layers == (False,) + (True,) * 27
+    assert spec.moe.num_experts == 64 and spec.moe.top_k == 6 and spec.moe.moe_intermediate_size == 1536
+    assert spec.moe.shared_intermediate_size == 2 * 1536 and not spec.moe.shared_expert_gate
+    # by hand: attention q, o 2560 x 2560 + k, v 512 x 2560 (no biases), 2 norms; layer 0 a dense MLP
+    # 3 x 2560 x 12288; layers 1..27: 64 experts x 3 x 2560 x 1536, shared 3 x 2560 x 3072, router
+    # 64 x 2560 and its correction bias 64; tied embeddings 103424 x 2560, final norm
+    attn = 2 * 2560 * 2560 + 2 * 512 * 2560 + 2 * 2560
+    moe = 64 * 3 * 2560 * 1536 + 3 * 2560 * 3072 + 64 * 2560 + 64
+    total = 103424 * 2560 + 28 * attn + 3 * 2560 * 12288 + 27 * moe + 2560
+    assert kvplan_text_params(spec) == total == _oracle("baidu__ERNIE-4.5-21B-A3B-PT") == 21_825_437_888
+    out = _kv(tmp_path, config)
+    # 28 layers x 4 KV heads x head_dim 128 x K and V x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 28 * 4 * 128 * 2 * 2 == 57_344
+    assert out["model"]["layer_kinds"] == {"full_attention": 28}
+
+
+def test_ernie45_moe_with_biases_is_refused():
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="'use_bias' is true"):
+        parse_config({**_config("baidu__ERNIE-4.5-21B-A3B-PT"), "use_bias": True}, "ernie", vllm_version="0.26.0")

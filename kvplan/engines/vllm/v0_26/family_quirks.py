@@ -84,7 +84,8 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
-    "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
+    "minimax_m2": FamilyQuirks(router_fp32=True),
+    "ernie4_5_moe": FamilyQuirks(router_fp32=True),  # ernie45_moe.py gate params_dtype=torch.float32  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
