@@ -61,8 +61,6 @@ NO_FAMILY = {
     "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",
     "DeepseekV32ForCausalLM": "sparse MLA with an indexer cache (`index_*` keys): exit 2",
     "GlmMoeDsaForCausalLM": "sparse MLA with an indexer cache: exit 2",
-    "Ernie4_5_MoeForCausalLM": "experts under `moe_num_experts`: exit 2",
-    "Cohere2ForCausalLM": "`sliding_window_pattern`: exit 2",
     "Gemma4ForConditionalGeneration": "per-layer head dims and K=V layers: exit 2",
     "Qwen3_5ForConditionalGeneration": "Gated DeltaNet layers (`linear_*` keys): exit 2",
     "Qwen3_5MoeForConditionalGeneration": "Gated DeltaNet layers and experts: exit 2",

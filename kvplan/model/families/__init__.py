@@ -57,6 +57,8 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Starcoder2ForCausalLM": ("starcoder2", "STARCODER2"),
     "Ernie4_5ForCausalLM": ("ernie45", "ERNIE45"),
     "Ernie4_5_MoeForCausalLM": ("ernie45", "ERNIE45_MOE"),
+    "CohereForCausalLM": ("cohere", "COHERE"),
+    "Cohere2ForCausalLM": ("cohere", "COHERE2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -94,6 +96,8 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "starcoder2": "Starcoder2ForCausalLM",
     "ernie4_5": "Ernie4_5ForCausalLM",
     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
+    "cohere": "CohereForCausalLM",
+    "cohere2": "Cohere2ForCausalLM",
 }
 
 

@@ -144,3 +144,36 @@ def test_ernie45_moe_with_biases_is_refused():
 
     with pytest.raises(KvplanError, match="'use_bias' is true"):
         parse_config({**_config("baidu__ERNIE-4.5-21B-A3B-PT"), "use_bias": True}, "ernie", vllm_version="0.26.0")
+
+
+def test_cohere_parallel_block_tied_and_no_biases(tmp_path):
+    config = _config("CohereForAI__aya-23-8B")
+    spec = parse_config(config, "aya", vllm_version="0.26.0")
+    assert spec.exact and spec.tie_word_embeddings and spec.norms_per_layer == 1
+    assert not (spec.qkv_bias or spec.o_bias or spec.mlp_bias)
+    # by hand: tied 256000 x 4096; 32 layers x (q, o 4096^2 + k, v 1024 x 4096 + 3 x 4096 x 14336 + one
+    # LayerNorm weight 4096); final norm 4096
+    per_layer = 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 4096 * 14336 + 4096
+    assert kvplan_text_params(spec) == 256000 * 4096 + 32 * per_layer + 4096 == _oracle("CohereForAI__aya-23-8B")
+    # commandr.py: a CohereConfig model is all full attention, even with a sliding_window key
+    assert parse_config({**config, "sliding_window": 4096}, "aya").layer_kinds == (LayerKind.FULL,) * 32
+    out = _kv(tmp_path, config)
+    # 32 layers x 8 KV heads x 128 x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 32 * 8 * 128 * 2 * 2 == 131_072
+
+
+def test_cohere2_derives_layer_types_from_sliding_window_pattern(tmp_path):
+    # The Cohere shape above as a cohere2 config without layer_types (not a published file: the
+    # Cohere2Config derivation is what is tested): every 4th layer full, the rest sliding 4096
+    config = {**_config("CohereForAI__aya-23-8B"), "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2",
+              "sliding_window": 4096, "sliding_window_pattern": 4}
+    spec = parse_config(config, "c2", vllm_version="0.26.0")
+    S, F = LayerKind.SLIDING, LayerKind.FULL
+    assert spec.layer_kinds == (S, S, S, F) * 8 and spec.sliding_window == 4096
+    out = _kv(tmp_path, config)
+    assert out["model"]["layer_kinds"] == {"sliding_attention": 24, "full_attention": 8}
+    # per token every layer stores K and V of 8 heads x 128 at 2 B (sliding ones only for the window)
+    assert out["kv_cache"]["bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    # use_qk_norm: vLLM commandr.py adds q_norm (32 x 128) and k_norm (8 x 128) per layer
+    qk = parse_config({**config, "use_qk_norm": True}, "c2qk", vllm_version="0.26.0")
+    assert kvplan_text_params(qk) - kvplan_text_params(spec) == 32 * (32 + 8) * 128
