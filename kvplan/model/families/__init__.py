@@ -59,6 +59,8 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Ernie4_5_MoeForCausalLM": ("ernie45", "ERNIE45_MOE"),
     "CohereForCausalLM": ("cohere", "COHERE"),
     "Cohere2ForCausalLM": ("cohere", "COHERE2"),
+    "Olmo2ForCausalLM": ("olmo2", "OLMO2"),
+    "Olmo3ForCausalLM": ("olmo2", "OLMO3"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -98,6 +100,8 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
     "cohere": "CohereForCausalLM",
     "cohere2": "Cohere2ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "olmo3": "Olmo3ForCausalLM",
 }
 
 

@@ -177,3 +177,31 @@ def test_cohere2_derives_layer_types_from_sliding_window_pattern(tmp_path):
     # use_qk_norm: vLLM commandr.py adds q_norm (32 x 128) and k_norm (8 x 128) per layer
     qk = parse_config({**config, "use_qk_norm": True}, "c2qk", vllm_version="0.26.0")
     assert kvplan_text_params(qk) - kvplan_text_params(spec) == 32 * (32 + 8) * 128
+
+
+def test_olmo2_norms_after_blocks_and_qk_norm_across_heads(tmp_path):
+    config = _config("allenai__OLMo-2-1124-7B-Instruct")
+    spec = parse_config(config, "olmo2", vllm_version="0.26.0")
+    assert spec.exact and spec.qk_norm and spec.qk_norm_across_heads and spec.layer_kinds == (LayerKind.FULL,) * 32
+    # by hand: untied 2 x 100352 x 4096; 32 layers x (q, k, v, o 4096^2 + q_norm 4096 + k_norm 32 x 128 +
+    # gate/up/down 3 x 4096 x 11008 + post-attention and post-feedforward norms 2 x 4096); final norm
+    per_layer = 4 * 4096 * 4096 + 4096 + 4096 + 3 * 4096 * 11008 + 2 * 4096
+    total = 2 * 100352 * 4096 + 32 * per_layer + 4096
+    assert kvplan_text_params(spec) == total == _oracle("allenai__OLMo-2-1124-7B-Instruct") == 7_298_617_344
+    out = _kv(tmp_path, config)
+    # 32 layers x 32 KV heads x 128 x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 32 * 32 * 128 * 2 * 2 == 524_288
+
+
+def test_olmo3_sliding_layers_from_its_config_class(tmp_path):
+    # The OLMo-2 shape as an olmo3 config without layer_types (not a published file: Olmo3Config's
+    # derivation is what is tested): every 4th layer full, the rest sliding 4096; same weights
+    # (transformers' meta-device count of this config: 7,298,617,344, as OLMo-2)
+    config = {**_config("allenai__OLMo-2-1124-7B-Instruct"), "architectures": ["Olmo3ForCausalLM"],
+              "model_type": "olmo3", "sliding_window": 4096}
+    spec = parse_config(config, "olmo3", vllm_version="0.26.0")
+    S, F = LayerKind.SLIDING, LayerKind.FULL
+    assert spec.layer_kinds == (S, S, S, F) * 8 and spec.sliding_window == 4096
+    assert kvplan_text_params(spec) == 7_298_617_344
+    out = _kv(tmp_path, config)
+    assert out["model"]["layer_kinds"] == {"sliding_attention": 24, "full_attention": 8}
