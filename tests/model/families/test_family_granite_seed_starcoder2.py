@@ -205,3 +205,16 @@ def test_olmo3_sliding_layers_from_its_config_class(tmp_path):
     assert kvplan_text_params(spec) == 7_298_617_344
     out = _kv(tmp_path, config)
     assert out["model"]["layer_kinds"] == {"sliding_attention": 24, "full_attention": 8}
+
+
+def test_granite_3_3_tied_vocab_padding_and_kv(tmp_path):
+    config = _config("ibm-granite__granite-3.3-8b-instruct")
+    spec = parse_config(config, "g33", vllm_version="0.26.0")
+    assert spec.exact and spec.tie_word_embeddings
+    # by hand: tied 49159 x 4096 (vLLM pads to 49216 rows; the oracle has 49159); 40 layers x (q, o
+    # 4096^2 + k, v 1024 x 4096 + 3 x 4096 x 12800 + 2 norms); final norm
+    per_layer = 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 4096 * 12800 + 2 * 4096
+    assert kvplan_text_params(spec) == 49159 * 4096 + 40 * per_layer + 4096 == _oracle("ibm-granite__granite-3.3-8b-instruct")
+    out = _kv(tmp_path, config)
+    # 40 layers x 8 KV heads x 128 x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 40 * 8 * 128 * 2 * 2 == 163_840
