@@ -47,8 +47,6 @@ NO_FAMILY = {
     "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
     "(missing `num_hidden_layers`)",
     "MPTForCausalLM": "as MptForCausalLM: exit 2",
-    "FalconForCausalLM": "`num_kv_heads` / `multi_query` / `new_decoder_architecture` change the KV heads: exit 2",
-    "RWForCausalLM": "as FalconForCausalLM: exit 2",
     "MambaForCausalLM": "Mamba state keys (`state_size`, `conv_kernel`): exit 2",
     "FalconMambaForCausalLM": "Mamba state keys: exit 2",
     "Mamba2ForCausalLM": "Mamba-2 state keys: exit 2",

@@ -91,6 +91,10 @@ class Family:
         given by default. Families whose config class derives the list override this."""
         return c.raw("layer_types"), "layer_types"
 
+    def num_key_value_heads(self, c: _Cfg, n_heads: int) -> int:
+        """KV heads of the attention layers (``num_key_value_heads``, default: multi-head)."""
+        return c.int("num_key_value_heads", default=n_heads)
+
     def intermediate_size(self, c: _Cfg, hidden: int) -> int:
         """Dense MLP intermediate size (4 x hidden when no key gives it, as GPT-style configs do)."""
         intermediate = c.int("intermediate_size", "ffn_dim", "n_inner", default=None, minimum=0)
@@ -122,8 +126,9 @@ class Family:
 
     def spec_fields(self, c: _Cfg, hidden: int, n_layers: int) -> dict[str, Any]:
         """Extra ModelSpec fields this family sets from its config (per-layer shapes, norm
-        layouts, a vision tower's size, ...), by field name; none by default. Lets a family
-        carry a fact the generic parse does not read, without a parse change per family."""
+        layouts, biases, a vision tower's size, ...), by field name; none by default. They
+        replace the generic reading of the same field. Lets a family carry a fact the generic
+        parse does not read, without a parse change per family."""
         return {}
 
     def has_o_bias(self, attention_bias: bool) -> bool:

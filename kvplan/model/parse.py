@@ -357,7 +357,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     n_layers = c.int("num_hidden_layers", "num_layers", "n_layer")
     n_heads = c.int("num_attention_heads", "n_head", "num_heads")
     vocab = c.int("vocab_size")
-    kv_heads = c.int("num_key_value_heads", default=n_heads)
+    kv_heads = family.num_key_value_heads(c, n_heads)
     if n_heads % kv_heads:
         raise KvplanError(
             f"{where}: num_attention_heads ({n_heads}) is not a multiple of num_key_value_heads ({kv_heads})"
@@ -433,7 +433,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     approximations = _approximations(architecture, model_type, family, intermediate, version)
 
     try:
-        return ModelSpec(
+        fields: dict[str, Any] = dict(
             name=name,
             architecture=architecture,
             model_type=model_type,
@@ -478,8 +478,9 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             vision_params=vision_params,
             approximations=approximations,
             notes=tuple(notes),
-            **extra,
         )
+        fields.update(extra)  # a family's own facts win over the generic reading (Family.spec_fields)
+        return ModelSpec(**fields)
     except ValidationError as exc:  # a combination the per-key checks let through: still one line
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])

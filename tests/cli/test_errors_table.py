@@ -346,6 +346,13 @@ ROWS: list[Row] = [
          "the unbiased layout every published ERNIE-4.5 MoE config uses",),
     ),
     Row(
+        "falcon-mlp-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
+                                                      ffn_hidden_size=20000))],
+        2,
+        ("config key 'ffn_hidden_size' is 20,000, but vLLM's Falcon MLP is always 4 x hidden_size",),
+    ),
+    Row(
         "unknown-family-layer-type",
         lambda t: ["estimate", _config_dir(t, _llama(
             architectures=["FooForCausalLM"], model_type="foo", num_hidden_layers=2,

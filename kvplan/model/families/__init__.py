@@ -61,6 +61,8 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Cohere2ForCausalLM": ("cohere", "COHERE2"),
     "Olmo2ForCausalLM": ("olmo2", "OLMO2"),
     "Olmo3ForCausalLM": ("olmo2", "OLMO3"),
+    "FalconForCausalLM": ("falcon", "FALCON"),
+    "RWForCausalLM": ("falcon", "FALCON"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -102,6 +104,9 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "cohere2": "Cohere2ForCausalLM",
     "olmo2": "Olmo2ForCausalLM",
     "olmo3": "Olmo3ForCausalLM",
+    "falcon": "FalconForCausalLM",
+    "RefinedWeb": "RWForCausalLM",
+    "RefinedWebModel": "RWForCausalLM",
 }
 
 

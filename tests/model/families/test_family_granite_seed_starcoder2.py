@@ -218,3 +218,36 @@ def test_granite_3_3_tied_vocab_padding_and_kv(tmp_path):
     out = _kv(tmp_path, config)
     # 40 layers x 8 KV heads x 128 x 2 x 2 B
     assert out["kv_cache"]["bytes_per_token"] == 40 * 8 * 128 * 2 * 2 == 163_840
+
+
+def test_falcon_7b_multi_query_parallel_block(tmp_path):
+    config = _config("tiiuae__falcon-7b")
+    spec = parse_config(config, "f7", vllm_version="0.26.0")
+    assert spec.exact and spec.attention.num_key_value_heads == 1 and spec.norms_per_layer == 1
+    assert not spec.gated_mlp and spec.norm_has_bias and spec.tie_word_embeddings and not spec.qkv_bias
+    # by hand: tied 65024 x 4544; 32 layers x (query_key_value (71 + 2) x 64 x 4544 + dense 4544^2 +
+    # plain MLP 2 x 4544 x 18176 + one LayerNorm (weight and bias)); final LayerNorm
+    per_layer = 73 * 64 * 4544 + 4544 * 4544 + 2 * 4544 * 18176 + 2 * 4544
+    assert kvplan_text_params(spec) == 65024 * 4544 + 32 * per_layer + 2 * 4544 == _oracle("tiiuae__falcon-7b")
+    out = _kv(tmp_path, config)
+    # multi_query: 32 layers x 1 KV head x head_dim 64 (4544 / 71) x K and V x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 32 * 1 * 64 * 2 * 2 == 8_192
+
+
+def test_falcon_40b_new_decoder_architecture_kv_heads(tmp_path):
+    config = _config("tiiuae__falcon-40b")
+    spec = parse_config(config, "f40", vllm_version="0.26.0")
+    assert spec.attention.num_key_value_heads == 8 and spec.norms_per_layer == 2  # ln_attn + ln_mlp
+    # by hand: query_key_value (128 + 16) x 64 x 8192, dense 8192^2, MLP 2 x 8192 x 32768, two LayerNorms
+    per_layer = 144 * 64 * 8192 + 8192 * 8192 + 2 * 8192 * 32768 + 2 * 2 * 8192
+    assert kvplan_text_params(spec) == 65024 * 8192 + 60 * per_layer + 2 * 8192 == _oracle("tiiuae__falcon-40b")
+    out = _kv(tmp_path, config)
+    # 60 layers x 8 KV heads x 64 x 2 x 2 B (not 128 heads: issue 12's 16x)
+    assert out["kv_cache"]["bytes_per_token"] == 60 * 8 * 64 * 2 * 2 == 122_880
+
+
+def test_falcon_with_a_mlp_width_vllm_cannot_load_is_refused():
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="'ffn_hidden_size' is 20,000, but vLLM's Falcon MLP is always 4 x hidden_size"):
+        parse_config({**_config("tiiuae__falcon-7b"), "ffn_hidden_size": 20000}, "f", vllm_version="0.26.0")
