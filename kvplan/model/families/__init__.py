@@ -63,6 +63,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Olmo3ForCausalLM": ("olmo2", "OLMO3"),
     "FalconForCausalLM": ("falcon", "FALCON"),
     "RWForCausalLM": ("falcon", "FALCON"),
+    "SmolLM3ForCausalLM": ("smollm3", "SMOLLM3"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -107,6 +108,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "falcon": "FalconForCausalLM",
     "RefinedWeb": "RWForCausalLM",
     "RefinedWebModel": "RWForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
 }
 
 

@@ -251,3 +251,19 @@ def test_falcon_with_a_mlp_width_vllm_cannot_load_is_refused():
 
     with pytest.raises(KvplanError, match="'ffn_hidden_size' is 20,000, but vLLM's Falcon MLP is always 4 x hidden_size"):
         parse_config({**_config("tiiuae__falcon-7b"), "ffn_hidden_size": 20000}, "f", vllm_version="0.26.0")
+
+
+def test_smollm3_nope_layers_change_no_size(tmp_path):
+    config = _config("HuggingFaceTB__SmolLM3-3B-Base")
+    spec = parse_config(config, "smol", vllm_version="0.26.0")
+    assert spec.exact and spec.tie_word_embeddings and spec.layer_kinds == (LayerKind.FULL,) * 36
+    # by hand: tied 128256 x 2048; 36 layers x (q, o 2048^2 + k, v 512 x 2048 + 3 x 2048 x 11008 + 2 norms)
+    per_layer = 2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 2048 * 11008 + 2 * 2048
+    assert kvplan_text_params(spec) == 128256 * 2048 + 36 * per_layer + 2048 == _oracle("HuggingFaceTB__SmolLM3-3B-Base")
+    out = _kv(tmp_path, config)
+    # 36 layers x 4 KV heads x 128 x 2 x 2 B
+    assert out["kv_cache"]["bytes_per_token"] == 36 * 4 * 128 * 2 * 2 == 73_728
+    # SmolLM3Config: with use_sliding_window, the NoPE layers (every 4th) are the sliding ones
+    windowed = parse_config({**config, "use_sliding_window": True, "sliding_window": 4096}, "smolw")
+    S, F = LayerKind.SLIDING, LayerKind.FULL
+    assert windowed.layer_kinds == (F, F, F, S) * 9
