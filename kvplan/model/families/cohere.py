@@ -9,7 +9,7 @@ num_kv_heads x head_dim) with ``use_qk_norm``; ``head_dim`` is hidden_size / num
   absent, from ``sliding_window_pattern`` (default 4): layer i sliding unless (i + 1) is a multiple
   of it, with ``sliding_window`` (default 4096).
 
-Read from vLLM 0.26.0 model_executor/models/commandr.py (CohereAttention: QKV/o bias=False,
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/commandr.py (CohereAttention: QKV/o bias=False,
 v1 = isinstance(config, CohereConfig), per-layer sliding window from layer_types, q_norm/k_norm
 param_shape (heads, head_dim); CohereDecoderLayer: one input_layernorm; CohereForCausalLM: assert
 tie_word_embeddings) and transformers 5.x Cohere2Config. The q/k norms are split across

@@ -13,7 +13,7 @@
   every published config; a config with it true is refused (exit 2) rather than sized without. Multi-token-prediction
   (``mtp``) weights in a checkpoint are skipped. Embeddings tied by default (Ernie4_5_MoeConfig).
 
-Read from vLLM 0.26.0 model_executor/models/ernie45.py and ernie45_moe.py (Ernie4_5_MoeMoE,
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/ernie45.py and ernie45_moe.py (Ernie4_5_MoeMoE,
 Ernie4_5_MoeAttention, Ernie4_5_MoeDecoderLayer, load_weights skip_substrs=["mtp"]); the fp32
 router is the engine's quirk (kvplan/engines/vllm/v0_26/family_quirks.py)."""
 

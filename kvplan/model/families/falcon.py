@@ -11,7 +11,7 @@ means 2 for the new decoder architecture and 1 otherwise), and a final one; ALiB
 (``alibi``) build no rotary cache; embeddings tied unless ``tie_word_embeddings`` is false.
 transformers' FalconConfig defaults (those of tiiuae/falcon-7b) fill what a config omits.
 
-Read from vLLM 0.26.0 model_executor/models/falcon.py (FalconAttention total_num_kv_heads,
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/falcon.py (FalconAttention total_num_kv_heads,
 QKVParallelLinear/RowParallelLinear bias=config.bias; FalconMLP 4 * hidden_size;
 FalconDecoderLayer num_ln_in_parallel_attn; FalconForCausalLM tie_word_embeddings default True)
 and transformers 5.x FalconConfig."""

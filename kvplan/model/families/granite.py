@@ -13,7 +13,7 @@ no size.
 transformers' GraniteConfig / GraniteMoeConfig / GraniteMoeSharedConfig default
 ``tie_word_embeddings`` to False.
 
-Read from vLLM 0.26.0 model_executor/models/granite.py (GraniteAttention, GraniteMLP bias
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/granite.py (GraniteAttention, GraniteMLP bias
 arguments), granitemoe.py (GraniteMoeMoE: ReplicatedLinear gate bias=False, FusedMoE of
 num_local_experts; GraniteMoeAttention qkv/o bias=False) and granitemoeshared.py (shared_mlp).
 """

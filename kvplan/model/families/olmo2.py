@@ -1,4 +1,4 @@
-"""OLMo-2 (Olmo2ForCausalLM, served by vLLM 0.26.0 through its Transformers backend) and OLMo-3
+"""OLMo-2 (Olmo2ForCausalLM, served by vLLM (the release kvplan/engines/vllm/v0_26 follows) through its Transformers backend) and OLMo-3
 (Olmo3ForCausalLM, vLLM's olmo3.py): Llama-shaped attention and gated MLP without biases, q/k
 RMSNorms that span all heads (q over num_heads x head_dim, k over num_kv_heads x head_dim, as
 OLMoE), and two RMSNorms per layer placed after attention and after the MLP (no input norm);
@@ -8,7 +8,7 @@ OLMo-3 adds sliding-window layers: each layer follows ``layer_types``; transform
 derives it, when absent, as every 4th layer full attention and the rest sliding with
 ``sliding_window`` (default 4096). OLMo-2 has no window.
 
-Read from vLLM 0.26.0 model_executor/models/olmo3.py (Olmo3Attention: QKV bias=False, k_norm of
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/olmo3.py (Olmo3Attention: QKV bias=False, k_norm of
 total_num_kv_heads x head_dim, q_norm of hidden_size, per-layer sliding window from layer_types;
 Olmo3DecoderLayer: post_attention_layernorm, post_feedforward_layernorm) and transformers 5.x
 Olmo2Attention / Olmo3Config (the layout the Transformers backend loads for OLMo-2)."""

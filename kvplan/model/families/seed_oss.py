@@ -4,7 +4,7 @@ biases and whose o_proj and MLP never do. transformers' SeedOssConfig reads ``at
 (default True), ``attention_out_bias`` (default False) and ``mlp_bias`` (default False); vLLM's
 model file builds the fixed layout, so those flags change nothing in what vLLM allocates.
 
-Read from vLLM 0.26.0 model_executor/models/seed_oss.py (SeedOssAttention: QKVParallelLinear
+Read from vLLM (the release kvplan/engines/vllm/v0_26 follows) model_executor/models/seed_oss.py (SeedOssAttention: QKVParallelLinear
 bias=True, RowParallelLinear o_proj bias=False; SeedOssMLP: bias=False)."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""SmolLM3 (SmolLM3ForCausalLM), which vLLM 0.26.0 serves through its Transformers backend: a
+"""SmolLM3 (SmolLM3ForCausalLM), which vLLM (the release kvplan/engines/vllm/v0_26 follows) serves through its Transformers backend: a
 Llama-shaped decoder (biases with ``attention_bias`` / ``mlp_bias``, embeddings tied by default)
 in which the layers ``no_rope_layers`` marks 0 apply no rotary embedding (that changes no size).
 ``layer_types``, when absent, is derived as transformers' SmolLM3Config does: a NoPE layer is
 sliding (``sliding_window``) only with ``use_sliding_window``; every other layer full attention.
 ``no_rope_layers`` defaults to a NoPE layer every ``no_rope_layer_interval`` (4) layers.
 
-Read from transformers 5.x SmolLM3Config / SmolLM3Attention and vLLM 0.26.0 registry.py
+Read from transformers 5.x SmolLM3Config / SmolLM3Attention and vLLM (the release kvplan/engines/vllm/v0_26 follows) registry.py
 (_TRANSFORMERS_SUPPORTED_MODELS) with model_executor/models/transformers/ (padded vocabulary)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""StarCoder2 (Starcoder2ForCausalLM), which vLLM 0.26.0 serves through its Transformers backend
+"""StarCoder2 (Starcoder2ForCausalLM), which vLLM (the release kvplan/engines/vllm/v0_26 follows) serves through its Transformers backend
 (registry.py _TRANSFORMERS_SUPPORTED_MODELS), so the layout is transformers' Starcoder2 model:
 grouped-query attention with q/k/v and o biases, a plain (non-gated) MLP c_fc -> c_proj with
 biases, LayerNorms with bias (two per layer and a final one), every layer sliding with
@@ -6,7 +6,7 @@ biases, LayerNorms with bias (two per layer and a final one), every layer slidin
 (default True, as every published StarCoder2 config gives it); a config with ``use_bias: false``
 is refused rather than sized with biases it does not have.
 
-Read from transformers 5.x Starcoder2Config / Starcoder2Attention / Starcoder2MLP and vLLM 0.26.0
+Read from transformers 5.x Starcoder2Config / Starcoder2Attention / Starcoder2MLP and vLLM (the release kvplan/engines/vllm/v0_26 follows)
 model_executor/models/transformers/ (VocabParallelEmbedding and ParallelLMHead: the vocabulary
 is padded as for native models)."""
 
