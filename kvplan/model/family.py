@@ -50,6 +50,9 @@ class Family:
             ``attention_bias`` / ``mlp_bias`` say.
         attention_bias_on_o: ``attention_bias`` also puts a bias on o_proj.
         unsupported: why kvplan refuses to size this family at all (exit 2), or None.
+        reads_attention_bias / reads_mlp_bias: vLLM's model file honours the config's
+            ``attention_bias`` / ``mlp_bias``; False where it builds the projections with fixed
+            biases whatever the config says (Granite-MoE, Seed-OSS), so the flag changes nothing.
     """
 
     model_types: tuple[str, ...] = ()
@@ -73,6 +76,8 @@ class Family:
     mlp_bias: bool = False
     attention_bias_on_o: bool = True
     unsupported: str | None = None
+    reads_attention_bias: bool = True
+    reads_mlp_bias: bool = True
 
     def sliding_window(self, c: _Cfg) -> int | None:
         """The model-wide ``sliding_window`` in tokens (None = none; 0 and below are made None
@@ -87,6 +92,10 @@ class Family:
         """(the per-layer type strings, the key they are reported under); ``layer_types`` as
         given by default. Families whose config class derives the list override this."""
         return c.raw("layer_types"), "layer_types"
+
+    def num_key_value_heads(self, c: _Cfg, n_heads: int) -> int:
+        """KV heads of the attention layers (``num_key_value_heads``, default: multi-head)."""
+        return c.int("num_key_value_heads", default=n_heads)
 
     def intermediate_size(self, c: _Cfg, hidden: int) -> int:
         """Dense MLP intermediate size (4 x hidden when no key gives it, as GPT-style configs do)."""
@@ -119,8 +128,9 @@ class Family:
 
     def spec_fields(self, c: _Cfg, hidden: int, n_layers: int) -> dict[str, Any]:
         """Extra ModelSpec fields this family sets from its config (per-layer shapes, norm
-        layouts, a vision tower's size, ...), by field name; none by default. Lets a family
-        carry a fact the generic parse does not read, without a parse change per family."""
+        layouts, biases, a vision tower's size, ...), by field name; none by default. They
+        replace the generic reading of the same field. Lets a family carry a fact the generic
+        parse does not read, without a parse change per family."""
         return {}
 
     def vision_tower_params(self, vc: _Cfg) -> int | None:

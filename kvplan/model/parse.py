@@ -377,7 +377,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     n_layers = c.int("num_hidden_layers", "num_layers", "n_layer")
     n_heads = c.int("num_attention_heads", "n_head", "num_heads")
     vocab = c.int("vocab_size")
-    kv_heads = c.int("num_key_value_heads", default=n_heads)
+    kv_heads = family.num_key_value_heads(c, n_heads)
     if n_heads % kv_heads:
         raise KvplanError(
             f"{where}: num_attention_heads ({n_heads}) is not a multiple of num_key_value_heads ({kv_heads})"
@@ -457,7 +457,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         own = family.vision_tower_params(vc)
         vision_params = _vision_params(vc, hidden) if own is None else own
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
-    attention_bias = c.flag("attention_bias", False)
+    attention_bias = c.flag("attention_bias", False) if family.reads_attention_bias else False
 
     extra = family.spec_fields(c, hidden, n_layers)  # a family's own facts (kvplan.model.family)
     rotary_dim = extra.pop("rotary_dim", rotary_dim)
@@ -467,7 +467,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     approximations += tuple(extra.pop("approximations", ()))  # what the family's rules leave out
 
     try:
-        return ModelSpec(
+        fields: dict[str, Any] = dict(
             name=name,
             architecture=architecture,
             model_type=model_type,
@@ -502,7 +502,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             logit_softcapping=bool(softcap),
             qkv_bias=attention_bias or family.qkv_bias,
             o_bias=family.has_o_bias(attention_bias),
-            mlp_bias=c.flag("mlp_bias", False) or family.mlp_bias,
+            mlp_bias=(c.flag("mlp_bias", False) and family.reads_mlp_bias) or family.mlp_bias,
             qk_norm=qk_norm,
             norms_per_layer=family.norms_per_layer,
             norm_has_bias=family.norm_has_bias,
@@ -513,8 +513,9 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             vision_params=vision_params,
             approximations=approximations,
             notes=tuple(notes),
-            **extra,
         )
+        fields.update(extra)  # a family's own facts win over the generic reading (Family.spec_fields)
+        return ModelSpec(**fields)
     except ValidationError as exc:  # a combination the per-key checks let through: still one line
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])

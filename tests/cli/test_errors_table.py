@@ -335,6 +335,30 @@ ROWS: list[Row] = [
         ("'ssm_state_size' (Mamba / SSM / linear-attention state)", "has no kvplan family"),
     ),
     Row(
+        "starcoder2-without-biases",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Starcoder2ForCausalLM"], model_type="starcoder2",
+                                                      use_bias=False))],
+        2,
+        ("config key 'use_bias' is false: kvplan's StarCoder2 rules (kvplan/model/families/starcoder2.py) know only "
+         "the biased layout every published StarCoder2 config uses",),
+    ),
+    Row(
+        "ernie45-moe-with-biases",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Ernie4_5_MoeForCausalLM"], model_type="ernie4_5_moe",
+                                                      moe_num_experts=8, moe_k=2, moe_intermediate_size=1024,
+                                                      use_bias=True))],
+        2,
+        ("config key 'use_bias' is true: kvplan's ERNIE-4.5-MoE rules (kvplan/model/families/ernie45.py) know only "
+         "the unbiased layout every published ERNIE-4.5 MoE config uses",),
+    ),
+    Row(
+        "falcon-mlp-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
+                                                      ffn_hidden_size=20000))],
+        2,
+        ("config key 'ffn_hidden_size' is 20,000, but vLLM's Falcon MLP is always 4 x hidden_size",),
+    ),
+    Row(
         "unknown-family-layer-type",
         lambda t: ["estimate", _config_dir(t, _llama(
             architectures=["FooForCausalLM"], model_type="foo", num_hidden_layers=2,

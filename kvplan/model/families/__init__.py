@@ -58,6 +58,20 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "NemotronHForCausalLM": ("nemotron_h", "NEMOTRON_H"),
     "DeepseekV32ForCausalLM": ("deepseek", "DEEPSEEK_V32"),
     "Gemma4ForConditionalGeneration": ("gemma4", "GEMMA4"),
+    "GraniteForCausalLM": ("granite", "GRANITE"),
+    "GraniteMoeForCausalLM": ("granite", "GRANITE_MOE"),
+    "GraniteMoeSharedForCausalLM": ("granite", "GRANITE_MOE_SHARED"),
+    "SeedOssForCausalLM": ("seed_oss", "SEED_OSS"),
+    "Starcoder2ForCausalLM": ("starcoder2", "STARCODER2"),
+    "Ernie4_5ForCausalLM": ("ernie45", "ERNIE45"),
+    "Ernie4_5_MoeForCausalLM": ("ernie45", "ERNIE45_MOE"),
+    "CohereForCausalLM": ("cohere", "COHERE"),
+    "Cohere2ForCausalLM": ("cohere", "COHERE2"),
+    "Olmo2ForCausalLM": ("olmo2", "OLMO2"),
+    "Olmo3ForCausalLM": ("olmo2", "OLMO3"),
+    "FalconForCausalLM": ("falcon", "FALCON"),
+    "RWForCausalLM": ("falcon", "FALCON"),
+    "SmolLM3ForCausalLM": ("smollm3", "SMOLLM3"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -98,6 +112,21 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "deepseek_v32": "DeepseekV32ForCausalLM",
     "gemma4": "Gemma4ForConditionalGeneration",
     "gemma4_text": "Gemma4ForConditionalGeneration",
+    "granite": "GraniteForCausalLM",
+    "granitemoe": "GraniteMoeForCausalLM",
+    "granitemoeshared": "GraniteMoeSharedForCausalLM",
+    "seed_oss": "SeedOssForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM",
+    "ernie4_5": "Ernie4_5ForCausalLM",
+    "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
+    "cohere": "CohereForCausalLM",
+    "cohere2": "Cohere2ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "olmo3": "Olmo3ForCausalLM",
+    "falcon": "FalconForCausalLM",
+    "RefinedWeb": "RWForCausalLM",
+    "RefinedWebModel": "RWForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
 }
 
 

@@ -119,6 +119,7 @@ QUIRKS: dict[str, FamilyQuirks] = {
     # nemotron_h.py: gate.e_score_correction_bias is fp32; the SSM state float32 unless the config says
     "nemotron_h": FamilyQuirks(router_bias_fp32=True, ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
+    "ernie4_5_moe": FamilyQuirks(router_fp32=True),  # ernie45_moe.py gate params_dtype=torch.float32
     "gemma2": FamilyQuirks(gemma_style_activation=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),

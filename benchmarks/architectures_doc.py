@@ -1,0 +1,180 @@
+"""Generate docs/architectures.md: every architecture vLLM 0.26.0 serves as a generative model,
+with what kvplan does with it, from the family registry (kvplan/model/families/__init__.py
+FAMILIES), vLLM's names (kvplan/engines/vllm/v0_26/architectures.py), the meta-device parameter
+counts (tests/data/meta_param_counts.json) and the recorded real starts (tests/data/vllm-*-h200).
+
+    python benchmarks/architectures_doc.py          # rewrite docs/architectures.md
+    python benchmarks/architectures_doc.py --check  # exit 1 if the committed file is stale
+
+tests/test_architectures_doc.py asserts the committed file equals ``render()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kvplan.engines.vllm.v0_26.architectures import (  # noqa: E402
+    MULTIMODAL_BACKBONES,
+    TEXT_GENERATION,
+    TRANSFORMERS_BACKEND_TEXT,
+)
+from kvplan.model.families import DEFAULT_ARCHITECTURE, FAMILIES  # noqa: E402
+
+DOC = ROOT / "docs" / "architectures.md"
+DATA = ROOT / "tests" / "data"
+
+# What stays approximate for an architecture that has a family (the rest is exact).
+FAMILY_APPROXIMATE = {
+    "Gemma3ForConditionalGeneration": "vision tower: ViT-shaped count from vision_config (within 0.01 % of the "
+    "meta-device count for gemma-3-27b-it)",
+    "Llama4ForConditionalGeneration": "vision tower: ViT-shaped count from vision_config (6 % under the "
+    "meta-device count for Llama-4-Scout: 818 M vs 872 M, 0.05 % of the model)",
+}
+
+# Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
+# model file read for each); the rest are sized from the standard keys, ``exact: false``.
+NO_FAMILY = {
+    "ChatGLMModel": "KV groups under `multi_query_group_num`, head dim under `kv_channels`, vocabulary under "
+    "`padded_vocab_size`: exit 2 naming them",
+    "ChatGLMForConditionalGeneration": "as ChatGLMModel: exit 2",
+    "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
+    "(missing `num_hidden_layers`)",
+    "MPTForCausalLM": "as MptForCausalLM: exit 2",
+    "MambaForCausalLM": "Mamba state keys (`state_size`, `conv_kernel`): exit 2",
+    "FalconMambaForCausalLM": "Mamba state keys: exit 2",
+    "Mamba2ForCausalLM": "Mamba-2 state keys: exit 2",
+    "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
+    "FalconH1ForCausalLM": "parallel Mamba-2 + attention (`mamba_*` keys): exit 2",
+    "Lfm2ForCausalLM": "short-conv layers (`layer_types` `conv`, `conv_L_cache`): exit 2",
+    "Lfm2MoeForCausalLM": "short-conv layers and experts: exit 2",
+    "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
+    "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",
+    "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",
+    "DeepseekV32ForCausalLM": "sparse MLA with an indexer cache (`index_*` keys): exit 2",
+    "GlmMoeDsaForCausalLM": "sparse MLA with an indexer cache: exit 2",
+    "Gemma4ForConditionalGeneration": "per-layer head dims and K=V layers: exit 2",
+    "Qwen3_5ForConditionalGeneration": "Gated DeltaNet layers (`linear_*` keys): exit 2",
+    "Qwen3_5MoeForConditionalGeneration": "Gated DeltaNet layers and experts: exit 2",
+}
+
+
+def _architecture(config: dict) -> str:
+    """``architectures[0]``, or the default one of the config's model_type (as the parse does)."""
+    archs = config.get("architectures") or [DEFAULT_ARCHITECTURE.get(config.get("model_type", ""), "?")]
+    return archs[0]
+
+
+def real_starts() -> Counter:
+    """Recorded vLLM starts per architecture: tests/data/vllm-*-h200 (``.log`` files with
+    KVPLAN_CONFIG and RESULT lines, ``.json`` records with a config and num_gpu_blocks; a start
+    kept as both counts once) and the calibration starts under tests/data/calibration/vllm-*-h200."""
+    starts: dict[tuple[Path, str], str] = {}
+    folders = sorted(DATA.glob("vllm-*-h200")) + sorted((DATA / "calibration").glob("vllm-*-h200"))
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            config = None
+            if path.suffix == ".log":
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if "RESULT " not in text:
+                    continue
+                for line in text.splitlines():
+                    if line.startswith("KVPLAN_CONFIG "):
+                        config = json.loads(line.split(" ", 1)[1])
+                        break
+            elif path.suffix == ".json":
+                try:
+                    record = json.loads(path.read_text())
+                except (ValueError, UnicodeDecodeError):
+                    continue
+                if isinstance(record, dict) and record.get("num_gpu_blocks") and isinstance(record.get("config"), dict):
+                    config = record["config"]
+            if isinstance(config, dict):
+                starts[(path.parent, path.stem)] = _architecture(config)
+    return Counter(starts.values())
+
+
+def oracle_configs() -> Counter:
+    """Configs per architecture in the meta-device parameter counts."""
+    data = json.loads((DATA / "meta_param_counts.json").read_text())
+    return Counter(_architecture(e["config"]) for e in data["models"].values() if "error" not in e)
+
+
+def render() -> str:
+    starts = real_starts()
+    oracle = oracle_configs()
+    names: dict[str, str] = {}
+    for table, kind in ((TEXT_GENERATION, "text"), (TRANSFORMERS_BACKEND_TEXT, "Transformers backend"),
+                        (MULTIMODAL_BACKBONES, "multimodal")):
+        for arch, module in table.items():
+            names.setdefault(arch, f"{module}" if kind == "text" else f"{module} ({kind})")
+    for arch in FAMILIES:
+        names.setdefault(arch, "—")
+    rows = []
+    n_family = n_refused = 0
+    for arch in sorted(names, key=str.lower):
+        entry = FAMILIES.get(arch)
+        if entry is not None:
+            n_family += 1
+            module = entry[0] if isinstance(entry, tuple) else type(entry).__name__
+            checked = oracle.get(arch, 0)
+            exact = "layer kinds, KV bytes per layer, weights" + (
+                f" (= meta-device count on {checked} config{'s' if checked != 1 else ''})" if checked else "")
+            approx = FAMILY_APPROXIMATE.get(arch, "—")
+            family = f"`{module}`"
+        else:
+            family = "—"
+            exact = "—"
+            note = NO_FAMILY.get(arch)
+            if note and "exit 2" in note:
+                n_refused += 1
+            approx = note or "sized from the standard keys only: `exact: false`; exit 2 naming any other sizing key"
+        rows.append(f"| {arch} | {names[arch]} | {family} | {exact} | {approx} | {starts.get(arch, 0)} |")
+    total = len(names)
+    head = [
+        "# Architectures: what kvplan sizes exactly, approximately, or refuses",
+        "",
+        "Generated by `python benchmarks/architectures_doc.py` from the family registry",
+        "(`kvplan/model/families/__init__.py`), vLLM 0.26.0's architecture names",
+        "(`kvplan/engines/vllm/v0_26/architectures.py`: `_TEXT_GENERATION_MODELS`, the text entries of",
+        "`_TRANSFORMERS_SUPPORTED_MODELS`, and the multimodal checkpoints whose text backbones kvplan covers),",
+        "the meta-device parameter counts (`tests/data/meta_param_counts.json`) and the recorded real starts",
+        "(`tests/data/vllm-*-h200`). Do not edit by hand; `tests/test_architectures_doc.py` checks it.",
+        "",
+        f"{total} architectures: {n_family} with a kvplan family, {n_refused} refused (exit 2) for keys kvplan",
+        f"cannot read, {total - n_family - n_refused} sized from the standard keys only (`\"exact\": false` in every",
+        "output, `check --strict` fails) unless the config has a key that changes sizing beyond them, which is",
+        "exit 2 naming the key. Architectures vLLM serves only as pooling models (BERT, RoBERTa, `*Model`",
+        "without a head, ...) and encoder-decoders (T5, BART) are exit 2 (`kvplan/model/generative.py`).",
+        "",
+        "*exact* = from the family's rules, checked by its tests; *real starts* = vLLM starts recorded with",
+        "this architecture (`kvplan verify --from-log` replays them).",
+        "",
+        "| architecture | vLLM 0.26.0 model file | kvplan family | exact | approximate / refused | real starts |",
+        "|---|---|---|---|---|---|",
+    ]
+    return "\n".join(head + rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="generate docs/architectures.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/architectures.md is not up to date")
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        if DOC.read_text() != text:
+            print("docs/architectures.md is stale: run python benchmarks/architectures_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
