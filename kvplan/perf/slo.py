@@ -22,7 +22,7 @@ from kvplan.errors import KvplanError
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("p50", "p90", "p99", "mean")
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6}
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us)\s*$")
 FLAG = "--slo"
 
@@ -100,7 +100,7 @@ def parse_duration(text: str, key: str) -> float:
     m = _TIME.match(text)
     if not m:
         raise KvplanError(f"{FLAG}: {key}: expected a time with its unit (2s, 50ms, 800us), got {text!r}")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) / _PER_SECOND[m.group(2)]
     if not (seconds > 0 and math.isfinite(seconds)):
         raise KvplanError(f"{FLAG}: {key}: must be a time > 0, got {text!r}")
     return seconds
