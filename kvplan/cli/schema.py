@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
 
 
 def schema(
-    kind: str = typer.Argument("config", help="config (a `vllm serve --config` YAML file) or manifest (kvplan.yaml)."),
+    kind: str = typer.Argument(
+        "config", help="config (a `vllm serve --config` YAML file), manifest (kvplan.yaml) or perf (`kvplan perf --format json`)."
+    ),
     vllm_version: str = typer.Option(DEFAULT_VERSION, "--vllm-version", help="vLLM version whose flags to describe."),
 ) -> None:
     """Print the JSON Schema of the config format (for editors: yaml-language-server)."""
@@ -27,7 +29,14 @@ def schema(
     from kvplan.errors import KvplanError
 
     try:
-        doc = json_schema(kind, vllm_version)
+        if kind == "perf":
+            from kvplan.engines.vllm import versions
+            from kvplan.render.perf_schema import perf_json_schema
+
+            versions.select(vllm_version)  # an unknown version is refused as for the other kinds
+            doc = perf_json_schema()
+        else:
+            doc = json_schema(kind, vllm_version)
     except KvplanError as e:
         from kvplan.cli import fail
 
