@@ -60,6 +60,7 @@ class EstimateFlags:
     plot: Optional[str]
     curves: bool
     verbose: bool
+    perf: bool = False
 
 
 def register(app: typer.Typer) -> None:
@@ -103,6 +104,9 @@ def estimate(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
     ),
+    perf: bool = typer.Option(
+        False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
+    ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -115,7 +119,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose,
+        curves=curves, verbose=verbose, perf=perf,
     )
     try:
         code = run_estimate(flags)
@@ -143,6 +147,10 @@ def run_estimate(f: EstimateFlags) -> int:
         "block_size": f.block_size,
     })
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
+    if f.perf and f.workload is None:
+        raise KvplanError("--perf: needs --workload (the request lengths to serve)", hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'")
+    if f.perf and f.fmt in ("yaml", "serve"):
+        raise KvplanError(f"--perf: not written in --format {f.fmt}", hint="use --format table or json")
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
     max_model_len = parse_max_model_len(f.max_model_len)
     extras = {"plot": f.plot, "curves": f.curves}
@@ -166,6 +174,11 @@ def run_estimate(f: EstimateFlags) -> int:
     _warn_multi_node(plan)
     if estimate_extras:  # a workload this plan cannot take fails here, before any output
         extras = prepare_extras(plan, **extras)
+    perf = None
+    if f.perf:  # worked out before any output: a refusal prints one error and nothing else
+        from kvplan.cli.perf import estimate_perf
+
+        perf = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
 
     from kvplan import render
 
@@ -174,6 +187,10 @@ def run_estimate(f: EstimateFlags) -> int:
         doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
+        if perf is not None:
+            from kvplan.render.perf import perf_section
+
+            doc["perf"] = perf_section(perf)
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve"):
         if not plan.exact:
@@ -190,6 +207,10 @@ def run_estimate(f: EstimateFlags) -> int:
         render.print_table(plan, console, revision, verbose=f.verbose)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, console=console, **extras)
+        if perf is not None:
+            from kvplan.render.perf import print_report
+
+            print_report(perf, console, title=f"Serving at the concurrency that fits ({perf.calibration.label})")
     return EXIT_OK if plan.fits else EXIT_FAIL
 
 

@@ -273,3 +273,32 @@ def run_perf(f: PerfFlags) -> int:
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
+
+
+ESTIMATE_REQUESTS = 1000
+
+
+def estimate_perf(plan, workload_model, capacity):
+    """``estimate --workload ... --perf``: the workload's request lengths in a closed loop at the
+    concurrency kvplan says fits (the capacity report's requests, floored, at least 1), on
+    ESTIMATE_REQUESTS seeded requests (seed 0), the shared prefix on every request.
+
+    Returns:
+        a perf.serving.PerfResult, or None when the plan does not start (the estimate says why).
+    Raises:
+        KvplanError: --n > 1 (parallel sampling is not emulated), a layout or GPU the perf model
+            cannot take (exit 2).
+    """
+    if not plan.fits or capacity is None:
+        return None
+    if workload_model.n != 1:
+        raise KvplanError("--perf: --n > 1 (parallel sampling / beams) is not emulated", hint="drop --n or --perf")
+    from kvplan.perf.serving import Load, predict
+    from kvplan.perf.workload import Lengths, SharedPrefix
+
+    lengths = Lengths.from_workload(workload_model.workload)
+    prefix = SharedPrefix(1.0, workload_model.shared_prefix_tokens) if workload_model.shared_prefix_tokens else None
+    conc = max(1, int(capacity.requests + 1e-9))
+    model, timer = step_timer(plan)
+    return predict(plan, model, lengths, Load("closed", conc), num_requests=ESTIMATE_REQUESTS, seed=0,
+                   shared_prefix=prefix, step_time=timer)

@@ -20,7 +20,7 @@ from typing import Callable
 from kvplan.errors import EXIT_FAIL, KvplanError
 from kvplan.perf.blocks import groups_from_layout
 from kvplan.perf.emulator import EngineConfig, SimulationResult, simulate
-from kvplan.perf.metrics import Summary, is_stable, kv_usage_over_time, saturation_rate, summarize
+from kvplan.perf.metrics import Summary, is_stable, kv_usage_over_time, summarize
 from kvplan.perf.workload import ClosedLoop, Lengths, OpenLoop, SharedPrefix, make_requests
 
 UNCALIBRATED_LABEL = "uncalibrated (physics priors)"
@@ -125,24 +125,51 @@ class Saturation:
     """The saturation rate and the open-loop runs that found it.
 
     Attributes:
-        rate: the highest stable open-loop rate found, requests/s (metrics.saturation_rate).
+        rate: the highest stable open-loop rate found, requests/s (metrics.is_stable by bisection).
         requests: requests each rate's run sent.
         points: (request rate, stable, Summary) per run, ascending rate (latency against load).
         bounded: False when the search stopped at the edge of the rates it tried.
+        lower_bound: a higher rate read as overloaded on a run too short to tell (judged): the
+            true rate may be higher.
     """
 
     rate: float
     requests: int
     points: tuple[tuple[float, bool, Summary], ...]
     bounded: bool = True
+    lower_bound: bool = False
 
     @property
     def caveat(self) -> str:
         """The approximation this search makes (every output names it)."""
-        return (
-            f"saturation rate: bisection on {self.requests}-request open-loop runs (metrics.is_stable); a run this "
-            "short can read a long start-up as overload, so the rate may be low"
-        )
+        if self.lower_bound:
+            return (
+                f"saturation rate: a lower bound: {self.requests}-request open-loop runs are too short to tell "
+                "whether a higher rate is stable (more requests in flight than a quarter of the run); raise --num-requests"
+            )
+        return f"saturation rate: bisection on {self.requests}-request open-loop runs (metrics.is_stable)"
+
+
+def judged(result: SimulationResult, n: int) -> bool:
+    """Whether an open-loop run of ``n`` requests is long enough for metrics.is_stable to tell:
+    its window (the middle half of the sending times) must start after the first requests could
+    finish, i.e. the first quarter of the requests must outnumber those in flight
+    (Little's law: completed requests/s x mean E2E)."""
+    s = summarize(result)
+    in_flight = s.request_throughput * s.e2e.mean
+    return math.isfinite(in_flight) and n >= 4 * in_flight
+
+
+def queue_drains(result: SimulationResult) -> bool:
+    """The waiting queue was empty after scheduling in at least half the steps of the middle half
+    of the sending window: arrivals are admitted as they come, nothing piles up (metrics.is_stable
+    alone counts finishes against arrivals, and Poisson noise between two windows of a short run
+    can exceed its 2 % tolerance when nothing queues)."""
+    arrivals = sorted(r.arrival_s for r in result.requests)
+    n = len(arrivals)
+    lo, hi = arrivals[n // 4], arrivals[(3 * n) // 4]
+    window = [st for st in result.steps if lo <= st.start_s < hi]
+    return bool(window) and sum(1 for st in window if st.num_waiting == 0) >= 0.5 * len(window)
 
 
 def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths, *, seed: int = 0,
@@ -150,7 +177,7 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
                     rel_tol: float = 0.05) -> Saturation:
     """The open-loop rate where the engine stops keeping up (metrics.is_stable), searched on a
     log scale around ``guess`` requests/s (bracketed by halving/doubling, at most 6 times each
-    way, then metrics.saturation_rate's bisection), ``num_requests`` seeded requests per rate.
+    way, then bisection to ``rel_tol``), ``num_requests`` seeded requests per rate.
 
     Raises:
         KvplanError: guess not > 0, num_requests < 8.
@@ -159,15 +186,16 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
         raise KvplanError(f"saturation: needs a positive starting rate, got {guess}")
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
     runs: dict[float, tuple[bool, Summary]] = {}
-
-    def run_at(rate: float) -> SimulationResult:
-        res = simulate(config, step_time, OpenLoop(reqs, rate, seed=seed))
-        runs[rate] = (is_stable(res), summarize(res))
-        return res
+    unjudged: list[float] = []
 
     def stable(rate: float) -> bool:
         if rate not in runs:
-            run_at(rate)
+            res = simulate(config, step_time, OpenLoop(reqs, rate, seed=seed))
+            long_enough = judged(res, num_requests)
+            ok = is_stable(res) or (long_enough and queue_drains(res))
+            if not ok and not long_enough:
+                unjudged.append(rate)  # read as overloaded, but the run could not tell
+            runs[rate] = (ok, summarize(res))
         return runs[rate][0]
 
     low, high = guess / 2, guess * 2
@@ -184,9 +212,19 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
         low, high = high, high * 2
     else:
         bounded = False
-    rate = saturation_rate(run_at, low, high, rel_tol=rel_tol) if bounded else (high if stable(high) else low)
+    if bounded:
+        while high / low > 1 + rel_tol:  # bisection on a log scale (as metrics.saturation_rate)
+            mid = math.sqrt(low * high)
+            if stable(mid):
+                low = mid
+            else:
+                high = mid
+        rate = low
+    else:
+        rate = high if stable(high) else low
     points = tuple((r, s, summ) for r, (s, summ) in sorted(runs.items()))
-    return Saturation(rate, num_requests, points, bounded)
+    lower_bound = any(r > rate for r in unjudged)
+    return Saturation(rate, num_requests, points, bounded, lower_bound)
 
 
 @dataclass(frozen=True)

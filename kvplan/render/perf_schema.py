@@ -103,6 +103,7 @@ class SaturationPoint(_Strict):
 class Saturation(_Strict):
     rate: Num = Field(description="highest stable open-loop rate found, requests/s")
     bounded: bool = Field(description="false when the search stopped at the edge of the rates it tried")
+    lower_bound: bool = Field(description="true when a higher rate read as overloaded on a run too short to tell")
     requests: int = Field(ge=1, description="requests per open-loop run")
     points: list[SaturationPoint] = Field(description="every rate run: latency against load")
 
