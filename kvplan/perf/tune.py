@@ -134,3 +134,65 @@ def _replanner(plan):
         return estimate(plan.spec, plan.gpu, args, env=plan.env)
 
     return replan
+
+
+# Requests per option when `plan --slo` screens its options (one closed-loop run each).
+PLAN_REQUESTS = 200
+
+
+@dataclass(frozen=True)
+class OptionPerf:
+    """One `plan` option served under the SLO.
+
+    Attributes:
+        concurrency: requests in flight per engine (the target over the data-parallel replicas,
+            rounded up).
+        summary: the run's metrics (None when the option could not be predicted).
+        meets: every target met. calibration: the step model's label. approximate: reasons.
+        refused: why the option could not be predicted (then it does not count as meeting).
+    """
+
+    concurrency: int
+    summary: Summary | None
+    meets: bool
+    calibration: str
+    approximate: tuple[str, ...] = ()
+    refused: str | None = None
+
+
+def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: float, *,
+                   shared_prefix: SharedPrefix | None = None, num_requests: int = PLAN_REQUESTS,
+                   seed: int = 0, step_timer=None) -> list[OptionPerf]:
+    """Serve ``lengths`` on each `plan` option (kvplan/capacity/search.py Option) in a closed loop
+    at its share of the target concurrency and check the SLO, in the options' order.
+
+    Args:
+        step_timer: ``plan -> (StepModel | None, seconds(StepBatch))`` (default: the step model
+            of the option's model, GPU and flags; tests inject a constant).
+    Returns:
+        one OptionPerf per option; an option the step model or emulator refuses (pipeline
+        parallelism, a Mamba group) carries the reason and does not meet the SLO.
+    """
+    import math
+
+    from kvplan.perf.serving import predict
+
+    if step_timer is None:
+        from kvplan.perf.step_time import step_model
+
+        def step_timer(plan):
+            sm = step_model(plan.spec, plan.gpu, plan.args, vllm_version=plan.effective["vllm_version"])
+            return sm, sm.seconds
+
+    out = []
+    for o in options:
+        conc = max(1, math.ceil(target_concurrency / o.data_parallel_size - 1e-9))
+        try:
+            model, timer = step_timer(o.plan)
+            r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=num_requests, seed=seed,
+                        shared_prefix=shared_prefix, saturation=False, step_time=timer)
+        except KvplanError as e:
+            out.append(OptionPerf(conc, None, False, "not predicted", (), e.message))
+            continue
+        out.append(OptionPerf(conc, r.summary, slo.meets(r.summary), r.calibration.label, r.approximate))
+    return out
