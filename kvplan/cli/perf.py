@@ -65,6 +65,7 @@ class PerfFlags:
     slo: Optional[str]
     fmt: str
     plot: Optional[str]
+    saturation: bool = True
 
 
 def register(app: typer.Typer) -> None:
@@ -109,6 +110,9 @@ def perf(
     ),
     fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table or json."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write KV-cache use over time and latency against load (PNG/SVG)."),
+    saturation: bool = typer.Option(
+        True, "--saturation/--no-saturation", help="Search the saturation rate (several open-loop runs; the slow part)."
+    ),
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -122,7 +126,7 @@ def perf(
         enable_prefix_caching=enable_prefix_caching, revision=revision, vllm_version=vllm_version,
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
-        fmt=fmt, plot=plot,
+        fmt=fmt, plot=plot, saturation=saturation,
     )
     try:
         code = run_perf(flags)
@@ -248,7 +252,8 @@ def run_perf(f: PerfFlags) -> int:
     from kvplan.perf.serving import predict
 
     model, timer = step_timer(plan)
-    result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix, step_time=timer)
+    result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
+                     step_time=timer, saturation=f.saturation)
     rec = None
     code = EXIT_OK
     if slo is not None:
