@@ -54,11 +54,12 @@ class Candidate:
 @dataclass(frozen=True)
 class Recommendation:
     """The grid's outcome: ``best`` (None when no pair meets the SLO), every candidate in rank
-    order, and the requests each grid run sent."""
+    order, the requests each grid run sent, and ``default``: the starting pair's own candidate."""
 
     best: Candidate | None
     candidates: tuple[Candidate, ...]
     requests_per_run: int
+    default: Candidate | None = None
 
 
 def grid(default_seqs: int, default_mbt: int, max_model_len: int, *, chunked_prefill: bool = True,
@@ -121,7 +122,8 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
         out.append(Candidate(seqs, mbt, p.num_gpu_blocks, summ, slo.meets(summ), slo.goodput(summ), slo.worst_ratio(summ), p))
     out.sort(key=lambda c: _rank(c, defaults))
     best = next((c for c in out if c.meets), None)
-    return Recommendation(best, tuple(out), num_requests)
+    default = next((c for c in out if (c.max_num_seqs, c.max_num_batched_tokens) == defaults), None)
+    return Recommendation(best, tuple(out), num_requests, default)
 
 
 def _replanner(plan):

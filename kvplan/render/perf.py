@@ -236,6 +236,12 @@ def print_recommendation(rec, console, revision: str | None = None) -> None:
         soft_wrap=True,
     )
     console.print(f"    {recommended_serve(rec, revision)}", soft_wrap=True)
+    d = rec.default
+    if d is not None and d is not b and d.summary is not None:
+        console.print(
+            f"    (the flags as given, --max-num-seqs {d.max_num_seqs} --max-num-batched-tokens {d.max_num_batched_tokens}, "
+            f"on the same runs: goodput {d.goodput:.2f} req/s{'' if d.meets else ', SLO missed'})", soft_wrap=True,
+        )
 
 
 def save_plot(r, path: str):
