@@ -909,7 +909,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "perf"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
@@ -932,4 +932,5 @@ def test_schema_is_json_schema_of_the_pydantic_model():
         "notes",
         "stages",
         "workload",
+        "perf",
     }
