@@ -110,12 +110,14 @@ def check_lengths(lengths: Lengths, max_model_len: int) -> None:
     """Every request (prompt + output) fits --max-model-len (vLLM refuses a longer one).
 
     Raises:
-        KvplanError: names the longest pair and the limit.
+        KvplanError: names the flag the lengths came from (--input-len/--output-len for fixed
+            lengths, else --workload), the longest pair and the limit.
     """
     worst = max(lengths.pairs, key=lambda po: po[0] + po[1])
+    flag = "--input-len/--output-len" if lengths.description.startswith("fixed ") else "--workload"
     if worst[0] + worst[1] > max_model_len:
         raise KvplanError(
-            f"--input-len/--output-len: a request of {worst[0]} + {worst[1]} tokens exceeds --max-model-len {max_model_len}",
+            f"{flag}: a request of {worst[0]} + {worst[1]} tokens exceeds --max-model-len {max_model_len}",
             hint="shorten the request or raise --max-model-len",
         )
 

@@ -36,6 +36,8 @@ ROWS = [
      "error: --workload: give it or --input-len/--output-len, not both"),
     ("perf-request-too-long", ["perf", M, "--input-len", "2000", "--output-len", "100", "--concurrency", "1"], 2,
      "error: --input-len/--output-len: a request of 2000 + 100 tokens exceeds --max-model-len 2048"),
+    ("perf-workload-too-long", ["perf", M, "--workload", "prompt=2000 output=100", "--concurrency", "1"], 2,
+     "error: --workload: a request of 2000 + 100 tokens exceeds --max-model-len 2048"),
     ("perf-shared-prefix-malformed", ["perf", M, *L, "--shared-prefix", "half:100"], 2,
      "error: --shared-prefix: expected FRACTION:TOKENS (e.g. 0.5:512), got 'half:100'"),
     ("perf-shared-prefix-fraction", ["perf", M, *L, "--shared-prefix", "1.5:100"], 2,
