@@ -4,7 +4,7 @@ pair that maximises goodput (kvplan/perf/slo.py) on a stated workload.
 The grid is small and around the plan's resolved defaults d_seqs, d_mbt:
 ``max_num_seqs`` in {d_seqs/4, d_seqs/2, d_seqs} (plus a closed loop's concurrency when below
 d_seqs), ``max_num_batched_tokens`` in {d_mbt/4, d_mbt/2, d_mbt, 2 d_mbt}, keeping the pairs
-vLLM accepts (vLLM 0.26.0 config/scheduler.py verify_max_model_len: max_num_batched_tokens >=
+vLLM accepts (vLLM config/scheduler.py verify_max_model_len, every version kvplan has rules for: max_num_batched_tokens >=
 max_num_seqs always; >= max_model_len when chunked prefill is off). Each pair is planned again
 (the pool changes with the token budget: the activation peak grows with it), emulated on the same
 seeded requests, and ranked: goodput (higher first), then the worst target's value / limit
