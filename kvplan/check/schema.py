@@ -114,5 +114,5 @@ def json_schema(kind: str = "config", version: str = DEFAULT_VLLM_VERSION) -> di
     elif kind == "manifest":
         schema = Manifest.model_json_schema(by_alias=True)
     else:
-        raise KvplanError(f"kind: unknown schema {kind!r}", hint="use config or manifest")
+        raise KvplanError(f"kind: unknown schema {kind!r}", hint="use config or manifest, or perf for the `kvplan perf --format json` document")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

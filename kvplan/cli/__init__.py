@@ -39,6 +39,7 @@ _COMMAND_MODULES = {
     "check": "kvplan.cli.check",
     "schema": "kvplan.cli.schema",
     "plan": "kvplan.cli.plan",
+    "perf": "kvplan.cli.perf",
 }
 _registered: set[str] = set()
 

@@ -63,6 +63,7 @@ class EstimateFlags:
     curves: bool
     verbose: bool
     hf_overrides: Optional[str] = None
+    perf: bool = False
 
 
 def register(app: typer.Typer) -> None:
@@ -113,6 +114,9 @@ def estimate(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Also print notes on kvplan's own uncertainty (always in --format json)."
     ),
+    perf: bool = typer.Option(
+        False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
+    ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -125,7 +129,7 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt,
+        curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt, perf=perf,
     )
     try:
         code = run_estimate(flags)
@@ -155,6 +159,10 @@ def run_estimate(f: EstimateFlags) -> int:
         "block_size": f.block_size,
     })
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
+    if f.perf and f.workload is None:
+        raise KvplanError("--perf: needs --workload (the request lengths to serve)", hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'")
+    if f.perf and f.fmt in ("yaml", "serve"):
+        raise KvplanError(f"--perf: not written in --format {f.fmt}", hint="use --format table or json")
     choice = resolve(f.vllm_version)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
     max_model_len = parse_max_model_len(f.max_model_len)
@@ -182,6 +190,11 @@ def run_estimate(f: EstimateFlags) -> int:
     _warn_multi_node(plan)
     if estimate_extras:  # a workload this plan cannot take fails here, before any output
         extras = prepare_extras(plan, **extras)
+    perf = None
+    if f.perf:  # worked out before any output: a refusal prints one error and nothing else
+        from kvplan.cli.perf import estimate_perf
+
+        perf = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
 
     from kvplan import render
 
@@ -190,6 +203,10 @@ def run_estimate(f: EstimateFlags) -> int:
         doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
+        if perf is not None:
+            from kvplan.render.perf import perf_section
+
+            doc["perf"] = perf_section(perf)
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve"):
         print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
@@ -207,6 +224,10 @@ def run_estimate(f: EstimateFlags) -> int:
         render.print_table(plan, console, revision, verbose=f.verbose)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, console=console, **extras)
+        if perf is not None:
+            from kvplan.render.perf import print_report
+
+            print_report(perf, console, title=f"Serving at the concurrency that fits ({perf.calibration.label})")
     return EXIT_OK if plan.fits else EXIT_FAIL
 
 

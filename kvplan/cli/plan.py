@@ -208,6 +208,16 @@ def run_plan(kw: PlanFlags) -> int:
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
     # printed or written until every input has been read.
     check_numbers(kw)
+    slo = None
+    if kw.slo is not None:
+        from kvplan.perf.slo import parse_slo
+
+        slo = parse_slo(kw.slo)
+        if kw.workload is None:
+            raise KvplanError("--slo: needs --workload (the request lengths the targets are for)",
+                              hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'")
+        if kw.n != 1:
+            raise KvplanError("--slo: --n > 1 (parallel sampling / beams) is not emulated", hint="drop --n or --slo")
     validate_plot(kw.plot)
     kv_dtypes = tuple(dict.fromkeys(_csv(kw.kv_cache_dtype, "--kv-cache-dtype")))
     for kv in kv_dtypes:
@@ -274,6 +284,9 @@ def run_plan(kw: PlanFlags) -> int:
             hint=result.refusal_hint or "every combination was refused before sizing an engine; change the flag(s) named",
         )
 
+    perf = None
+    if slo is not None:
+        result, perf = _screen_slo(result, wl, slo, kw.concurrency)
     focus = result.options[0] if result.options else result.closest
     capacity = None
     if wl is not None and focus is not None:
@@ -289,12 +302,12 @@ def run_plan(kw: PlanFlags) -> int:
     from kvplan.render.plan import print_result, to_dict
 
     if fmt == "json":
-        print(json.dumps(to_dict(result, kw, capacity, wl), indent=2))
+        print(json.dumps(to_dict(result, kw, capacity, wl, perf=perf), indent=2))
     else:
         from rich.console import Console
 
         console = Console()
-        print_result(result, console, kw, capacity, wl)
+        print_result(result, console, kw, capacity, wl, perf=perf)
         if pics is not None and kw.curves:
             from kvplan.render.plots import print_pictures
 
@@ -302,6 +315,31 @@ def run_plan(kw: PlanFlags) -> int:
         if kw.plot is not None and pics is not None:
             console.print(f"plot written to {kw.plot}", soft_wrap=True)
     return EXIT_OK if result.options else EXIT_FAIL
+
+
+def _screen_slo(result, wl, slo, concurrency: float):
+    """`plan --slo`: serve the workload on every option (kvplan/perf/tune.py screen_options), keep
+    those meeting the SLO in price order (kvplan/capacity/search.py rank_key; dominated options are
+    screened too, since a larger engine can be the cheapest fast enough). Returns (result with only those options, perf)
+    where perf = {"slo": SLO, "by_option": {id(option): OptionPerf}, "missed": options dropped}."""
+    from dataclasses import replace
+
+    from kvplan.capacity.search import rank_key
+    from kvplan.perf.tune import screen_options
+    from kvplan.perf.workload import Lengths, SharedPrefix
+
+    prefix = SharedPrefix(1.0, wl.shared_prefix_tokens) if wl.shared_prefix_tokens else None
+    # a dominated option (more GPU than the concurrency needs) may be the cheapest that is fast enough
+    candidates = sorted(result.options + result.dominated, key=rank_key)
+    checked = screen_options(candidates, Lengths.from_workload(wl.workload), slo, concurrency, shared_prefix=prefix)
+    by_option = {id(o): p for o, p in zip(candidates, checked)}
+    meeting = [o for o in candidates if by_option[id(o)].meets]
+    missed = [o for o in candidates if not by_option[id(o)].meets]
+    closest = result.closest if meeting else (missed[0] if missed else result.closest)
+    note = result.closest_note
+    if not meeting and missed:
+        note = f"{len(missed)} option(s) hold the concurrency, none meets --slo {slo.text}; the cheapest is shown"
+    return replace(result, options=meeting, dominated=[], closest=closest, closest_note=note), {"slo": slo, "by_option": by_option, "missed": missed}
 
 
 def prepare_extras(plan, *, workload=None, shared_prefix_tokens: int = 0, n: int = 1,
@@ -404,6 +442,7 @@ class PlanFlags:
     fmt: str
     hf_overrides: Optional[str] = None
     version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
+    slo: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -448,6 +487,9 @@ def plan_cmd(
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage"),
     fmt: str = typer.Option("table", "--format", help="table or json."),
+    slo: Optional[str] = typer.Option(
+        None, "--slo", metavar="KEY=TIME,...", help="Latency targets (ttft_p99=2s,tpot_p50=50ms): keep the options that meet them (needs --workload)."
+    ),
 ) -> None:
     """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
     from kvplan.cli import fail
@@ -463,6 +505,7 @@ def plan_cmd(
         shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
         curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt,
         hf_overrides=hf_overrides,
+        slo=slo,
     )
     try:
         code = run_plan(flags)

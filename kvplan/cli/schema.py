@@ -20,7 +20,9 @@ def register(app: typer.Typer) -> None:
 
 
 def schema(
-    kind: str = typer.Argument("config", help="config (a `vllm serve --config` YAML file) or manifest (kvplan.yaml)."),
+    kind: str = typer.Argument(
+        "config", help="config (a `vllm serve --config` YAML file), manifest (kvplan.yaml) or perf (`kvplan perf --format json`)."
+    ),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM version whose flags to describe. " + DEFAULT_HELP),
 ) -> None:
     """Print the JSON Schema of the config format (for editors: yaml-language-server)."""
@@ -30,8 +32,13 @@ def schema(
 
     try:
         choice = resolve(vllm_version)
-        # which version's flags, and why, in the schema itself (JSON Schema's $comment)
-        doc = {"$comment": f"flags of {choice.label()}", **json_schema(kind, choice.version)}
+        if kind == "perf":
+            from kvplan.render.perf_schema import perf_json_schema
+
+            doc = {"$comment": f"perf document; {choice.label()}", **perf_json_schema()}
+        else:
+            # which version's flags, and why, in the schema itself (JSON Schema's $comment)
+            doc = {"$comment": f"flags of {choice.label()}", **json_schema(kind, choice.version)}
     except KvplanError as e:
         from kvplan.cli import fail
 

@@ -26,7 +26,21 @@ def evidence_lines(options) -> list[tuple[str, list[int]]]:
     return list(out.items())
 
 
-def to_dict(result, flags, capacity=None, wl=None) -> dict:
+def _perf_dict(p) -> dict:
+    """One option's `plan --slo` run (kvplan/perf/tune.py OptionPerf) for JSON."""
+    from kvplan.render.perf import metrics_dict
+
+    return {
+        "concurrency": p.concurrency,
+        "meets_slo": p.meets,
+        "calibration": p.calibration,
+        "approximate": list(p.approximate),
+        "metrics": metrics_dict(p.summary) if p.summary is not None else None,
+        "refused": p.refused,
+    }
+
+
+def to_dict(result, flags, capacity=None, wl=None, perf=None) -> dict:
     """The --format json document: {"kvplan_version", "model", "exact", ["approximate"], "vllm",
     "target", "options" (each with its own "exact" and "evidence"), "closest",
     "closest_note", "unpriced_gpus", "search", "workload", "skipped" (with --explain)}."""
@@ -62,11 +76,27 @@ def to_dict(result, flags, capacity=None, wl=None) -> dict:
         out["workload"] = workload_summary(wl.workload, mml) | {
             "capacity_of_first_option": capacity.to_dict() if capacity is not None else None,
         }
+    if perf is not None:  # `plan --slo`: each option's run under the SLO, and the options dropped
+        by = perf["by_option"]
+        for o, d in zip(result.options[:top], out["options"]):
+            d["perf"] = _perf_dict(by[id(o)])
+        if out["closest"] is not None and id(result.closest) in by:
+            out["closest"]["perf"] = _perf_dict(by[id(result.closest)])
+        out["slo"] = {
+            "targets": {t.key: t.limit_s for t in perf["slo"].targets},
+            "options_missing_slo": len(perf["missed"]),
+        }
     if flags.show_all:
         out["dominated_options"] = [o.to_dict(rev) for o in result.dominated]
     if flags.explain:
         out["skipped"] = [s.to_dict() for s in result.skipped]
     return out
+
+
+def _perf_cells(p) -> tuple[str, str]:
+    if p is None or p.summary is None:
+        return ("-", "-")
+    return (_ms(p.summary.ttft.p99), _ms(p.summary.tpot.p50))
 
 
 _LIMIT_SHORT = {"kv_cache": "KV", "kv_state": "state", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens"}
@@ -93,7 +123,13 @@ def _ranges(nums: list[int]) -> str:
     return ",".join(out)
 
 
-def print_result(result, console, flags, capacity=None, wl=None) -> None:
+def _ms(x) -> str:
+    import math
+
+    return "-" if x is None or not math.isfinite(x) else f"{x * 1e3:.0f}"
+
+
+def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> None:
     """The human view: ranked options, serve lines, price notes, workload report, --explain."""
     from rich.table import Table
     from rich.text import Text
@@ -129,6 +165,10 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
             table.add_column(col, justify=just, no_wrap=True)
         if not result.exact:
             table.add_column("exact", no_wrap=True)
+        by = perf["by_option"] if perf is not None else None
+        if by is not None:
+            for col in ("ttft99", "tpot50"):
+                table.add_column(col, justify="right", no_wrap=True)
         for i, o in enumerate(shown, 1):
             eff = o.plan.effective
             table.add_row(
@@ -137,11 +177,19 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
                 _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
                 _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
                 *(() if result.exact else ("no" if not o.plan.exact else "yes",)),
+                *(() if by is None else _perf_cells(by.get(id(o)))),
             )
         console.print(table)
         for label, idx in evidence_lines(shown):
             who = "" if len(idx) == len(shown) else f" ({_ranges(idx)})"
             console.print(_hang(Text(f"evidence{who}: ", style="dim"), label))
+        if by is not None:
+            labels = sorted({by[id(o)].calibration for o in shown if id(o) in by})
+            console.print(
+                f"ttft99 / tpot50: TTFT p99 / TPOT p50 in ms, in a closed loop at each option's share of --concurrency, {wl.workload.description}; "
+                f"{'; '.join(labels)}; every option shown meets --slo {perf['slo'].text} "
+                f"({len(perf['missed'])} option(s) that miss it dropped)", soft_wrap=True,
+            )
         lines: dict[str, list[int]] = {}
         nodes: dict[str, int] = {}
         for i, o in enumerate(shown, 1):
@@ -159,6 +207,10 @@ def print_result(result, console, flags, capacity=None, wl=None) -> None:
         console.print(Text("no option meets the target", style="bold red"))
         if result.closest_note:
             console.print(result.closest_note, soft_wrap=True)
+        if perf is not None and result.closest is not None and id(result.closest) in perf["by_option"]:
+            p = perf["by_option"][id(result.closest)]
+            why = p.refused or f"TTFT p99 {_ms(p.summary.ttft.p99)} ms, TPOT p50 {_ms(p.summary.tpot.p50)} ms ({p.calibration})"
+            console.print(f"   its prediction: {why}", soft_wrap=True)
         if result.closest is not None:
             console.print("   " + result.closest.serve_command(flags.revision), soft_wrap=True)
     if result.unpriced:

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kvplan.render.perf_schema import PerfSection
+
 LayerKindName = Literal[
     "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention", "mamba", "none"
 ]
@@ -308,6 +310,11 @@ class EstimateDocument(_Strict):
         default=None,
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
         "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
+    )
+    perf: Optional[PerfSection] = Field(
+        default=None,
+        description="added by `estimate --workload ... --perf` only (kvplan/render/perf_schema.py PerfSection): "
+        "the workload served in a closed loop at the concurrency that fits; absent otherwise",
     )
 
 

@@ -1,0 +1,309 @@
+"""`kvplan perf`: predicted serving throughput and latency of MODEL on a GPU under a workload
+(kvplan/perf/serving.py on the estimate's exact pool), the saturation rate, and with --slo the
+--max-num-seqs / --max-num-batched-tokens that maximise goodput (kvplan/perf/tune.py).
+
+Thin: flags -> PerfFlags -> checks (one line, exit 2, before anything runs) -> estimate ->
+step model -> emulate -> kvplan/render/perf.py. Exit codes: 0 predicted (and with --slo: the SLO
+is met by the given flags or by a recommended pair), 1 vLLM would not start / no pair tried
+meets the SLO, 2 bad input, 3 matplotlib missing for --plot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import typer
+
+from kvplan.cli.options import (
+    check_fraction,
+    engine_option,
+    parse_kv_cache_memory,
+    parse_max_model_len,
+    positive,
+    positive_engine_args,
+)
+from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
+
+FORMATS = ("table", "json")
+
+
+@dataclass(frozen=True)
+class PerfFlags:
+    """The flags of one ``kvplan perf`` call as typer parsed them."""
+
+    model: str
+    gpu: str
+    gpu_memory: Optional[str]
+    gpu_profiles: Optional[list[str]]
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: Optional[str]
+    gpu_memory_utilization: Optional[float]
+    kv_cache_dtype: str
+    block_size: Optional[int]
+    dtype: str
+    quantization: Optional[str]
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    kv_cache_memory: Optional[str]
+    enable_prefix_caching: Optional[bool]
+    revision: Optional[str]
+    vllm_version: str
+    input_len: Optional[int]
+    output_len: Optional[int]
+    workload: Optional[str]
+    concurrency: Optional[int]
+    request_rate: Optional[float]
+    num_requests: int
+    shared_prefix: Optional[str]
+    seed: int
+    slo: Optional[str]
+    fmt: str
+    plot: Optional[str]
+    saturation: bool = True
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``perf`` command to ``app``."""
+    app.command("perf")(perf)
+
+
+def perf(
+    model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
+    gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory."),
+    gpu_profiles: Optional[list[str]] = typer.Option(None, "--gpu-profiles", metavar="FILE", help="Extra GPU profile YAML file(s)."),
+    tensor_parallel_size: int = engine_option("tensor_parallel_size", 1),
+    pipeline_parallel_size: int = engine_option("pipeline_parallel_size", 1),
+    max_model_len: Optional[str] = engine_option("max_model_len", None),
+    gpu_memory_utilization: Optional[float] = engine_option("gpu_memory_utilization", None),
+    kv_cache_dtype: str = engine_option("kv_cache_dtype", "auto"),
+    block_size: Optional[int] = engine_option("block_size", None),
+    dtype: str = engine_option("dtype", "auto"),
+    quantization: Optional[str] = engine_option("quantization", None),
+    max_num_seqs: Optional[int] = engine_option("max_num_seqs", None),
+    max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
+    enforce_eager: bool = engine_option("enforce_eager", False),
+    kv_cache_memory: Optional[str] = engine_option("kv_cache_memory_bytes", None),
+    enable_prefix_caching: Optional[bool] = engine_option("enable_prefix_caching", None),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    input_len: Optional[int] = typer.Option(None, "--input-len", metavar="TOKENS", help="Prompt tokens of every request."),
+    output_len: Optional[int] = typer.Option(None, "--output-len", metavar="TOKENS", help="Output tokens of every request (ignore_eos)."),
+    workload: Optional[str] = typer.Option(
+        None, "--workload", metavar="WORKLOAD", help="Request lengths instead: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
+    ),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", metavar="C", help="Closed loop: C requests in flight."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", metavar="R", help="Open loop: Poisson arrivals at R requests/s."),
+    num_requests: int = typer.Option(1000, "--num-requests", metavar="N", help="Requests to send."),
+    shared_prefix: Optional[str] = typer.Option(
+        None, "--shared-prefix", metavar="FRACTION:TOKENS", help="A share of the requests starting with the same TOKENS-token prefix."
+    ),
+    seed: int = typer.Option(0, "--seed", metavar="S", help="Seed of the lengths, prefixes and arrivals."),
+    slo: Optional[str] = typer.Option(
+        None, "--slo", metavar="KEY=TIME,...", help="Latency targets, e.g. ttft_p99=2s,tpot_p50=50ms; adds flag recommendations."
+    ),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table or json."),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", help="Write KV-cache use over time and latency against load (PNG/SVG)."),
+    saturation: bool = typer.Option(
+        True, "--saturation/--no-saturation", help="Search the saturation rate (several open-loop runs; the slow part)."
+    ),
+) -> None:
+    """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
+    from kvplan.cli import fail
+
+    flags = PerfFlags(
+        model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
+        block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
+        enable_prefix_caching=enable_prefix_caching, revision=revision, vllm_version=vllm_version,
+        input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
+        request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
+        fmt=fmt, plot=plot, saturation=saturation,
+    )
+    try:
+        code = run_perf(flags)
+    except KvplanError as e:
+        fail(e.message, e.hint, e.exit_code)
+        return
+    raise typer.Exit(code)
+
+
+def parse_shared_prefix(text: Optional[str]):
+    """--shared-prefix FRACTION:TOKENS -> perf.workload.SharedPrefix (None without it).
+
+    Raises:
+        KvplanError: not FRACTION:TOKENS, fraction outside 0..1, tokens < 0 (names the flag).
+    """
+    if text is None:
+        return None
+    from kvplan.perf.workload import SharedPrefix
+
+    frac, sep, tokens = text.partition(":")
+    try:
+        f, n = float(frac), int(tokens)
+    except ValueError:
+        raise KvplanError(f"--shared-prefix: expected FRACTION:TOKENS (e.g. 0.5:512), got {text!r}") from None
+    if not sep or not (0.0 <= f <= 1.0) or n < 0:
+        raise KvplanError(f"--shared-prefix: expected FRACTION:TOKENS with FRACTION in 0..1 and TOKENS >= 0, got {text!r}")
+    return SharedPrefix(f, n)
+
+
+def lengths_from_flags(input_len, output_len, workload):
+    """--input-len/--output-len or --workload -> perf.workload.Lengths.
+
+    Raises:
+        KvplanError: neither or both given, or one of --input-len/--output-len alone (names them).
+    """
+    from kvplan.perf.workload import Lengths
+
+    if workload is not None:
+        if input_len is not None or output_len is not None:
+            raise KvplanError("--workload: give it or --input-len/--output-len, not both")
+        from kvplan.capacity.workload_input import parse_workload
+
+        return Lengths.from_workload(parse_workload(workload))
+    if input_len is None or output_len is None:
+        raise KvplanError(
+            "--input-len/--output-len: give both (tokens in and out per request) or --workload",
+            hint="e.g. --input-len 1024 --output-len 256",
+        )
+    positive("--input-len", input_len)
+    positive("--output-len", output_len)
+    return Lengths.fixed(input_len, output_len)
+
+
+def load_from_flags(concurrency, request_rate):
+    """--concurrency C (closed loop) or --request-rate R (open loop) -> perf.serving.Load.
+
+    Raises:
+        KvplanError: neither or both, C < 1, R not > 0 (names the flag).
+    """
+    from kvplan.perf.serving import Load
+
+    if (concurrency is None) == (request_rate is None):
+        raise KvplanError("--concurrency/--request-rate: give exactly one (a closed loop at C or an open loop at R requests/s)")
+    if concurrency is not None:
+        positive("--concurrency", concurrency)
+        return Load("closed", concurrency)
+    if math.isnan(request_rate) or not request_rate > 0:
+        raise KvplanError(f"--request-rate: must be > 0 requests/s, got {request_rate}")
+    return Load("open", request_rate)
+
+
+def step_timer(plan):
+    """The step model of the plan's model, GPU and flags (kvplan/perf/step_time.py; its
+    coefficients: fitted for the GPU and vLLM version if bundled, else the priors). Tests
+    replace this function to inject a constant or linear step time.
+
+    Returns:
+        (StepModel, step_time callable seconds(StepBatch)).
+    """
+    from kvplan.perf.step_time import step_model
+
+    sm = step_model(plan.spec, plan.gpu, plan.args, vllm_version=plan.effective["vllm_version"])
+    return sm, sm.seconds
+
+
+def run_perf(f: PerfFlags) -> int:
+    """The body of `kvplan perf` (see the module docstring). Returns the exit code.
+
+    Raises:
+        KvplanError: a bad flag (exit 2), vLLM would not start (exit 1), no matplotlib (exit 3).
+    """
+    from kvplan.capacity.options import plan_from_options
+
+    if f.fmt not in FORMATS:
+        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table or json")
+    positive_engine_args({
+        "tensor_parallel_size": f.tensor_parallel_size, "pipeline_parallel_size": f.pipeline_parallel_size,
+        "max_num_seqs": f.max_num_seqs, "max_num_batched_tokens": f.max_num_batched_tokens, "block_size": f.block_size,
+    })
+    check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
+    positive("--num-requests", f.num_requests)
+    load = load_from_flags(f.concurrency, f.request_rate)
+    prefix = parse_shared_prefix(f.shared_prefix)
+    slo = None
+    if f.slo is not None:
+        from kvplan.perf.slo import parse_slo
+
+        slo = parse_slo(f.slo)
+    if f.plot is not None:
+        from kvplan.render.plots import check_plot_path
+
+        check_plot_path(f.plot)
+    lengths = lengths_from_flags(f.input_len, f.output_len, f.workload)
+    plan, _ = plan_from_options(
+        model=f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
+        tensor_parallel_size=f.tensor_parallel_size, pipeline_parallel_size=f.pipeline_parallel_size,
+        max_model_len=parse_max_model_len(f.max_model_len), gpu_memory_utilization=f.gpu_memory_utilization,
+        kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
+        max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
+        vllm_version=f.vllm_version, enable_prefix_caching=f.enable_prefix_caching,
+        kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
+    )
+    from kvplan.perf.serving import predict
+
+    model, timer = step_timer(plan)
+    result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
+                     step_time=timer, saturation=f.saturation)
+    rec = None
+    code = EXIT_OK
+    if slo is not None:
+        from kvplan.perf.tune import TUNE_REQUESTS, recommend
+
+        rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
+                        num_requests=min(f.num_requests, TUNE_REQUESTS))
+        if not slo.meets(result.summary) and rec.best is None:
+            code = EXIT_FAIL
+    from kvplan.render import perf as render_perf
+
+    if f.plot is not None:
+        render_perf.save_plot(result, f.plot)
+    if f.fmt == "json":
+        print(json.dumps(render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision), indent=2))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        render_perf.print_report(result, console, slo=slo, recommendation=rec, revision=f.revision,
+                                 title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})")
+        if f.plot is not None:
+            console.print(f"plot written to {f.plot}", soft_wrap=True)
+    return code
+
+
+ESTIMATE_REQUESTS = 1000
+
+
+def estimate_perf(plan, workload_model, capacity):
+    """``estimate --workload ... --perf``: the workload's request lengths in a closed loop at the
+    concurrency kvplan says fits (the capacity report's requests, floored, at least 1), on
+    ESTIMATE_REQUESTS seeded requests (seed 0), the shared prefix on every request.
+
+    Returns:
+        a perf.serving.PerfResult, or None when the plan does not start (the estimate says why).
+    Raises:
+        KvplanError: --n > 1 (parallel sampling is not emulated), a layout or GPU the perf model
+            cannot take (exit 2).
+    """
+    if not plan.fits or capacity is None:
+        return None
+    if workload_model.n != 1:
+        raise KvplanError("--perf: --n > 1 (parallel sampling / beams) is not emulated", hint="drop --n or --perf")
+    from kvplan.perf.serving import Load, predict
+    from kvplan.perf.workload import Lengths, SharedPrefix
+
+    lengths = Lengths.from_workload(workload_model.workload)
+    prefix = SharedPrefix(1.0, workload_model.shared_prefix_tokens) if workload_model.shared_prefix_tokens else None
+    conc = max(1, int(capacity.requests + 1e-9))
+    model, timer = step_timer(plan)
+    return predict(plan, model, lengths, Load("closed", conc), num_requests=ESTIMATE_REQUESTS, seed=0,
+                   shared_prefix=prefix, step_time=timer)

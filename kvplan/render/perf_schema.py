@@ -1,0 +1,172 @@
+"""The JSON Schema of ``kvplan perf --format json`` (and of ``estimate --perf``'s ``perf``
+section), as pydantic models mirroring kvplan/render/perf.py key for key (unknown keys
+forbidden, types strict). ``kvplan schema perf`` prints it.
+
+Times are seconds, throughputs tokens/s or requests/s; a statistic without samples is null.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Num = Optional[float]
+Point = Annotated[list[float], Field(min_length=2, max_length=2)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Calibration(_Strict):
+    """What the step times stand on."""
+
+    status: Literal["uncalibrated", "fitted"]
+    label: str = Field(min_length=1, description="'uncalibrated (physics priors)' or 'fitted on N records (...)'")
+    source: str
+
+
+class Engine(_Strict):
+    """The emulated engine, every flag resolved."""
+
+    num_gpu_blocks: int = Field(ge=1)
+    block_size: int = Field(ge=1)
+    max_model_len: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    enable_prefix_caching: bool
+    enable_chunked_prefill: bool
+    async_scheduling: bool
+
+
+class Load(_Strict):
+    kind: Literal["closed", "open"]
+    concurrency: Optional[int] = Field(default=None, ge=1)
+    request_rate: Num = None
+
+
+class SharedPrefix(_Strict):
+    fraction: float = Field(ge=0, le=1)
+    tokens: int = Field(ge=0)
+
+
+class Workload(_Strict):
+    lengths: str
+    load: Load
+    num_requests: int = Field(ge=1)
+    seed: int
+    shared_prefix: Optional[SharedPrefix]
+
+
+class Dist(_Strict):
+    """Seconds; null without samples."""
+
+    mean: Num
+    p50: Num
+    p90: Num
+    p99: Num
+    count: int = Field(ge=0)
+
+
+class Metrics(_Strict):
+    """The benchmark client's metrics (kvplan/perf/metrics.py)."""
+
+    duration_s: Num
+    completed: int = Field(ge=0)
+    output_throughput: Num = Field(description="output tokens/s")
+    total_token_throughput: Num = Field(description="prompt + output tokens/s")
+    request_throughput: Num = Field(description="requests/s")
+    ttft_s: Dist
+    tpot_s: Dist
+    itl_s: Dist
+    e2e_s: Dist
+    preemptions: int = Field(ge=0)
+
+
+class KVUsage(_Strict):
+    mean: Num = Field(description="step-time weighted mean of used / usable blocks")
+    max: Num
+    timeline: list[Point] = Field(description="[time s, used fraction] per step, at most 100 points")
+
+
+class SaturationPoint(_Strict):
+    request_rate: Num
+    stable: bool
+    ttft_p50_s: Num
+    ttft_p99_s: Num
+    tpot_p50_s: Num
+    tpot_p99_s: Num
+    request_throughput: Num
+
+
+class Saturation(_Strict):
+    rate: Num = Field(description="highest stable open-loop rate found, requests/s")
+    bounded: bool = Field(description="false when the search stopped at the edge of the rates it tried")
+    lower_bound: bool = Field(description="true when a higher rate read as overloaded on a run too short to tell")
+    requests: int = Field(ge=1, description="requests per open-loop run")
+    points: list[SaturationPoint] = Field(description="every rate run: latency against load")
+
+
+class Check(_Strict):
+    key: str
+    value_s: Num
+    limit_s: float = Field(gt=0)
+    met: bool
+
+
+class SLO(_Strict):
+    targets: dict[str, float]
+    met: bool
+    goodput: Num = Field(description="request throughput when every target is met, else 0")
+    checks: list[Check]
+
+
+class Candidate(_Strict):
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    num_gpu_blocks: Optional[int]
+    meets_slo: bool
+    goodput: Num
+    worst_ratio: Num
+    metrics: Optional[Metrics]
+    skipped: Optional[str]
+
+
+class Recommendation(_Strict):
+    requests_per_run: int = Field(ge=1)
+    best: Optional[Candidate]
+    serve_command: Optional[str]
+    candidates: list[Candidate]
+
+
+class PerfSection(_Strict):
+    """The prediction (``estimate --perf``'s ``perf`` key has exactly this shape)."""
+
+    calibration: Calibration
+    approximate: list[str] = Field(description="every reason the numbers are approximate; empty = none")
+    engine: Engine
+    workload: Workload
+    metrics: Metrics
+    kv_usage: KVUsage
+    saturation: Optional[Saturation]
+    slo: Optional[SLO]
+    recommendation: Optional[Recommendation]
+
+
+class PerfDocument(PerfSection):
+    """The whole ``kvplan perf --format json`` document."""
+
+    kvplan_version: str
+    model: str
+    gpu: str
+    tensor_parallel_size: int = Field(ge=1)
+    vllm_version: str
+
+
+def perf_json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of the ``kvplan perf --format json`` document."""
+    schema = PerfDocument.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "kvplan perf --format json"
+    return schema

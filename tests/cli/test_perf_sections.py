@@ -1,0 +1,85 @@
+"""`estimate --perf` (a performance section only when asked) and `plan --slo` (the cheapest
+option meeting the SLO), end to end in-process."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from helpers import run_cli, unwrapped
+
+from kvplan.perf.batch import linear_step_time
+from kvplan.render.schema import EstimateDocument, estimate_json_schema
+
+TINY = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+V = ["--vllm-version", "0.26.0"]
+
+
+def test_estimate_json_unchanged_without_perf_and_valid_with_it():
+    args = ["estimate", TINY, "--workload", "prompt=256 output=32", "--format", "json", *V]
+    code, plain, err = run_cli(*args)
+    assert code == 0, err
+    assert "perf" not in json.loads(plain)
+    code, out, err = run_cli(*args, "--perf")
+    assert code == 0, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, estimate_json_schema())
+    EstimateDocument.model_validate(doc)
+    perf = doc.pop("perf")
+    assert doc == json.loads(plain)  # the rest of the document is the estimate's, untouched
+    # the closed loop runs at the concurrency the workload capacity reports (floored)
+    assert perf["workload"]["load"]["concurrency"] == int(doc["workload"]["paged"]["requests"])
+    assert perf["calibration"]["label"] == "uncalibrated (physics priors)"
+
+
+def test_estimate_perf_table_says_uncalibrated():
+    code, out, err = run_cli("estimate", TINY, "--workload", "prompt=256 output=32", "--perf", *V)
+    assert code == 0, err
+    assert "Serving at the concurrency that fits (uncalibrated (physics priors))" in unwrapped(out)
+
+
+@pytest.fixture
+def gpu_speed_step(monkeypatch):
+    """A step time that is 4x faster on H200 than on L40S (a stand-in for the GPU's speed), so
+    the SLO separates them by hand: 10 ms + 10 us/token on L40S, a quarter of it on H200."""
+    import kvplan.perf.step_time as st
+
+    def fake(spec, gpu, args=None, **kw):
+        class M:
+            labels = ()
+            efficiency = __import__("kvplan.perf.coefficients", fromlist=["PRIORS"]).PRIORS
+            seconds = staticmethod(linear_step_time(0.0025, 2.5e-6) if gpu.id == "h200" else linear_step_time(0.010, 1e-5))
+        return M()
+
+    monkeypatch.setattr(st, "step_model", fake)
+
+
+def test_plan_slo_keeps_the_cheapest_option_that_meets_it(gpu_speed_step):
+    # 64-token prompts, 16 out, c=4 per engine: every step carries at most a few hundred tokens,
+    # so TPOT ~ one step: L40S >= 10 ms, H200 ~ 2.5-3.5 ms. tpot_p50 <= 5 ms keeps only H200s;
+    # L40S is cheaper and holds the concurrency, so without --slo it would come first.
+    base = ["plan", TINY, "--concurrency", "4", "--workload", "prompt=64 output=16", "--gpus", "H200,L40S",
+            "--price", "H200=4", "--price", "L40S=1", "--tensor-parallel-size", "1", "--kv-cache-dtype", "auto",
+            "--quantization", "none", "--format", "json", *V]
+    code, out, err = run_cli(*base)
+    assert code == 0, err
+    assert json.loads(out)["options"][0]["gpu"] == "l40s"
+    code, out, err = run_cli(*base, "--slo", "tpot_p50=5ms")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {o["gpu"] for o in doc["options"]} == {"h200"}
+    costs = [o["hourly_cost_usd"] for o in doc["options"]]
+    assert costs == sorted(costs) and costs[0] == 4.0  # ranked by price among those meeting it
+    assert doc["options"][0]["perf"]["meets_slo"] is True
+    assert doc["options"][0]["perf"]["metrics"]["tpot_s"]["p50"] < 0.005
+    assert doc["slo"]["targets"] == {"tpot_p50": 0.005} and doc["slo"]["options_missing_slo"] >= 1
+
+
+def test_plan_slo_nothing_meets_exits_1(gpu_speed_step):
+    code, out, err = run_cli("plan", TINY, "--concurrency", "4", "--workload", "prompt=64 output=16", "--gpus", "H200,L40S",
+                             "--tensor-parallel-size", "1", "--kv-cache-dtype", "auto", "--quantization", "none",
+                             "--slo", "tpot_p50=1ms", *V)
+    assert code == 1, err
+    text = unwrapped(out)
+    assert "none meets --slo tpot_p50=1ms" in text and "its prediction:" in text
