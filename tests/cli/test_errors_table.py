@@ -352,6 +352,22 @@ ROWS: list[Row] = [
          "the unbiased layout every published ERNIE-4.5 MoE config uses",),
     ),
     Row(
+        "hunyuan-cross-layer-attention",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["HunYuanDenseV1ForCausalLM"],
+                                                      model_type="hunyuan_v1_dense", use_cla=True, cla_share_factor=2))],
+        2,
+        ("config key 'use_cla' is true with cla_share_factor > 1: vLLM builds the sharing layers as encoder-decoder "
+         "attention, for which kvplan has no KV-cache rule",),
+    ),
+    Row(
+        "hunyuan-moe-per-layer-lists",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["HunYuanMoEV1ForCausalLM"], model_type="hunyuan_v1_moe",
+                                                      num_experts=8, moe_topk=[2] * 31 + [1]))],
+        2,
+        ("config key 'moe_topk' differs between layers: kvplan's Hunyuan rules (kvplan/model/families/hunyuan.py) "
+         "size one MoE shape for every layer",),
+    ),
+    Row(
         "falcon-mlp-width",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
                                                       ffn_hidden_size=20000))],
