@@ -145,6 +145,8 @@ def cases():
     add("hunyuan-a13b-16L_eager", hyc, s, E(2048), cut)
     hd, s = model_config("tencent__Hunyuan-7B-Instruct")
     add("hunyuan-7b_eager", hd, s, E(32768))
+    m3, s = model_config("mistralai__Mistral-Small-3.2-24B-Instruct-2506")
+    add("mistral-small-3.2-24b_eager", m3, s, E(32768, limit_mm_per_prompt={"image": 0}))
     return out
 
 

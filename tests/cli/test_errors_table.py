@@ -368,6 +368,17 @@ ROWS: list[Row] = [
          "size one MoE shape for every layer",),
     ),
     Row(
+        "mistral3-vision-feature-layer",
+        lambda t: ["estimate", _config_dir(t, {
+            "architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "vision_feature_layer": 30,
+            "text_config": {**LLAMA_CFG, "model_type": "mistral"},
+            "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                              "num_hidden_layers": 24, "num_attention_heads": 16, "patch_size": 14}})],
+        2,
+        ("config key 'vision_feature_layer' must be a layer index (or a list of them) within the 24 vision layers, "
+         "got 30",),
+    ),
+    Row(
         "falcon-mlp-width",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
                                                       ffn_hidden_size=20000))],
