@@ -147,6 +147,8 @@ def cases():
     add("hunyuan-7b_eager", hd, s, E(32768))
     m3, s = model_config("mistralai__Mistral-Small-3.2-24B-Instruct-2506")
     add("mistral-small-3.2-24b_eager", m3, s, E(32768, limit_mm_per_prompt={"image": 0}))
+    ling, s = model_config("inclusionAI__Ling-lite-1.5")
+    add("ling-lite-1.5_eager", ling, s, E(32768))
     return out
 
 

@@ -379,6 +379,24 @@ ROWS: list[Row] = [
          "got 30",),
     ),
     Row(
+        "bailing-with-biases",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BailingMoeV2ForCausalLM"], model_type="bailing_moe",
+                                                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
+                                                      use_bias=True))],
+        2,
+        ("config key 'use_bias' is true: kvplan's Bailing rules (kvplan/model/families/bailing.py) know only the "
+         "unbiased layout every published Ling config uses",),
+    ),
+    Row(
+        "bailing-layernorm-qk-norm",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BailingMoeV2ForCausalLM"], model_type="bailing_moe",
+                                                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
+                                                      use_qk_norm=True))],
+        2,
+        ("config key 'use_qk_norm' is true without use_rmsnorm: vLLM's bailing_moe.py then builds LayerNorm q/k norms "
+         "with biases, which kvplan's rules do not lay out",),
+    ),
+    Row(
         "falcon-mlp-width",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
                                                       ffn_hidden_size=20000))],
