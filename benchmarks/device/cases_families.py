@@ -129,7 +129,33 @@ def cases():
     add("nemotron-h-56b-59L_eager", nhc, s, E(8192), cut)
     add("olmoe-1b-7b_graphs", OLMOE, OLMOE_SRC, {"max_model_len": 4096})
     add("qwen3.5-35b-a3b_graphs", q, aic("Qwen--Qwen3.5-35B-A3B")[1], {"max_model_len": 32768, "limit_mm_per_prompt": MM0})
+    # famd (issue 12): GLM-4.5, GLM-5 / GLM-5.2, Hunyuan; configs as tests/data/model_configs/ keeps them
+    # (source recorded in each file)
+    air, s = model_config("zai-org__GLM-4.5-Air")
+    airc, cut = cut_layers(air, 16, "46 layers are ~213 GB in bf16; 1 dense + 15 MoE layers keep it on one H200")
+    add("glm4.5-air-16L_eager", airc, s, E(32768), cut)
+    g5, s = model_config("zai-org__GLM-5")
+    g5c, cut = cut_layers(g5, 5, "744B does not fit; 3 dense (first_k_dense_replace) + 2 MoE layers")
+    add("glm5-5L_eager", g5c, s, E(32768), cut)
+    g52, s = model_config("zai-org__GLM-5.2")
+    g52c, cut = cut_layers(g52, 8, "744B does not fit; 3 dense + 5 MoE layers, indexers on layers 0, 1, 2, 6")
+    add("glm5.2-8L_eager", g52c, s, E(32768), cut)
+    hy, s = model_config("tencent__Hunyuan-A13B-Instruct")
+    hyc, cut = cut_layers(hy, 16, "80B is ~160 GB in bf16; 16 of 32 MoE layers fit one H200")
+    add("hunyuan-a13b-16L_eager", hyc, s, E(2048), cut)
+    hd, s = model_config("tencent__Hunyuan-7B-Instruct")
+    add("hunyuan-7b_eager", hd, s, E(32768))
+    m3, s = model_config("mistralai__Mistral-Small-3.2-24B-Instruct-2506")
+    add("mistral-small-3.2-24b_eager", m3, s, E(32768, limit_mm_per_prompt={"image": 0}))
+    ling, s = model_config("inclusionAI__Ling-lite-1.5")
+    add("ling-lite-1.5_eager", ling, s, E(32768))
     return out
+
+
+def model_config(name):
+    """(config, source) of a real config kept under tests/data/model_configs/."""
+    d = json.load(open(os.path.join(ROOT, "tests", "data", "model_configs", f"{name}.json")))
+    return d["config"], f"tests/data/model_configs/{name}.json: {d['source']}"
 
 
 def main():

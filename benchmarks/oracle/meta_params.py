@@ -13,7 +13,10 @@ needs no other file.
 
 How a model is built: the class named by ``architectures[0]`` when transformers has it, else
 AutoModelForCausalLM, via ``_from_config`` inside ``torch.device("meta")``;
-``quantization_config`` is dropped (the count is of the logical, unquantized parameters).
+``quantization_config`` is dropped (the count is of the logical, unquantized parameters). A
+multimodal config without a top-level ``tie_word_embeddings`` is tied as its text config is
+(vLLM builds the language model from ``text_config``; transformers 5.x would read the top-level
+default True).
 ``named_parameters()`` lists a tied LM head once (under the embedding), as the checkpoint does.
 A config transformers cannot build (an architecture it does not know, remote code) is recorded
 with the error instead of a count.
@@ -102,6 +105,13 @@ def count(config: dict) -> dict:
             cfg_dict[sub] = {k: v for k, v in cfg_dict[sub].items() if k != "quantization_config"}
     model_type = cfg_dict.pop("model_type")
     cfg = transformers.AutoConfig.for_model(model_type, **cfg_dict)
+    text = cfg.get_text_config()
+    if text is not cfg and "tie_word_embeddings" not in config:
+        # vLLM builds a multimodal model's language model from text_config, whose tie flag (its
+        # class default when omitted) decides the LM head; transformers 5.x reads the top-level
+        # flag instead (PretrainedConfig default True), which would tie what vLLM does not
+        # (Mistral3: MistralConfig's default is False, the checkpoint has its own lm_head)
+        cfg.tie_word_embeddings = text.tie_word_embeddings
     arch = (config.get("architectures") or [None])[0]
     cls = getattr(transformers, arch, None) if arch else None
     built_as = arch if cls is not None else "AutoModelForCausalLM"
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch_version": torch.__version__,
         "date": dt.date.today().isoformat(),
         "method": "transformers class of architectures[0] (else AutoModelForCausalLM) ._from_config on "
-                  "torch.device('meta'); quantization_config dropped; named_parameters() numel by component",
+                  "torch.device('meta'); quantization_config dropped; a multimodal config without a top-level tie_word_embeddings ties as its text_config does (vLLM builds the language model from it); named_parameters() numel by component",
         "models": models,
     }
     args.out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")

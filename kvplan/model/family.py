@@ -138,6 +138,12 @@ class Family:
         how vLLM builds it; None = the generic ViT-style count (kvplan.model.parse)."""
         return None
 
+    def vision_params(self, top: _Cfg, vc: _Cfg, text_hidden: int) -> int | None:
+        """Parameters of the vision tower and its projector, when they need keys beside
+        ``vision_config`` (the top-level config ``top``, the text model's ``text_hidden``); by
+        default ``vision_tower_params(vc)``."""
+        return self.vision_tower_params(vc)
+
     def has_o_bias(self, attention_bias: bool) -> bool:
         """o_proj has a bias: always for some families, else with ``attention_bias``."""
         return self.o_bias or (attention_bias and self.attention_bias_on_o)

@@ -454,7 +454,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     vc = top.sub("vision_config")
     vision_params = 0
     if vc is not None:
-        own = family.vision_tower_params(vc)
+        own = family.vision_params(top, vc, hidden)
         vision_params = _vision_params(vc, hidden) if own is None else own
     softcap = c.num("final_logit_softcapping", None, ge=0.0)
     attention_bias = c.flag("attention_bias", False) if family.reads_attention_bias else False

@@ -352,6 +352,51 @@ ROWS: list[Row] = [
          "the unbiased layout every published ERNIE-4.5 MoE config uses",),
     ),
     Row(
+        "hunyuan-cross-layer-attention",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["HunYuanDenseV1ForCausalLM"],
+                                                      model_type="hunyuan_v1_dense", use_cla=True, cla_share_factor=2))],
+        2,
+        ("config key 'use_cla' is true with cla_share_factor > 1: vLLM builds the sharing layers as encoder-decoder "
+         "attention, for which kvplan has no KV-cache rule",),
+    ),
+    Row(
+        "hunyuan-moe-per-layer-lists",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["HunYuanMoEV1ForCausalLM"], model_type="hunyuan_v1_moe",
+                                                      num_experts=8, moe_topk=[2] * 31 + [1]))],
+        2,
+        ("config key 'moe_topk' differs between layers: kvplan's Hunyuan rules (kvplan/model/families/hunyuan.py) "
+         "size one MoE shape for every layer",),
+    ),
+    Row(
+        "mistral3-vision-feature-layer",
+        lambda t: ["estimate", _config_dir(t, {
+            "architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "vision_feature_layer": 30,
+            "text_config": {**LLAMA_CFG, "model_type": "mistral"},
+            "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                              "num_hidden_layers": 24, "num_attention_heads": 16, "patch_size": 14}})],
+        2,
+        ("config key 'vision_feature_layer' must be a layer index (or a list of them) within the 24 vision layers, "
+         "got 30",),
+    ),
+    Row(
+        "bailing-with-biases",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BailingMoeV2ForCausalLM"], model_type="bailing_moe",
+                                                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
+                                                      use_bias=True))],
+        2,
+        ("config key 'use_bias' is true: kvplan's Bailing rules (kvplan/model/families/bailing.py) know only the "
+         "unbiased layout every published Ling config uses",),
+    ),
+    Row(
+        "bailing-layernorm-qk-norm",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["BailingMoeV2ForCausalLM"], model_type="bailing_moe",
+                                                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024,
+                                                      use_qk_norm=True))],
+        2,
+        ("config key 'use_qk_norm' is true without use_rmsnorm: vLLM's bailing_moe.py then builds LayerNorm q/k norms "
+         "with biases, which kvplan's rules do not lay out",),
+    ),
+    Row(
         "falcon-mlp-width",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconForCausalLM"], model_type="falcon",
                                                       ffn_hidden_size=20000))],

@@ -104,6 +104,10 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "deepseek_v2": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v3": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),
     "deepseek_v32": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),  # deepseek_v2.py too
+    "glm_moe_dsa": FamilyQuirks(mlp_keeps_gate_up=True, router_bias_fp32=True),  # deepseek_v2.py GlmMoeDsaForCausalLM
+    # glm4_moe.py: Glm4MoeMLP keeps gate_up; Glm4MoE.gate is an fp32 nn.Linear with an fp32 correction bias
+    "glm4_moe": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True),
+    "bailing_moe": FamilyQuirks(router_bias_fp32=True),  # bailing_moe.py gate.expert_bias is fp32
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
