@@ -208,6 +208,9 @@ class ModelSpec(_Frozen):
     mla: MLAShape | None = None
     gdn: GatedDeltaNetShape | None = None
     mamba: MambaShape | None = None
+    # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
+    # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
+    attention_free: bool = False
     # the dtype the config itself names for the recurrent (temporal/SSM) state (Qwen3.5
     # ``mamba_ssm_dtype``, NemotronH ``mamba_ssm_cache_dtype``); None when it names none. Whether
     # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).

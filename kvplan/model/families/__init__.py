@@ -72,6 +72,9 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "FalconForCausalLM": ("falcon", "FALCON"),
     "RWForCausalLM": ("falcon", "FALCON"),
     "SmolLM3ForCausalLM": ("smollm3", "SMOLLM3"),
+    "MambaForCausalLM": ("mamba", "MAMBA"),
+    "FalconMambaForCausalLM": ("mamba", "MAMBA"),
+    "Mamba2ForCausalLM": ("mamba", "MAMBA2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -127,6 +130,9 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "RefinedWeb": "RWForCausalLM",
     "RefinedWebModel": "RWForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
+    "mamba": "MambaForCausalLM",
+    "falcon_mamba": "FalconMambaForCausalLM",
+    "mamba2": "Mamba2ForCausalLM",
 }
 
 

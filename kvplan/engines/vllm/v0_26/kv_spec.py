@@ -351,9 +351,12 @@ def layer_cache_specs(
         state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
         mamba_page = mamba_state_bytes(spec, tp, state_bytes, ssm_dtype_bytes=ssm_state_dtype_bytes(spec, state_bytes))
         gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
-        effective_block = hybrid_block(
-            mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
-        )
+        if not spec.attention_free:
+            # an attention-free model (IsAttentionFree, not IsHybrid) is not aligned: vLLM
+            # platforms/interface.py aligns only when model_config.is_hybrid
+            effective_block = hybrid_block(
+                mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
+            )
 
     attends = spec.is_hybrid and any(
         spec_for_layer_kind.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
