@@ -398,6 +398,14 @@ ROWS: list[Row] = [
         2,
         ("config key 'mamba_ssm_cache_dtype' must be one of float32, float16, bfloat16, got 'float64'",),
     ),
+    Row(
+        "mamba2-heads-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Mamba2ForCausalLM"], model_type="mamba2",
+                                                      num_heads=100, head_dim=64, expand=2))],
+        2,
+        ("config key 'num_heads' x head_dim (100 x 64) must equal expand x hidden_size (2 x 4096), as transformers' "
+         "Mamba2Config requires",),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",

@@ -95,6 +95,11 @@ class Mamba2(_StateSpace):
         d_inner = c.int("intermediate_size", default=None)
         if d_inner is None:
             d_inner = c.int("expand", default=2) * hidden
+        if heads * head_dim != c.int("expand", default=2) * hidden:
+            # transformers Mamba2Config.validate_architecture refuses the config (vLLM loads it
+            # through that class), and the mixer's state would not match its heads
+            raise c.error("num_heads", f"x head_dim ({heads} x {head_dim}) must equal expand x hidden_size "
+                                       f"({c.int('expand', default=2)} x {hidden}), as transformers' Mamba2Config requires")
         return MambaShape(
             version=2,
             intermediate_size=d_inner,
