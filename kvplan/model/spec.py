@@ -109,6 +109,9 @@ class MambaShape(_Frozen):
     use_conv_bias: bool = True
     use_bias: bool = False
     use_rms_norm: bool = False  # Mamba-1 RMSNorms on dt, B and C (Jamba; vLLM MambaMixer use_rms_norm)
+    # Mamba-2's gated RMSNorm has a weight (d_inner); False where the config turns it off
+    # (Falcon-H1 ``mamba_rms_norm`` false: vLLM Mixer2RMSNormGated registers no weight)
+    gated_norm_weight: bool = True
 
 
 class MoESpec(_Frozen):
@@ -211,6 +214,9 @@ class ModelSpec(_Frozen):
     # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
     # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
     attention_free: bool = False
+    # each attention layer also runs a Mamba mixer (``mamba``) beside it, summed into the same
+    # residual, with its own recurrent state: one extra cache layer per attention layer (Falcon-H1)
+    parallel_mamba: bool = False
     # the dtype the config itself names for the recurrent (temporal/SSM) state (Qwen3.5
     # ``mamba_ssm_dtype``, NemotronH ``mamba_ssm_cache_dtype``); None when it names none. Whether
     # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
@@ -274,7 +280,7 @@ class ModelSpec(_Frozen):
     @cached_property
     def is_hybrid(self) -> bool:
         """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
-        return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
+        return self.parallel_mamba or any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
 
     @property
     def max_len_limit(self) -> int:

@@ -75,6 +75,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "MambaForCausalLM": ("mamba", "MAMBA"),
     "FalconMambaForCausalLM": ("mamba", "MAMBA"),
     "Mamba2ForCausalLM": ("mamba", "MAMBA2"),
+    "FalconH1ForCausalLM": ("falcon_h1", "FALCON_H1"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -133,6 +134,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "mamba": "MambaForCausalLM",
     "falcon_mamba": "FalconMambaForCausalLM",
     "mamba2": "Mamba2ForCausalLM",
+    "falcon_h1": "FalconH1ForCausalLM",
 }
 
 

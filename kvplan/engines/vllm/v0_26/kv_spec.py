@@ -376,6 +376,14 @@ def layer_cache_specs(
         else:
             chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
             out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
+    # Falcon-H1: each attention layer's parallel Mamba mixer is its own cache layer (vLLM
+    # falcon_h1.py names it layer num_hidden_layers + i), after the per-layer specs
+    if spec.parallel_mamba:
+        page = attn_tok * effective_block if attends else mamba_page
+        state_cls = spec_for_layer_kind.get(LayerKind.MAMBA, MambaSpec)
+        for kind in spec.layer_kinds:
+            if kind == LayerKind.FULL:
+                out.append(state_cls(effective_block, max(page, mamba_page)))
     # DeepSeek-V3.2: each indexer is its own cache layer (an MLAAttentionSpec with its page), so
     # the layers share one mixed group whose block costs the sum of pages (allocator.build_layout).
     idx_tok = indexer_per_token_bytes(spec)
