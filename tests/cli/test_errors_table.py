@@ -406,6 +406,14 @@ ROWS: list[Row] = [
         ("config key 'num_heads' x head_dim (100 x 64) must equal expand x hidden_size (2 x 4096), as transformers' "
          "Mamba2Config requires",),
     ),
+    Row(
+        "falcon-h1-heads-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconH1ForCausalLM"], model_type="falcon_h1",
+                                                      mamba_d_ssm=3072, mamba_n_heads=20, mamba_d_head=128))],
+        2,
+        ("config key 'mamba_n_heads' x mamba_d_head (20 x 128) must equal the Mamba width mamba_d_ssm (3072), as "
+         "transformers' FalconH1Config requires",),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",
