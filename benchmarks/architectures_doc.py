@@ -38,6 +38,8 @@ FAMILY_APPROXIMATE = {
     "meta-device count for Llama-4-Scout: 818 M vs 872 M, 0.05 % of the model)",
     "FalconH1ForCausalLM": "activation peak of the parallel attention + Mamba-2 layer: the attention branch's "
     "rule (`exact: false` until a real start checks it)",
+    "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
+    "until a real start checks it)",
 }
 
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
@@ -50,7 +52,6 @@ NO_FAMILY = {
     "(missing `num_hidden_layers`)",
     "MPTForCausalLM": "as MptForCausalLM: exit 2",
     "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
-    "Lfm2ForCausalLM": "short-conv layers (`layer_types` `conv`, `conv_L_cache`): exit 2",
     "Lfm2MoeForCausalLM": "short-conv layers and experts: exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
     "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",

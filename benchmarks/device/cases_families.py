@@ -140,6 +140,8 @@ def cases():
     add("falcon-mamba-7b_eager", fm, s, E(4096))
     fh, s = model_config("tiiuae__Falcon-H1-7B-Instruct")
     add("falcon-h1-7b_eager", fh, s, E(32768))
+    lf, s = model_config("LiquidAI__LFM2-1.2B")
+    add("lfm2-1.2b_eager", lf, s, E(32768))
     add("olmoe-1b-7b_graphs", OLMOE, OLMOE_SRC, {"max_model_len": 4096})
     add("qwen3.5-35b-a3b_graphs", q, aic("Qwen--Qwen3.5-35B-A3B")[1], {"max_model_len": 32768, "limit_mm_per_prompt": MM0})
     return out

@@ -114,6 +114,16 @@ class MambaShape(_Frozen):
     gated_norm_weight: bool = True
 
 
+class ShortConvShape(_Frozen):
+    """LFM2's short convolution mixer: in_proj (hidden -> 3 x conv_dim: B, C, x gates), a
+    depthwise causal conv of ``conv_kernel`` taps (``conv_L_cache``) and out_proj; its state per
+    sequence is the last conv_kernel - 1 inputs (vLLM mamba_utils short_conv_state_shape)."""
+
+    conv_dim: int = Field(gt=0)
+    conv_kernel: int = Field(gt=1)
+    bias: bool = False
+
+
 class MoESpec(_Frozen):
     """Mixture-of-experts feed-forward shape.
 
@@ -214,6 +224,8 @@ class ModelSpec(_Frozen):
     # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
     # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
     attention_free: bool = False
+    # LFM2: the layers of kind MAMBA are short-convolution mixers of this shape (no Mamba shape)
+    short_conv: ShortConvShape | None = None
     # each attention layer also runs a Mamba mixer (``mamba``) beside it, summed into the same
     # residual, with its own recurrent state: one extra cache layer per attention layer (Falcon-H1)
     parallel_mamba: bool = False

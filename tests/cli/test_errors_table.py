@@ -414,6 +414,14 @@ ROWS: list[Row] = [
         ("config key 'mamba_n_heads' x mamba_d_head (20 x 128) must equal the Mamba width mamba_d_ssm (3072), as "
          "transformers' FalconH1Config requires",),
     ),
+    Row(
+        "lfm2-conv-dim",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Lfm2ForCausalLM"], model_type="lfm2",
+                                                      conv_dim=1024))],
+        2,
+        ("config key 'conv_dim' (1024) must equal hidden_size (4096): vLLM's LFM2 short conv projects the hidden "
+         "state with conv_dim inputs",),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",

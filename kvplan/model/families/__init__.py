@@ -76,6 +76,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "FalconMambaForCausalLM": ("mamba", "MAMBA"),
     "Mamba2ForCausalLM": ("mamba", "MAMBA2"),
     "FalconH1ForCausalLM": ("falcon_h1", "FALCON_H1"),
+    "Lfm2ForCausalLM": ("lfm2", "LFM2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -135,6 +136,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "falcon_mamba": "FalconMambaForCausalLM",
     "mamba2": "Mamba2ForCausalLM",
     "falcon_h1": "FalconH1ForCausalLM",
+    "lfm2": "Lfm2ForCausalLM",
 }
 
 

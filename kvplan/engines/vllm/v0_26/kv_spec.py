@@ -243,7 +243,7 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
     """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
 
     vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
-    mamba1_state_shape, mamba2_state_shape; the conv state uses ``state_dtype_bytes`` (the model
+    mamba1_state_shape, mamba2_state_shape, short_conv_state_shape (LFM2); the conv state uses ``state_dtype_bytes`` (the model
     dtype unless --mamba-cache-dtype), the SSM (temporal) state ``ssm_dtype_bytes`` (None = the
     same; see ssm_state_dtype_bytes)."""
     sb = state_dtype_bytes if ssm_dtype_bytes is None else ssm_dtype_bytes
@@ -264,6 +264,10 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
         conv = (conv_dim // tp) * (m.conv_kernel - 1 + num_spec_tokens)
         temporal = (m.num_heads // tp) * m.head_dim * m.state_size
         return conv * state_dtype_bytes + temporal * sb
+    if spec.short_conv is not None:
+        # mamba_utils.py short_conv_state_shape: (conv_dim / tp, conv_kernel - 1), conv dtype
+        sc = spec.short_conv
+        return (sc.conv_dim // tp) * (sc.conv_kernel - 1) * state_dtype_bytes
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
 
 
