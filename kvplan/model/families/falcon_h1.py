@@ -14,7 +14,7 @@ Cache: each layer is two cache layers in vLLM -- the attention's KV (a FullAtten
 mixer's state (a MambaSpec, named layer num_hidden_layers + i) -- so 2 x num_hidden_layers cache
 layers, and the hybrid block-size alignment applies (FalconH1 is IsHybrid).
 
-Rule source: vLLM 0.26.0 model_executor/models/falcon_h1.py (FalconH1ParallelHybrid,
+Rule source: vLLM model_executor/models/falcon_h1.py (FalconH1ParallelHybrid,
 FalconH1SSMDecoderLayer, FalconH1AttentionDecoderLayer, FalconH1MLP,
 get_mamba_state_shape_from_config); transformers 5.x configuration_falcon_h1.py.
 """

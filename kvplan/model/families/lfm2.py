@@ -12,7 +12,7 @@ SwiGLU MLP whose width vLLM derives from ``intermediate_size`` (transformers mov
 ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``. The final norm is
 ``embedding_norm``; embeddings tied unless ``tie_embedding`` / ``tie_word_embeddings`` say not.
 
-Rule source: vLLM 0.26.0 model_executor/models/lfm2.py (Lfm2MLP, Lfm2Attention,
+Rule source: vLLM model_executor/models/lfm2.py (Lfm2MLP, Lfm2Attention,
 Lfm2ShortConvDecoderLayer, get_mamba_state_shape_from_config); transformers 5.x
 configuration_lfm2.py.
 """

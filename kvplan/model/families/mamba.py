@@ -14,7 +14,7 @@ Mamba-2 (vLLM mamba2.py Mamba2DecoderLayer, a MambaMixer2): ``num_heads`` heads 
 else ``expand`` x hidden (vLLM reads it with getattr, transformers' Mamba2Config has none);
 untied embeddings by default.
 
-State shapes: vLLM 0.26.0 model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator
+State shapes: vLLM model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator
 mamba1_state_shape / mamba2_state_shape (kvplan.engines.vllm.v0_26.kv_spec.mamba_state_bytes).
 These configs name no position limit; vLLM config/model.py _get_and_verify_max_len then takes an
 explicit ``--max-model-len`` as given (2048 is only the default), so no limit is set here.
