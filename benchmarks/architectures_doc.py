@@ -36,6 +36,10 @@ FAMILY_APPROXIMATE = {
     "meta-device count for gemma-3-27b-it)",
     "Llama4ForConditionalGeneration": "vision tower: ViT-shaped count from vision_config (6 % under the "
     "meta-device count for Llama-4-Scout: 818 M vs 872 M, 0.05 % of the model)",
+    "FalconH1ForCausalLM": "activation peak of the parallel attention + Mamba-2 layer: the attention branch's "
+    "rule (`exact: false` until a real start checks it)",
+    "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
+    "until a real start checks it)",
 }
 
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
@@ -47,12 +51,7 @@ NO_FAMILY = {
     "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
     "(missing `num_hidden_layers`)",
     "MPTForCausalLM": "as MptForCausalLM: exit 2",
-    "MambaForCausalLM": "Mamba state keys (`state_size`, `conv_kernel`): exit 2",
-    "FalconMambaForCausalLM": "Mamba state keys: exit 2",
-    "Mamba2ForCausalLM": "Mamba-2 state keys: exit 2",
     "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
-    "FalconH1ForCausalLM": "parallel Mamba-2 + attention (`mamba_*` keys): exit 2",
-    "Lfm2ForCausalLM": "short-conv layers (`layer_types` `conv`, `conv_L_cache`): exit 2",
     "Lfm2MoeForCausalLM": "short-conv layers and experts: exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
     "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",

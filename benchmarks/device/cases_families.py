@@ -79,6 +79,13 @@ MM0 = {"image": 0, "video": 0}
 CUTS = {}
 
 
+def model_config(name):
+    """(config, source) of tests/data/model_configs/<name>.json (a real config with its source)."""
+    with open(os.path.join(ROOT, "tests", "data", "model_configs", f"{name}.json")) as f:
+        d = json.load(f)
+    return d["config"], f"tests/data/model_configs/{name}.json: {d['source']}"
+
+
 def cut_layers(cfg, n, note, text_key=None):
     c = copy.deepcopy(cfg)
     t = c[text_key] if text_key else c
@@ -127,6 +134,14 @@ def cases():
     nh, s = aic("nvidia--Nemotron-H-56B-Base-8K")
     nhc, cut = cut_layers(nh, 59, "first 59 of 118 layers (hybrid_override_pattern cut to match) so start-up stays short")
     add("nemotron-h-56b-59L_eager", nhc, s, E(8192), cut)
+    mb, s = model_config("state-spaces__mamba-2.8b-hf")
+    add("mamba-2.8b_eager", mb, s, E(4096))
+    fm, s = model_config("tiiuae__falcon-mamba-7b")
+    add("falcon-mamba-7b_eager", fm, s, E(4096))
+    fh, s = model_config("tiiuae__Falcon-H1-7B-Instruct")
+    add("falcon-h1-7b_eager", fh, s, E(32768))
+    lf, s = model_config("LiquidAI__LFM2-1.2B")
+    add("lfm2-1.2b_eager", lf, s, E(32768))
     add("olmoe-1b-7b_graphs", OLMOE, OLMOE_SRC, {"max_model_len": 4096})
     add("qwen3.5-35b-a3b_graphs", q, aic("Qwen--Qwen3.5-35B-A3B")[1], {"max_model_len": 32768, "limit_mm_per_prompt": MM0})
     # famd (issue 12): GLM-4.5, GLM-5 / GLM-5.2, Hunyuan; configs as tests/data/model_configs/ keeps them

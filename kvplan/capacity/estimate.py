@@ -422,10 +422,14 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     # Map per-layer specs back to layer indices (layers without KV keep no entry).
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
     # the decoder layer each cache spec belongs to: one per caching layer, then the extra cache
-    # layers some layers own (DeepSeek-V3.2's indexer, after them in layer_cache_specs)
+    # layers some layers own (Falcon-H1's parallel Mamba mixers, DeepSeek-V3.2's indexers, after
+    # them in layer_cache_specs in that order)
     spec_owner = kv_layer_idx + [
+        i for i, k in enumerate(spec.layer_kinds) if spec.parallel_mamba and k == LayerKind.FULL
+    ] + [
         i for i in kv_layer_idx if i < len(spec.indexer_layers) and spec.indexer_layers[i]
-    ][: len(layer_specs) - len(kv_layer_idx)]
+    ]
+    spec_owner = spec_owner[: len(layer_specs)]
 
     said = []
     correction = quantization.checkpoint_correction(spec, tp, dtype_bytes, quant, said)

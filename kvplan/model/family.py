@@ -49,6 +49,9 @@ class Family:
         qkv_bias / o_bias / mlp_bias: the family always has these biases, whatever
             ``attention_bias`` / ``mlp_bias`` say.
         attention_bias_on_o: ``attention_bias`` also puts a bias on o_proj.
+        attention_free: no layer attends and none has a feed-forward (Mamba, Mamba-2: each
+            layer is one norm and a mixer); the attention keys are not read (a Mamba-2 config's
+            ``num_heads`` / ``head_dim`` are its mixer's) and a 0 MLP width is no error.
         unsupported: why kvplan refuses to size this family at all (exit 2), or None.
         reads_attention_bias / reads_mlp_bias: vLLM's model file honours the config's
             ``attention_bias`` / ``mlp_bias``; False where it builds the projections with fixed
@@ -75,6 +78,7 @@ class Family:
     o_bias: bool = False
     mlp_bias: bool = False
     attention_bias_on_o: bool = True
+    attention_free: bool = False
     unsupported: str | None = None
     reads_attention_bias: bool = True
     reads_mlp_bias: bool = True

@@ -375,14 +375,19 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
 
     hidden = c.int("hidden_size", "d_model", "n_embd")
     n_layers = c.int("num_hidden_layers", "num_layers", "n_layer")
-    n_heads = c.int("num_attention_heads", "n_head", "num_heads")
     vocab = c.int("vocab_size")
-    kv_heads = family.num_key_value_heads(c, n_heads)
+    if family.attention_free:
+        # no attention layer reads these (a Mamba-2 config's num_heads/head_dim are the mixer's)
+        n_heads = kv_heads = 1
+        head_dim = hidden
+    else:
+        n_heads = c.int("num_attention_heads", "n_head", "num_heads")
+        kv_heads = family.num_key_value_heads(c, n_heads)
+        head_dim = c.int("head_dim", default=None)
     if n_heads % kv_heads:
         raise KvplanError(
             f"{where}: num_attention_heads ({n_heads}) is not a multiple of num_key_value_heads ({kv_heads})"
         )
-    head_dim = c.int("head_dim", default=None)
     if head_dim is None:
         if hidden % n_heads:
             raise KvplanError(f"{where}: hidden_size ({hidden}) is not divisible by num_attention_heads ({n_heads}); "
@@ -393,12 +398,13 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
 
     kinds, sliding_window, chunk = _layer_kinds(c, family, n_layers, notes)
     moe, moe_layers = family.moe(c, n_layers)
-    if intermediate == 0 and moe is None:
+    if intermediate == 0 and moe is None and not family.attention_free:
         # every decoder layer has a dense MLP of this width: 0 is no model (a MoE config may
         # leave the unused dense width at 0)
         key = next((k for k in ("intermediate_size", "ffn_dim", "n_inner", "intermediate_size_mlp") if c.has(k)), "intermediate_size")
         raise c.error(key, "must be >= 1 for a model with dense MLP layers, got 0")
-    _check_head_size(head_dim, where, notes, version)
+    if not family.attention_free:
+        _check_head_size(head_dim, where, notes, version)
 
     mla = family.mla(c)
     if mla is not None:

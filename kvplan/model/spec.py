@@ -109,6 +109,19 @@ class MambaShape(_Frozen):
     use_conv_bias: bool = True
     use_bias: bool = False
     use_rms_norm: bool = False  # Mamba-1 RMSNorms on dt, B and C (Jamba; vLLM MambaMixer use_rms_norm)
+    # Mamba-2's gated RMSNorm has a weight (d_inner); False where the config turns it off
+    # (Falcon-H1 ``mamba_rms_norm`` false: vLLM Mixer2RMSNormGated registers no weight)
+    gated_norm_weight: bool = True
+
+
+class ShortConvShape(_Frozen):
+    """LFM2's short convolution mixer: in_proj (hidden -> 3 x conv_dim: B, C, x gates), a
+    depthwise causal conv of ``conv_kernel`` taps (``conv_L_cache``) and out_proj; its state per
+    sequence is the last conv_kernel - 1 inputs (vLLM mamba_utils short_conv_state_shape)."""
+
+    conv_dim: int = Field(gt=0)
+    conv_kernel: int = Field(gt=1)
+    bias: bool = False
 
 
 class MoESpec(_Frozen):
@@ -208,6 +221,14 @@ class ModelSpec(_Frozen):
     mla: MLAShape | None = None
     gdn: GatedDeltaNetShape | None = None
     mamba: MambaShape | None = None
+    # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
+    # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
+    attention_free: bool = False
+    # LFM2: the layers of kind MAMBA are short-convolution mixers of this shape (no Mamba shape)
+    short_conv: ShortConvShape | None = None
+    # each attention layer also runs a Mamba mixer (``mamba``) beside it, summed into the same
+    # residual, with its own recurrent state: one extra cache layer per attention layer (Falcon-H1)
+    parallel_mamba: bool = False
     # the dtype the config itself names for the recurrent (temporal/SSM) state (Qwen3.5
     # ``mamba_ssm_dtype``, NemotronH ``mamba_ssm_cache_dtype``); None when it names none. Whether
     # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
@@ -271,7 +292,7 @@ class ModelSpec(_Frozen):
     @cached_property
     def is_hybrid(self) -> bool:
         """True when some layers keep a recurrent state (linear attention / Mamba) instead of KV."""
-        return any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
+        return self.parallel_mamba or any(k in (LayerKind.LINEAR, LayerKind.MAMBA) for k in self.layer_kinds)
 
     @property
     def max_len_limit(self) -> int:

@@ -443,6 +443,30 @@ ROWS: list[Row] = [
         2,
         ("config key 'mamba_ssm_cache_dtype' must be one of float32, float16, bfloat16, got 'float64'",),
     ),
+    Row(
+        "mamba2-heads-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Mamba2ForCausalLM"], model_type="mamba2",
+                                                      num_heads=100, head_dim=64, expand=2))],
+        2,
+        ("config key 'num_heads' x head_dim (100 x 64) must equal expand x hidden_size (2 x 4096), as transformers' "
+         "Mamba2Config requires",),
+    ),
+    Row(
+        "falcon-h1-heads-width",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["FalconH1ForCausalLM"], model_type="falcon_h1",
+                                                      mamba_d_ssm=3072, mamba_n_heads=20, mamba_d_head=128))],
+        2,
+        ("config key 'mamba_n_heads' x mamba_d_head (20 x 128) must equal the Mamba width mamba_d_ssm (3072), as "
+         "transformers' FalconH1Config requires",),
+    ),
+    Row(
+        "lfm2-conv-dim",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Lfm2ForCausalLM"], model_type="lfm2",
+                                                      conv_dim=1024))],
+        2,
+        ("config key 'conv_dim' (1024) must equal hidden_size (4096): vLLM's LFM2 short conv projects the hidden "
+         "state with conv_dim inputs",),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",

@@ -79,6 +79,11 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "FalconForCausalLM": ("falcon", "FALCON"),
     "RWForCausalLM": ("falcon", "FALCON"),
     "SmolLM3ForCausalLM": ("smollm3", "SMOLLM3"),
+    "MambaForCausalLM": ("mamba", "MAMBA"),
+    "FalconMambaForCausalLM": ("mamba", "MAMBA"),
+    "Mamba2ForCausalLM": ("mamba", "MAMBA2"),
+    "FalconH1ForCausalLM": ("falcon_h1", "FALCON_H1"),
+    "Lfm2ForCausalLM": ("lfm2", "LFM2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -140,6 +145,11 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "RefinedWeb": "RWForCausalLM",
     "RefinedWebModel": "RWForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
+    "mamba": "MambaForCausalLM",
+    "falcon_mamba": "FalconMambaForCausalLM",
+    "mamba2": "Mamba2ForCausalLM",
+    "falcon_h1": "FalconH1ForCausalLM",
+    "lfm2": "Lfm2ForCausalLM",
 }
 
 

@@ -243,7 +243,7 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
     """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
 
     vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
-    mamba1_state_shape, mamba2_state_shape; the conv state uses ``state_dtype_bytes`` (the model
+    mamba1_state_shape, mamba2_state_shape, short_conv_state_shape (LFM2); the conv state uses ``state_dtype_bytes`` (the model
     dtype unless --mamba-cache-dtype), the SSM (temporal) state ``ssm_dtype_bytes`` (None = the
     same; see ssm_state_dtype_bytes)."""
     sb = state_dtype_bytes if ssm_dtype_bytes is None else ssm_dtype_bytes
@@ -264,6 +264,10 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
         conv = (conv_dim // tp) * (m.conv_kernel - 1 + num_spec_tokens)
         temporal = (m.num_heads // tp) * m.head_dim * m.state_size
         return conv * state_dtype_bytes + temporal * sb
+    if spec.short_conv is not None:
+        # mamba_utils.py short_conv_state_shape: (conv_dim / tp, conv_kernel - 1), conv dtype
+        sc = spec.short_conv
+        return (sc.conv_dim // tp) * (sc.conv_kernel - 1) * state_dtype_bytes
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
 
 
@@ -351,9 +355,12 @@ def layer_cache_specs(
         state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
         mamba_page = mamba_state_bytes(spec, tp, state_bytes, ssm_dtype_bytes=ssm_state_dtype_bytes(spec, state_bytes))
         gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
-        effective_block = hybrid_block(
-            mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
-        )
+        if not spec.attention_free:
+            # an attention-free model (IsAttentionFree, not IsHybrid) is not aligned: vLLM
+            # platforms/interface.py aligns only when model_config.is_hybrid
+            effective_block = hybrid_block(
+                mamba_page, attn_tok, block_size, kernel_block_alignment=kernel_block_alignment, gdn=gdn
+            )
 
     attends = spec.is_hybrid and any(
         spec_for_layer_kind.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
@@ -373,6 +380,14 @@ def layer_cache_specs(
         else:
             chunk = spec.attention_chunk_size if cls is ChunkedLocalAttentionSpec else None
             out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
+    # Falcon-H1: each attention layer's parallel Mamba mixer is its own cache layer (vLLM
+    # falcon_h1.py names it layer num_hidden_layers + i), after the per-layer specs
+    if spec.parallel_mamba:
+        page = attn_tok * effective_block if attends else mamba_page
+        state_cls = spec_for_layer_kind.get(LayerKind.MAMBA, MambaSpec)
+        for kind in spec.layer_kinds:
+            if kind == LayerKind.FULL:
+                out.append(state_cls(effective_block, max(page, mamba_page)))
     # DeepSeek-V3.2: each indexer is its own cache layer (an MLAAttentionSpec with its page), so
     # the layers share one mixed group whose block costs the sum of pages (allocator.build_layout).
     idx_tok = indexer_per_token_bytes(spec)

@@ -305,7 +305,16 @@ def weight_bytes_per_rank(
             t.add("linear_attn", 2 * (g.num_v_heads // tp) * 4)  # A_log, dt_bias (fp32)
             t.add("linear_attn", g.head_v_dim * db)  # gated RMSNorm
             t.add("linear_attn", _linear(ctx, value_dim // tp, h))
-        elif kind == LayerKind.MAMBA and spec.mamba is not None:
+        if kind == LayerKind.MAMBA and spec.short_conv is not None:
+            # LFM2 ShortConv (layers/mamba/short_conv.py): in_proj to 3 x conv_dim, the
+            # depthwise conv (conv_dim x L_cache), out_proj; biases with conv_bias
+            sc = spec.short_conv
+            d = sc.conv_dim // tp
+            t.add("short_conv", _linear(ctx, h, 3 * d, bias=sc.bias, n_shards=3))
+            t.add("short_conv", _linear(ctx, sc.conv_kernel, d, bias=sc.bias, quantizable=False))
+            t.add("short_conv", _linear(ctx, d, h, bias=sc.bias))
+        # a Mamba layer's mixer, or the one beside a Falcon-H1 attention layer (parallel_mamba)
+        if spec.mamba is not None and (kind == LayerKind.MAMBA or (spec.parallel_mamba and kind == LayerKind.FULL)):
             mb = spec.mamba
             d_in = mb.intermediate_size // tp
             if mb.version == 1:
@@ -326,7 +335,8 @@ def weight_bytes_per_rank(
                 conv_dim = d_in + 2 * gs
                 t.add("mamba", conv_dim * mb.conv_kernel * db + (conv_dim * db if mb.use_conv_bias else 0))
                 t.add("mamba", 3 * heads * 4)  # A, D, dt_bias (fp32)
-                t.add("mamba", d_in * db)  # gated norm
+                if mb.gated_norm_weight:
+                    t.add("mamba", d_in * db)  # gated norm
                 t.add("mamba", _linear(ctx, d_in, h, bias=mb.use_bias))
         # --- feed-forward ---
         if not spec.has_ffn(i):
