@@ -470,7 +470,7 @@ def plan_cmd(
     max_num_batched_tokens: Optional[int] = engine_option("max_num_batched_tokens", None),
     enforce_eager: bool = engine_option("enforce_eager", False),
     enable_prefix_caching: Optional[bool] = engine_option(
-        "enable_prefix_caching", None, help="Default: vLLM's (vLLM 0.26.0: on unless the model is hybrid; 0.33.0: on)."
+        "enable_prefix_caching", None, help="Default: vLLM's (on; for hybrid models as the chosen version decides (docs/versions.md row 9))."
     ),
     workload: Optional[str] = typer.Option(None, "--workload", help="'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL of prompt_tokens,output_tokens."),
     shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Tokens every prompt starts with (a system prompt)."),

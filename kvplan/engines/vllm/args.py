@@ -149,7 +149,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("kv_cache_memory_bytes", int | None, None, "unset (the utilization budget decides)",
               ("--kv-cache-memory-bytes",), "KV-cache bytes per GPU, bypassing the utilization budget.",
               gt=0, le=1 << 50, metavar="BYTES"),
-    EngineArg("enable_prefix_caching", bool | None, None, "vLLM 0.26.0: on unless the model is hybrid; 0.33.0: on",
+    EngineArg("enable_prefix_caching", bool | None, None, "on; for hybrid models as the chosen version decides (docs/versions.md row 9)",
               ("--enable-prefix-caching", "--no-enable-prefix-caching"), "Prefix caching."),
     EngineArg("disable_hybrid_kv_cache_manager", bool, False, "False", ("--disable-hybrid-kv-cache-manager",),
               "Treat sliding/chunked layers as full attention."),
