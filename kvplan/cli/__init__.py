@@ -223,7 +223,12 @@ def main() -> None:
     except usage as e:
         from kvplan.io.errors import usage_error_message
 
-        print(f"error: {usage_error_message(e)}", file=sys.stderr)
+        message = usage_error_message(e)
+        print(f"error: {message}", file=sys.stderr)
+        if "unexpected extra argument" in message.lower() and any(
+            a == "--workload" or a.startswith("--workload=") for a in sys.argv[1:]
+        ):  # `--workload prompt=100,50 output=10` unquoted: the shell split it in two
+            print("  hint: --workload takes one argument: quote it, e.g. --workload 'prompt=100,50 output=10'", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KvplanError as e:
         print(f"error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)

@@ -190,11 +190,11 @@ def run_estimate(f: EstimateFlags) -> int:
     _warn_multi_node(plan)
     if estimate_extras:  # a workload this plan cannot take fails here, before any output
         extras = prepare_extras(plan, **extras)
-    perf = None
+    perf = perf_note = None
     if f.perf:  # worked out before any output: a refusal prints one error and nothing else
         from kvplan.cli.perf import estimate_perf
 
-        perf = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
+        perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
 
     from kvplan import render
 
@@ -207,6 +207,9 @@ def run_estimate(f: EstimateFlags) -> int:
             from kvplan.render.perf import perf_section
 
             doc["perf"] = perf_section(perf)
+        elif perf_note is not None:  # a hybrid model: the estimate stands, perf is null and said why
+            doc["perf"] = None
+            doc["warnings"] = [*doc["warnings"], perf_note]
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve"):
         print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
@@ -228,6 +231,8 @@ def run_estimate(f: EstimateFlags) -> int:
             from kvplan.render.perf import print_report
 
             print_report(perf, console, title=f"Serving at the concurrency that fits ({perf.calibration.label})")
+        elif perf_note is not None:
+            console.print(f"note: {perf_note}", soft_wrap=True)
     return EXIT_OK if plan.fits else EXIT_FAIL
 
 

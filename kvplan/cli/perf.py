@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Optional
 
@@ -25,7 +26,7 @@ from kvplan.cli.options import (
     positive,
     positive_engine_args,
 )
-from kvplan.engines.vllm.versions import DEFAULT_VERSION
+from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
 FORMATS = ("table", "json")
@@ -53,7 +54,7 @@ class PerfFlags:
     kv_cache_memory: Optional[str]
     enable_prefix_caching: Optional[bool]
     revision: Optional[str]
-    vllm_version: str
+    vllm_version: Optional[str]
     input_len: Optional[int]
     output_len: Optional[int]
     workload: Optional[str]
@@ -92,7 +93,7 @@ def perf(
     kv_cache_memory: Optional[str] = engine_option("kv_cache_memory_bytes", None),
     enable_prefix_caching: Optional[bool] = engine_option("enable_prefix_caching", None),
     revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
-    vllm_version: str = engine_option("vllm_version", DEFAULT_VERSION),
+    vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     input_len: Optional[int] = typer.Option(None, "--input-len", metavar="TOKENS", help="Prompt tokens of every request."),
     output_len: Optional[int] = typer.Option(None, "--output-len", metavar="TOKENS", help="Output tokens of every request (ignore_eos)."),
     workload: Optional[str] = typer.Option(
@@ -218,7 +219,9 @@ def run_perf(f: PerfFlags) -> int:
     Raises:
         KvplanError: a bad flag (exit 2), vLLM would not start (exit 1), no matplotlib (exit 3).
     """
+    from kvplan.capacity.estimate import with_version_choice
     from kvplan.capacity.options import plan_from_options
+    from kvplan.engines.vllm.versions import resolve
 
     if f.fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table or json")
@@ -240,15 +243,21 @@ def run_perf(f: PerfFlags) -> int:
 
         check_plot_path(f.plot)
     lengths = lengths_from_flags(f.input_len, f.output_len, f.workload)
+    from kvplan.perf.serving import check_modelled, check_shared_prefix
+
+    check_shared_prefix(prefix, lengths)
+    choice = resolve(f.vllm_version)  # as estimate chooses it: flag > installed vllm > newest supported
     plan, _ = plan_from_options(
         model=f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
         tensor_parallel_size=f.tensor_parallel_size, pipeline_parallel_size=f.pipeline_parallel_size,
         max_model_len=parse_max_model_len(f.max_model_len), gpu_memory_utilization=f.gpu_memory_utilization,
         kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
-        vllm_version=f.vllm_version, enable_prefix_caching=f.enable_prefix_caching,
+        vllm_version=choice.version, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
     )
+    plan = with_version_choice(plan, choice)
+    check_modelled(plan)  # a hybrid model: kvplan's limitation, said before anything runs
     from kvplan.perf.serving import predict
 
     model, timer = step_timer(plan)
@@ -268,42 +277,68 @@ def run_perf(f: PerfFlags) -> int:
     if f.plot is not None:
         render_perf.save_plot(result, f.plot)
     if f.fmt == "json":
+        if choice.substituted:  # the JSON names it too ("vllm".requested, "evidence".unchecked)
+            print(f"warning: {choice.warning()}", file=sys.stderr)
         print(json.dumps(render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision), indent=2))
     else:
         from rich.console import Console
 
         console = Console()
         render_perf.print_report(result, console, slo=slo, recommendation=rec, revision=f.revision,
-                                 title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})")
+                                 title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})",
+                                 plan=plan)
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
 
 
 ESTIMATE_REQUESTS = 1000
+# estimate --perf sends at least this many times the concurrency (a closed loop of fewer requests
+# is mostly ramp-up and drain: kvplan/perf/serving.py short_run_note).
+ESTIMATE_REQUESTS_PER_SLOT = 4
+
+
+def estimate_requests(concurrency: int) -> int:
+    """Requests ``estimate --perf`` sends at ``concurrency``: ESTIMATE_REQUESTS, raised to
+    ESTIMATE_REQUESTS_PER_SLOT x the concurrency when that is more (the output's workload line
+    and JSON ``workload.num_requests`` state the number)."""
+    return max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency))
+
+
+def perf_unavailable_note(reason: str) -> str:
+    """The one line ``estimate --perf`` prints (table) or adds to ``warnings`` (JSON) when the
+    model is one kvplan perf does not model (the estimate itself stands)."""
+    return f"perf section not available: {reason}"
 
 
 def estimate_perf(plan, workload_model, capacity):
     """``estimate --workload ... --perf``: the workload's request lengths in a closed loop at the
     concurrency kvplan says fits (the capacity report's requests, floored, at least 1), on
-    ESTIMATE_REQUESTS seeded requests (seed 0), the shared prefix on every request.
+    estimate_requests(concurrency) seeded requests (seed 0), the shared prefix on every request.
 
     Returns:
-        a perf.serving.PerfResult, or None when the plan does not start (the estimate says why).
+        (PerfResult or None, note or None): (None, None) when the plan does not start (the
+        estimate says why); (None, note) for a model kvplan perf does not model (a hybrid
+        model: kvplan/perf/serving.py check_modelled), the estimate still printed, exit code
+        the estimate's.
     Raises:
         KvplanError: --n > 1 (parallel sampling is not emulated), a layout or GPU the perf model
             cannot take (exit 2).
     """
     if not plan.fits or capacity is None:
-        return None
+        return None, None
     if workload_model.n != 1:
         raise KvplanError("--perf: --n > 1 (parallel sampling / beams) is not emulated", hint="drop --n or --perf")
-    from kvplan.perf.serving import Load, predict
+    from kvplan.perf.serving import Load, check_modelled, predict
     from kvplan.perf.workload import Lengths, SharedPrefix
 
+    try:
+        check_modelled(plan)
+    except KvplanError as e:
+        return None, perf_unavailable_note(e.message)
     lengths = Lengths.from_workload(workload_model.workload)
     prefix = SharedPrefix(1.0, workload_model.shared_prefix_tokens) if workload_model.shared_prefix_tokens else None
     conc = max(1, int(capacity.requests + 1e-9))
     model, timer = step_timer(plan)
-    return predict(plan, model, lengths, Load("closed", conc), num_requests=ESTIMATE_REQUESTS, seed=0,
-                   shared_prefix=prefix, step_time=timer)
+    return predict(plan, model, lengths, Load("closed", conc), num_requests=estimate_requests(conc), seed=0,
+                   shared_prefix=prefix, step_time=timer), None

@@ -338,7 +338,12 @@ def _screen_slo(result, wl, slo, concurrency: float):
     closest = result.closest if meeting else (missed[0] if missed else result.closest)
     note = result.closest_note
     if not meeting and missed:
-        note = f"{len(missed)} option(s) hold the concurrency, none meets --slo {slo.text}; the cheapest is shown"
+        refused = [by_option[id(o)].refused for o in missed if by_option[id(o)].summary is None]
+        if len(refused) == len(missed):  # nothing ran: say so, not that the SLO was missed
+            note = (f"{len(missed)} option(s) hold the concurrency, but none could be evaluated against --slo "
+                    f"{slo.text} ({refused[0]}); the cheapest is shown, unchecked")
+        else:
+            note = f"{len(missed)} option(s) hold the concurrency, none meets --slo {slo.text}; the cheapest is shown"
     return replace(result, options=meeting, dominated=[], closest=closest, closest_note=note), {"slo": slo, "by_option": by_option, "missed": missed}
 
 

@@ -106,6 +106,67 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
     )
 
 
+# Layer kinds of a hybrid model that the step-time model and the scheduler emulator do not model,
+# and how a message names them (model/spec.py LayerKind values).
+_HYBRID_LAYER_NAMES = {"mamba": "Mamba", "linear_attention": "GDN (linear-attention)", "none": "KV-less ('none')"}
+# KV-cache group kinds of such models (engines/vllm/vX_Y/allocator.py KVCacheGroup.kind).
+_HYBRID_GROUP_NAMES = {"mamba": "Mamba", "gdn": "GDN (linear-attention)", "linear_attention": "GDN (linear-attention)"}
+
+
+def check_modelled(plan) -> None:
+    """kvplan's serving model covers the plan's model: no Mamba, GDN (linear-attention) or
+    KV-less ('none') layers, and no KV-cache group of such layers. This is a limitation of
+    kvplan (its step-time rules and block emulator cover attention only), not bad input; the
+    number is refused because kvplan cannot stand behind it.
+
+    Raises:
+        KvplanError: exit 2, "kvplan perf does not model <kind> layers yet (<model>): serving
+            performance is not predicted for hybrid models".
+    """
+    kinds = [k.value for k in plan.spec.layer_kinds if k.value in _HYBRID_LAYER_NAMES]
+    names = [_HYBRID_LAYER_NAMES[k] for k in dict.fromkeys(kinds)]
+    if not names and plan.layout is not None:
+        names = list(dict.fromkeys(_HYBRID_GROUP_NAMES[g.kind] for g in plan.layout.groups if g.kind in _HYBRID_GROUP_NAMES))
+    if names:
+        raise KvplanError(
+            f"kvplan perf does not model {' and '.join(names)} layers yet ({plan.spec.name}): "
+            "serving performance is not predicted for hybrid models",
+            hint="a kvplan limitation, not a problem with the flags; `kvplan estimate` still sizes the KV cache",
+        )
+
+
+def check_shared_prefix(shared_prefix: SharedPrefix | None, lengths: Lengths) -> None:
+    """The shared prefix fits inside every prompt (a prompt starts with it; kvplan never clips it
+    silently).
+
+    Raises:
+        KvplanError: exit 2 naming --shared-prefix, the prefix and the shortest prompt.
+    """
+    if shared_prefix is None or not shared_prefix.tokens or not shared_prefix.fraction:
+        return
+    shortest = min(p for p, _ in lengths.pairs)
+    if shared_prefix.tokens > shortest:
+        flag = "--input-len" if lengths.description.startswith("fixed ") else "the shortest --workload prompt"
+        raise KvplanError(
+            f"--shared-prefix: the {shared_prefix.tokens}-token prefix is longer than the {shortest}-token prompt ({flag})",
+            hint="the prefix is part of the prompt: make it at most the prompt length",
+        )
+
+
+# A closed loop of fewer requests than this many times its concurrency is mostly ramp-up and drain.
+CLOSED_LOOP_MIN_RATIO = 3
+
+
+def short_run_note(load: Load, num_requests: int) -> str | None:
+    """The caveat of a closed loop too short for steady state (fewer than CLOSED_LOOP_MIN_RATIO x
+    concurrency requests), else None."""
+    if load.kind != "closed" or num_requests >= CLOSED_LOOP_MIN_RATIO * load.value:
+        return None
+    return (f"closed loop: {num_requests} requests at concurrency {int(load.value)} (fewer than "
+            f"{CLOSED_LOOP_MIN_RATIO}x the concurrency): the run is mostly ramp-up and drain, not steady state; "
+            "raise --num-requests")
+
+
 def check_lengths(lengths: Lengths, max_model_len: int) -> None:
     """Every request (prompt + output) fits --max-model-len (vLLM refuses a longer one).
 
@@ -147,7 +208,7 @@ class Saturation:
         if self.lower_bound:
             return (
                 f"saturation rate: a lower bound: {self.requests}-request open-loop runs are too short to tell "
-                "whether a higher rate is stable (more requests in flight than a quarter of the run); raise --num-requests"
+                "whether a higher rate is stable (fewer than 10x the requests in flight); raise kvplan perf --num-requests"
             )
         return f"saturation rate: bisection on {self.requests}-request open-loop runs (metrics.is_stable)"
 
@@ -265,9 +326,12 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     ``seconds`` when given, e.g. a constant stub in tests), and find the saturation rate.
 
     Raises:
-        KvplanError: the plan does not start (exit 1); a request longer than --max-model-len,
-            bad load or a layout the emulator does not model (exit 2).
+        KvplanError: the plan does not start (exit 1); a hybrid model (check_modelled), a
+            shared prefix longer than a prompt, a request longer than --max-model-len, bad load
+            or a layout the emulator does not model (exit 2).
     """
+    check_modelled(plan)
+    check_shared_prefix(shared_prefix, lengths)
     cfg = config or engine_config(plan)
     check_lengths(lengths, cfg.max_model_len)
     timer = step_time or step_model.seconds
@@ -280,10 +344,19 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
         # which must start well after the first requests finish: 10x the requests in flight
         # (Little's law: throughput x mean E2E), at least SATURATION_REQUESTS, at most num_requests.
         in_flight = summ.request_throughput * summ.e2e.mean if math.isfinite(summ.e2e.mean) else 0.0
-        n = max(SATURATION_REQUESTS, min(num_requests, math.ceil(10 * in_flight)))
+        wanted = max(SATURATION_REQUESTS, math.ceil(10 * in_flight))
+        n = max(SATURATION_REQUESTS, min(num_requests, wanted))
         sat = find_saturation(cfg, timer, lengths, seed=seed, shared_prefix=shared_prefix,
                               guess=max(summ.request_throughput, 1e-6), num_requests=n)
+        if n < wanted and not sat.lower_bound:
+            # runs shorter than 10x the requests in flight: a rate read as overloaded may not be,
+            # so the rate found is only a lower bound (never "stable" up to it on short evidence)
+            from dataclasses import replace
+
+            sat = replace(sat, lower_bound=True)
     labels = tuple(step_model.labels) if step_model is not None else ()
+    short = short_run_note(load, num_requests)
+    labels = labels + ((short,) if short else ())
     approx = tuple(dict.fromkeys(labels + tuple(res.approximate) + tuple(a.reason for a in plan.approximations)
                                  + ((sat.caveat,) if sat is not None else ())))
     cal = calibration_of(step_model.efficiency) if step_model is not None else Calibration(

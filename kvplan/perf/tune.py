@@ -177,7 +177,7 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     """
     import math
 
-    from kvplan.perf.serving import predict
+    from kvplan.perf.serving import check_modelled, predict
 
     if step_timer is None:
         from kvplan.perf.step_time import step_model
@@ -190,6 +190,7 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     for o in options:
         conc = max(1, math.ceil(target_concurrency / o.data_parallel_size - 1e-9))
         try:
+            check_modelled(o.plan)  # a hybrid model: kvplan's limitation, said as such
             model, timer = step_timer(o.plan)
             r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=num_requests, seed=seed,
                         shared_prefix=shared_prefix, saturation=False, step_time=timer)

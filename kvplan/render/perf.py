@@ -159,12 +159,16 @@ def perf_section(r, *, slo=None, recommendation=None, revision: str | None = Non
 
 def to_dict(r, plan, *, slo=None, recommendation=None, revision: str | None = None) -> dict:
     """The ``kvplan perf --format json`` document (kvplan/render/perf_schema.py PerfDocument)."""
+    from kvplan.render.document import version_dict
+
     doc = {
         "kvplan_version": __version__,
         "model": plan.spec.name,
         "gpu": plan.gpu.id,
         "tensor_parallel_size": plan.effective["tensor_parallel_size"],
         "vllm_version": plan.effective["vllm_version"],
+        "vllm": version_dict(plan),
+        "evidence": plan.evidence.to_dict() if plan.evidence is not None else None,
     }
     doc.update(perf_section(r, slo=slo, recommendation=recommendation, revision=revision))
     return doc
@@ -174,13 +178,23 @@ def _ms(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x * 1e3:.1f}"
 
 
-def print_report(r, console, *, slo=None, recommendation=None, revision: str | None = None, title: str | None = None) -> None:
-    """The terminal report of one prediction (rich console)."""
+def print_report(r, console, *, slo=None, recommendation=None, revision: str | None = None, title: str | None = None,
+                 plan=None) -> None:
+    """The terminal report of one prediction (rich console). With ``plan`` (``kvplan perf``; the
+    estimate's own table says it for ``estimate --perf``): the vLLM version, why, and the
+    evidence label, as estimate's table words them, and a substitute version's warning."""
     from rich.table import Table
 
     s = r.summary
     c = r.config
     console.print(title or f"Serving prediction ({r.calibration.label})", style="bold", soft_wrap=True)
+    if plan is not None:
+        from kvplan.render.document import evidence_line
+
+        console.print(f"  evidence: {evidence_line(plan)}", soft_wrap=True)
+        choice = plan.version_choice
+        if choice is not None and choice.substituted:
+            console.print(f"  warning: {choice.warning()}", soft_wrap=True)
     console.print(
         f"  workload: {r.lengths}, {r.load.describe()}, {r.num_requests} requests, seed {r.seed}"
         + (f", shared prefix {r.shared_prefix.tokens} tokens on {r.shared_prefix.fraction:g} of requests" if r.shared_prefix else ""),

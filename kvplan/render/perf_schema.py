@@ -154,6 +154,25 @@ class PerfSection(_Strict):
     recommendation: Optional[Recommendation]
 
 
+class PerfVllm(_Strict):
+    """``vllm``: which vLLM version's rules were used, and why (engines/vllm/versions.VersionChoice;
+    the same keys as the estimate document's ``vllm``, kvplan/render/schema.py VllmChoice)."""
+
+    version: str = Field(description="the version whose rules were used (vllm_version)")
+    reason: str = Field(min_length=1, description='why: "--vllm-version", "installed vllm X", "newest supported; no vllm installed"')
+    requested: Optional[str] = Field(default=None, description="the version the source named when kvplan has no rules for it")
+
+
+class PerfEvidence(_Strict):
+    """``evidence``: what the plan's numbers stand on (engines/vllm/rules.Evidence; the estimate
+    document's ``evidence``)."""
+
+    checked: bool
+    real_starts: int = Field(ge=0)
+    unchecked: list[str]
+    label: str = Field(min_length=1)
+
+
 class PerfDocument(PerfSection):
     """The whole ``kvplan perf --format json`` document."""
 
@@ -162,6 +181,8 @@ class PerfDocument(PerfSection):
     gpu: str
     tensor_parallel_size: int = Field(ge=1)
     vllm_version: str
+    vllm: PerfVllm
+    evidence: Optional[PerfEvidence]
 
 
 def perf_json_schema() -> dict:

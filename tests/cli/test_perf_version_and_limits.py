@@ -1,0 +1,203 @@
+"""`kvplan perf` as a new user meets it: the vLLM version is chosen as `estimate` chooses it and
+named with its evidence; hybrid models are refused as a kvplan limitation (and `estimate --perf`
+/ `plan --slo` say so without failing the estimate); closed loops too short for steady state and
+saturation searches on short runs are labelled; a mistyped (unquoted) --workload gets a hint."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from helpers import run_cli, unwrapped
+
+from kvplan.engines.vllm import versions
+from kvplan.errors import KvplanError
+from kvplan.model.spec import LayerKind
+
+M = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+FAST = ["--input-len", "128", "--output-len", "8", "--concurrency", "2", "--num-requests", "8", "--no-saturation"]
+V = ["--vllm-version", "0.26.0"]
+HYBRID = "kvplan perf does not model Mamba layers yet (ai21labs/Jamba-v0.1): serving performance is not predicted for hybrid models"
+
+
+def _json(*args):
+    code, out, err = run_cli("perf", M, *FAST, "--format", "json", *args)
+    assert code == 0, (code, out, err)
+    return json.loads(out), err
+
+
+# --- 1. the version: flag > installed vllm > newest supported ------------------------------------
+
+def test_flag_names_the_version_reason_and_evidence_in_json():
+    doc, _ = _json(*V)
+    assert doc["vllm_version"] == "0.26.0"
+    assert doc["vllm"] == {"version": "0.26.0", "reason": "--vllm-version"}
+    assert doc["evidence"]["label"]
+    from kvplan.render.perf_schema import PerfDocument
+
+    PerfDocument.model_validate(doc)
+
+
+def test_no_flag_and_no_vllm_installed_is_the_newest_supported(monkeypatch):
+    monkeypatch.setattr(versions, "installed_vllm", lambda: None)
+    doc, _ = _json()
+    newest = max(versions.SUPPORTED, key=lambda v: tuple(map(int, v.split("."))))
+    assert doc["vllm"] == {"version": newest, "reason": "newest supported; no vllm installed"}
+
+
+def test_installed_vllm_chooses_the_version(monkeypatch):
+    monkeypatch.setattr(versions, "installed_vllm", lambda: "0.26.0")
+    doc, _ = _json()
+    assert doc["vllm"] == {"version": "0.26.0", "reason": "installed vllm 0.26.0"}
+
+
+def test_installed_vllm_without_rules_warns_and_is_labelled(monkeypatch):
+    # 0.30.1: 3 minor versions from 0.33.0, 4 from 0.26.0 -> the nearest is 0.33.0
+    monkeypatch.setattr(versions, "installed_vllm", lambda: "0.30.1")
+    doc, err = _json()
+    assert doc["vllm"] == {"version": "0.33.0", "reason": "installed vllm 0.30.1", "requested": "0.30.1"}
+    assert "warning: vLLM 0.30.1 (installed vllm 0.30.1): kvplan has no rules for it" in err
+    assert any("0.30.1" in u for u in doc["evidence"]["unchecked"])
+    code, out, _ = run_cli("perf", M, *FAST)
+    assert code == 0
+    text = unwrapped(out)
+    assert "evidence: vLLM 0.33.0, the nearest supported to 0.30.1 (installed vllm 0.30.1" in text
+    assert "warning: vLLM 0.30.1 (installed vllm 0.30.1): kvplan has no rules for it" in text
+
+
+def test_table_names_the_version_and_why():
+    code, out, _ = run_cli("perf", M, *FAST, *V)
+    assert code == 0
+    assert "evidence: vLLM 0.26.0 (--vllm-version): " in unwrapped(out)
+
+
+def test_help_says_how_the_default_version_is_chosen():
+    code, out, _ = run_cli("perf", "--help")
+    assert code == 0
+    text = unwrapped(out)
+    section = text[text.index("--vllm-version"):][:600]
+    assert "[default: 0." not in section
+    assert "installed vllm package" in section
+
+
+# --- 2. hybrid models: a kvplan limitation ------------------------------------------------------
+
+def test_hybrid_model_is_refused_in_one_line_naming_the_limitation():
+    code, out, err = run_cli("perf", "ai21labs/Jamba-v0.1", *FAST, *V)
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == f"error: {HYBRID}"
+    assert "kvplan limitation" in err
+
+
+def test_gdn_model_is_named_as_gdn():
+    code, _, err = run_cli("perf", "Qwen/Qwen3-Next-80B-A3B-Instruct", *FAST, *V, "--max-model-len", "32768")
+    assert code == 2
+    assert err.startswith("error: kvplan perf does not model GDN (linear-attention) layers yet (Qwen/Qwen3-Next-80B-A3B-Instruct)")
+
+
+def test_kv_less_layers_are_named():
+    from kvplan.perf.serving import check_modelled
+
+    plan = SimpleNamespace(spec=SimpleNamespace(name="x/y", layer_kinds=[LayerKind.FULL, LayerKind.NONE]), layout=None)
+    with pytest.raises(KvplanError) as e:
+        check_modelled(plan)
+    assert e.value.message == ("kvplan perf does not model KV-less ('none') layers yet (x/y): "
+                               "serving performance is not predicted for hybrid models")
+    assert e.value.exit_code == 2
+    check_modelled(SimpleNamespace(spec=SimpleNamespace(name="a", layer_kinds=[LayerKind.FULL]), layout=None))
+
+
+def test_estimate_perf_on_a_hybrid_model_keeps_the_estimate():
+    args = ["estimate", "ai21labs/Jamba-v0.1", "--workload", "prompt=100 output=10", "--perf", *V]
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    assert "KV cache" in out
+    assert f"note: perf section not available: {HYBRID}" in unwrapped(out)
+    code, out, _ = run_cli(*args, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["perf"] is None
+    assert f"perf section not available: {HYBRID}" in doc["warnings"]
+    from kvplan.render.schema import EstimateDocument
+
+    EstimateDocument.model_validate(doc)
+
+
+def test_plan_slo_on_a_hybrid_model_says_nothing_could_be_evaluated():
+    code, out, err = run_cli("plan", "ai21labs/Jamba-v0.1", "--workload", "prompt=100 output=10", "--slo", "ttft_p99=2s", *V)
+    text = unwrapped(out + err)
+    assert "none could be evaluated against --slo" in text, text
+    assert "none meets --slo" not in text
+
+
+# --- 3. short runs ------------------------------------------------------------------------------
+
+def test_closed_loop_shorter_than_three_times_its_concurrency_is_labelled():
+    doc, _ = _json(*V)  # 8 requests at concurrency 2: 4x, not labelled
+    assert not any(a.startswith("closed loop:") for a in doc["approximate"])
+    code, out, _ = run_cli("perf", M, "--input-len", "128", "--output-len", "8", "--concurrency", "4",
+                           "--num-requests", "11", "--no-saturation", "--format", "json", *V)
+    assert code == 0
+    short = [a for a in json.loads(out)["approximate"] if a.startswith("closed loop:")]
+    assert short == ["closed loop: 11 requests at concurrency 4 (fewer than 3x the concurrency): the run is "
+                     "mostly ramp-up and drain, not steady state; raise --num-requests"]
+
+
+def test_estimate_perf_sends_at_least_four_times_the_concurrency():
+    from kvplan.cli.perf import estimate_requests
+
+    assert estimate_requests(713) == 4 * 713
+    assert estimate_requests(10) == 1000
+
+
+def test_saturation_on_runs_shorter_than_ten_times_in_flight_is_a_lower_bound():
+    # 32 in flight want 320-request saturation runs; --num-requests 100 caps them at 200
+    code, out, err = run_cli("perf", M, "--input-len", "128", "--output-len", "8", "--concurrency", "32",
+                             "--num-requests", "100", "--format", "json", *V)
+    assert code == 0, err
+    sat = json.loads(out)["saturation"]
+    assert sat["requests"] == 200
+    assert sat["lower_bound"] is True
+
+
+# --- 5. unquoted --workload ---------------------------------------------------------------------
+
+def test_unquoted_workload_gets_a_quoting_hint():
+    code, out, err = run_cli("perf", M, "--workload", "prompt=100,50", "output=10", "--concurrency", "1")
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == "error: Got unexpected extra argument(s) (output=10)"
+    assert "hint: --workload takes one argument: quote it" in err
+
+
+def test_other_extra_arguments_get_no_workload_hint():
+    code, _, err = run_cli("perf", M, "extra", "--input-len", "1", "--output-len", "1", "--concurrency", "1")
+    assert code == 2
+    assert "--workload" not in err
+
+
+def test_saturation_runs_capped_below_ten_times_in_flight_make_a_lower_bound(monkeypatch):
+    # constant 10 ms steps, 128/16, a closed loop at 30: Little's law puts ~30 requests in flight,
+    # so the saturation runs want 10 x 30 = 300 requests. --num-requests 150 caps them at
+    # max(200, 150) = 200 < 300 -> a lower bound, even when the search itself judged every run;
+    # 400 requests give runs of 10x the measured in-flight (~286) -> not.
+    from kvplan.capacity.options import plan_from_options
+    from kvplan.perf import serving
+    from kvplan.perf.batch import constant_step_time
+    from kvplan.perf.workload import Lengths
+
+    seen = []
+
+    def judged_search(*a, num_requests, **kw):
+        seen.append(num_requests)
+        return serving.Saturation(1.0, num_requests, (), True, False)
+
+    monkeypatch.setattr(serving, "find_saturation", judged_search)
+    plan = plan_from_options(model=M, gpu="H200", gpu_memory=None, gpu_profiles=None, revision=None, vllm_version="0.26.0")[0]
+    short = serving.predict(plan, None, Lengths.fixed(128, 16), serving.Load("closed", 30), num_requests=150,
+                            step_time=constant_step_time(0.010))
+    long = serving.predict(plan, None, Lengths.fixed(128, 16), serving.Load("closed", 30), num_requests=400,
+                           step_time=constant_step_time(0.010))
+    assert seen[0] == 200 and 270 <= seen[1] <= 300  # ramp-up and drain keep it a little under 30
+    assert short.saturation.lower_bound is True
+    assert long.saturation.lower_bound is False
