@@ -28,7 +28,7 @@ from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.perf.batch import PrefillChunk, StepBatch, StepTime
 from kvplan.perf.blocks import _GROUP_BITS, NULL_BLOCK, BlockPool, GroupSpec, content_key
-from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec
+from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec, TraceLoop
 
 
 @dataclass(frozen=True)
@@ -621,7 +621,7 @@ class Emulator:
 
 
     # ------------------------------------------------------------------ the run
-    def run(self, workload: OpenLoop | ClosedLoop) -> SimulationResult:
+    def run(self, workload: OpenLoop | ClosedLoop | TraceLoop) -> SimulationResult:
         """Emulate ``workload`` to the last request's last token.
 
         Raises:
@@ -712,6 +712,6 @@ class Emulator:
         return SimulationResult(c, records, tuple(steps), usable, tuple(self.approximate))
 
 
-def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop, *, fast: bool = True) -> SimulationResult:
+def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop | TraceLoop, *, fast: bool = True) -> SimulationResult:
     """Emulate vLLM serving ``workload`` on ``config`` with ``step_time`` (see Emulator)."""
     return Emulator(config, step_time, fast=fast).run(workload)
