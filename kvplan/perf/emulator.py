@@ -48,6 +48,9 @@ class EngineConfig:
         scheduler_reserve_full_isl / max_num_active_seqs: vLLM's flags; None = the version's
             default (its SchedulerPolicy).
         vllm_version: whose scheduling rules apply.
+        arrival_latency_s: seconds from a request's send to its entering WAITING (the HTTP and
+            API-server path; the step-time coefficients' request_latency_ms); TTFT and E2E
+            still count from the send.
     """
 
     num_gpu_blocks: int
@@ -64,6 +67,7 @@ class EngineConfig:
     scheduler_reserve_full_isl: bool | None = None
     max_num_active_seqs: int | None = None
     vllm_version: str = versions.DEFAULT_VERSION
+    arrival_latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -647,12 +651,17 @@ class Emulator:
         ng = len(self.groups)
         arrivals: list[tuple[float, int]] = []
         closed = isinstance(workload, ClosedLoop)
+        lat = c.arrival_latency_s
+        if not lat >= 0:
+            raise KvplanError(f"arrival_latency_s: must be >= 0 s, got {lat}")
         if closed:
             sent = min(workload.concurrency, len(specs))
-            arrivals = [(0.0, k) for k in range(sent)]
+            send_s = [0.0] * sent
         else:
-            arrivals = list(zip(workload.arrival_times(), range(len(specs))))
+            send_s = list(workload.arrival_times())
             sent = len(specs)
+        # (time the request enters WAITING, index); send_s keeps the client's send time
+        arrivals = [(at + lat, k) for k, at in enumerate(send_s)]
         heapq.heapify(arrivals)
         reqs: list[_Req | None] = [None] * len(specs)
         steps: list[StepRecord] = []
@@ -664,8 +673,8 @@ class Emulator:
         usable = self.pool.num_usable
         while finished < len(specs):
             while arrivals and arrivals[0][0] <= t:
-                at, k = heapq.heappop(arrivals)
-                r = _Req(k, specs[k], at, ng)
+                _, k = heapq.heappop(arrivals)
+                r = _Req(k, specs[k], send_s[k], ng)
                 reqs[k] = r
                 self.waiting.append(r)
             if self.fast and self.running:
@@ -700,7 +709,8 @@ class Emulator:
             for r in self._apply(scheduled, end):
                 finished += 1
                 if closed and sent < len(specs):
-                    heapq.heappush(arrivals, (end, sent))
+                    heapq.heappush(arrivals, (end + lat, sent))
+                    send_s.append(end)
                     sent += 1
         records = tuple(
             RequestRecord(

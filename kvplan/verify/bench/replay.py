@@ -25,7 +25,7 @@ from __future__ import annotations
 import gzip
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -127,7 +127,9 @@ def engine_for(rec: BenchRecord, efficiency=None) -> Engine:
     )
     logged = rec.cache_config.get("num_gpu_blocks")
     measured = int(logged) if isinstance(logged, int) or (isinstance(logged, str) and logged.isdigit()) else None
-    model = step_model(spec, gpu, args, vllm_version=rec.vllm_version, efficiency=efficiency)
+    model = step_model(spec, gpu, args, vllm_version=rec.vllm_version, efficiency=efficiency,
+                       async_scheduling=eff.get("async_scheduling"))
+    config = replace(config, arrival_latency_s=model.efficiency.request_latency_ms / 1e3)
     return Engine(config, model, p.num_gpu_blocks, measured)
 
 
