@@ -51,6 +51,9 @@ class EngineConfig:
         arrival_latency_s: seconds from a request's send to its entering WAITING (the HTTP and
             API-server path; the step-time coefficients' request_latency_ms); TTFT and E2E
             still count from the send.
+        arrival_service_s: seconds the API server spends on each request before passing it on,
+            one request at a time in send order (a burst of sends reaches the scheduler spread
+            out by this much each); the coefficients' request_serial_ms.
     """
 
     num_gpu_blocks: int
@@ -68,6 +71,7 @@ class EngineConfig:
     max_num_active_seqs: int | None = None
     vllm_version: str = versions.DEFAULT_VERSION
     arrival_latency_s: float = 0.0
+    arrival_service_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -651,17 +655,26 @@ class Emulator:
         ng = len(self.groups)
         arrivals: list[tuple[float, int]] = []
         closed = isinstance(workload, ClosedLoop)
-        lat = c.arrival_latency_s
-        if not lat >= 0:
-            raise KvplanError(f"arrival_latency_s: must be >= 0 s, got {lat}")
+        lat, svc = c.arrival_latency_s, c.arrival_service_s
+        if not (lat >= 0 and svc >= 0):
+            raise KvplanError(f"arrival_latency_s / arrival_service_s: must be >= 0 s, got {lat}, {svc}")
         if closed:
             sent = min(workload.concurrency, len(specs))
             send_s = [0.0] * sent
         else:
             send_s = list(workload.arrival_times())
             sent = len(specs)
+        front_free = 0.0  # the API server takes requests one at a time, ``svc`` each, in send order
+
+        def enters(at: float) -> float:
+            nonlocal front_free
+            done = (at if at > front_free else front_free) + svc
+            front_free = done
+            return done + lat
+
         # (time the request enters WAITING, index); send_s keeps the client's send time
-        arrivals = [(at + lat, k) for k, at in enumerate(send_s)]
+        order = sorted(range(len(send_s)), key=lambda k: send_s[k])
+        arrivals = [(enters(send_s[k]), k) for k in order]
         heapq.heapify(arrivals)
         reqs: list[_Req | None] = [None] * len(specs)
         steps: list[StepRecord] = []
@@ -709,7 +722,7 @@ class Emulator:
             for r in self._apply(scheduled, end):
                 finished += 1
                 if closed and sent < len(specs):
-                    heapq.heappush(arrivals, (end + lat, sent))
+                    heapq.heappush(arrivals, (enters(end), sent))
                     send_s.append(end)
                     sent += 1
         records = tuple(

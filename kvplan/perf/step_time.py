@@ -8,7 +8,8 @@ forward pass. The model splits the pass into two phases and bounds each by the G
 
     gpu  = max(dense weights_ms, dense linear_compute_ms)
            + max(expert weights_ms, expert linear_compute_ms)        # MoE only
-           + max(kv_ms, attention_compute_ms) + allreduce_ms (TP > 1) + step_overhead_ms
+           + max(kv_ms, attention_compute_ms) + allreduce_ms (TP > 1)
+           + step_overhead_ms + per_layer_us x layers / 1000
     host = per_request_us x requests / 1000
     step = max(gpu, host) with async scheduling, gpu + host without
 
@@ -24,7 +25,9 @@ the projections, so its time adds; the routed experts' grouped GEMMs (vLLM's fus
 are kernels of their own with their own achieved fractions (``expert_bandwidth_fraction``,
 ``expert_matmul_fraction``; by default the dense ones). Bytes go over ``bandwidth_fraction`` x the datasheet
 bandwidth, FLOPs over ``matmul_fraction`` x the dense tensor peak of the dtype the GEMMs run in
-(kvplan/perf/gpu_perf.py); the coefficients are kvplan/perf/coefficients.py's (priors,
+(kvplan/perf/gpu_perf.py). ``per_layer_us`` is the GPU time every layer costs whatever its
+size: its kernels' fixed launch-to-finish floor inside the CUDA graph (a deep model pays it more
+often per step). The coefficients are kvplan/perf/coefficients.py's (priors,
 "uncalibrated", unless a fit for this GPU and vLLM version exists).
 
 Terms, per TP rank (the sizes come from the selected vLLM version's rules, the same ones the
@@ -158,6 +161,7 @@ class StepModel:
         tp: tensor_parallel_size; matmul_dtype: the GEMMs' dtype.
         efficiency: the coefficients; labels: what the result must say about itself.
         host_overlap: async scheduling: a step lasts max(GPU, host) instead of their sum.
+        num_layers: decoder layers (the per-layer fixed GPU time counts them).
     """
 
     name: str
@@ -182,6 +186,7 @@ class StepModel:
     efficiency: Efficiency
     approximations: tuple[str, ...] = ()
     host_overlap: bool = False
+    num_layers: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -261,8 +266,9 @@ class StepModel:
             exp_lin_ms = el / (self.matmul_flops * e.expert_matmul_fraction) * 1e3
         ar = self._allreduce_ms(tokens)
         host = e.per_request_us * requests / 1e3
-        over = e.step_overhead_ms + host
-        gpu = max(dense_w_ms, dense_lin_ms) + max(exp_w_ms, exp_lin_ms) + max(kv_ms, attn_ms) + ar + e.step_overhead_ms
+        fixed = e.step_overhead_ms + e.per_layer_us * self.num_layers / 1e3
+        over = fixed + host
+        gpu = max(dense_w_ms, dense_lin_ms) + max(exp_w_ms, exp_lin_ms) + max(kv_ms, attn_ms) + ar + fixed
         total = max(gpu, host) if self.host_overlap else gpu + host
         return StepTerms(dense_w_ms + exp_w_ms, dense_lin_ms + exp_lin_ms, kv_ms, attn_ms, ar, over, total, w + ew, kv,
                          lin + el, attn, touched, tokens, requests, exp_w_ms, exp_lin_ms)
@@ -319,7 +325,7 @@ class StepModel:
         else:
             m += t.attention_compute_ms * e.matmul_fraction
         # the experts' phase has its own coefficients (fitted through the emulator): a constant here
-        return b, m, t.requests, t.allreduce_ms + max(t.expert_weights_ms, t.expert_compute_ms)
+        return b, m, t.requests, t.allreduce_ms + max(t.expert_weights_ms, t.expert_compute_ms) + e.per_layer_us * self.num_layers / 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,4 +451,5 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         approximations=tuple(dict.fromkeys(approx)),
         host_overlap=(rules.scheduler.POLICY.async_scheduling if rules.scheduler is not None else False)
         if async_scheduling is None else bool(async_scheduling),
+        num_layers=layers,
     )

@@ -129,8 +129,20 @@ def engine_for(rec: BenchRecord, efficiency=None) -> Engine:
     measured = int(logged) if isinstance(logged, int) or (isinstance(logged, str) and logged.isdigit()) else None
     model = step_model(spec, gpu, args, vllm_version=rec.vllm_version, efficiency=efficiency,
                        async_scheduling=eff.get("async_scheduling"))
-    config = replace(config, arrival_latency_s=model.efficiency.request_latency_ms / 1e3)
+    config = front_end(config, model.efficiency)
     return Engine(config, model, p.num_gpu_blocks, measured)
+
+
+def front_end(config: EngineConfig, efficiency) -> EngineConfig:
+    """``config`` with the coefficients' request path: request_latency_ms and
+    request_serial_ms as the emulator's arrival_latency_s / arrival_service_s."""
+    return replace(config, arrival_latency_s=efficiency.request_latency_ms / 1e3,
+                   arrival_service_s=efficiency.request_serial_ms / 1e3)
+
+
+def with_efficiency(engine: Engine, efficiency) -> Engine:
+    """The same engine with other coefficients (step model and request path)."""
+    return replace(engine, model=engine.model.with_efficiency(efficiency), config=front_end(engine.config, efficiency))
 
 
 def measured_figures(point: PointRecord) -> dict[str, float | None]:
@@ -215,3 +227,74 @@ def replay(rec: BenchRecord, record_name: str = "", efficiency=None, engine: Eng
             continue
         out.append(replay_point(eng, p, record_name))
     return out
+
+
+# --- stable versus overloaded -------------------------------------------------------------------
+def kept_up(sends: list[float], finishes: list[float], tolerance: float = 0.1) -> bool:
+    """Whether a short open-loop run kept up with its arrivals (seconds; one send and one
+    finish per request, same order).
+
+    Over the middle half of the sending window [lo, hi) (25th to 75th percentile send time) A
+    requests arrived; a server that keeps up finishes about as many in the same window shifted
+    by its unloaded latency D (the median send-to-finish time of the requests sent first, the
+    first quarter: no queue had built yet). An overloaded server finishes at most its capacity
+    per second, below the arrival rate, and its latency grows, so fewer finish there. Stable
+    when finished >= (1 - tolerance) x A. Unlike perf/metrics.py is_stable (a long run in steady
+    state) it does not need the run to be long against the latency: the records send for ~8 s
+    and a 2048/256 request takes 1-5 s.
+
+    Raises:
+        KvplanError: fewer than 8 requests or lengths differ.
+    """
+    if len(sends) != len(finishes) or len(sends) < 8:
+        raise KvplanError("stability: needs at least 8 requests with a send and a finish time each")
+    pairs = sorted(zip(sends, finishes))
+    n = len(pairs)
+    lo, hi = pairs[n // 4][0], pairs[(3 * n) // 4][0]
+    if hi <= lo:
+        return False
+    first = sorted(f - s for s, f in pairs[: max(1, n // 4)])
+    d = first[len(first) // 2]
+    arrived = sum(1 for s, _ in pairs if lo <= s < hi)
+    finished = sum(1 for _, f in pairs if lo + d <= f < hi + d)
+    return finished >= (1.0 - tolerance) * arrived
+
+
+def measured_stable(point: PointRecord, tolerance: float = 0.1) -> bool:
+    """kept_up on the client's timestamps of an open-loop point.
+
+    Raises:
+        KvplanError: fewer than 8 completed requests.
+    """
+    reqs = [r for r in point.requests if r.done_us is not None and r.error is None]
+    return kept_up([r.sent_s for r in reqs], [r.sent_s + r.done_us / 1e6 for r in reqs], tolerance)
+
+
+def predicted_stable(result: SimulationResult, tolerance: float = 0.1) -> bool:
+    """kept_up on an emulated run's send and finish times (the same rule as measured_stable)."""
+    return kept_up([r.arrival_s for r in result.requests], [r.finish_s for r in result.requests], tolerance)
+
+
+def measured_capacity(rec: BenchRecord, input_len: int, output_len: int) -> float | None:
+    """The highest request rate (requests/s) the server sustained at this shape: the most req/s
+    of its closed-loop points of ``input_len``/``output_len`` (None: no such point)."""
+    rates = [p.summary.req_s for p in rec.points
+             if p.workload.mode == "closed" and (p.workload.input_len, p.workload.output_len) == (input_len, output_len)]
+    return max(rates) if rates else None
+
+
+def predicted_saturation(engine: Engine, input_len: int, output_len: int, num_requests: int = 200,
+                         seed: int = 0) -> float:
+    """kvplan's saturation rate (requests/s) for fixed ``input_len``/``output_len`` requests: the
+    highest Poisson rate whose emulated run is stable (kvplan/perf/metrics.py saturation_rate),
+    searched between 0.05 and 1000 requests/s; a run is stable by ``predicted_stable`` (the
+    rule the measured points are judged by)."""
+    from kvplan.perf.metrics import saturation_rate
+    from kvplan.perf.workload import OpenLoop
+
+    specs = tuple(RequestSpec(input_len, output_len) for _ in range(num_requests))
+
+    def run_at(rate: float) -> SimulationResult:
+        return simulate(engine.config, engine.model.seconds, OpenLoop(specs, rate, seed))
+
+    return saturation_rate(run_at, 0.05, 1000.0, stable=predicted_stable)
