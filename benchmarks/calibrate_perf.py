@@ -18,7 +18,9 @@ A record run with --enforce-eager (the 4-layer smoke record) is neither fitted n
 graphs change the step overhead, and kvplan has no eager term.
 
 Fitted coefficients: bandwidth_fraction, matmul_fraction, step_overhead_ms, per_request_us,
-request_latency_ms, moe_bandwidth_fraction, moe_matmul_fraction (kvplan/perf/coefficients.py).
+request_latency_ms, request_serial_ms, per_layer_us, moe_layer_us, moe_bandwidth_fraction,
+moe_matmul_fraction (kvplan/perf/coefficients.py). The search starts from the priors (or
+--start) with two values of per_request_us (see start_point) and keeps the better start.
 allreduce_latency_us stays at its prior (TP = 1 only).
 """
 
@@ -41,10 +43,10 @@ DATA = ROOT / "tests" / "data" / "bench" / "vllm-0.26.0-h200"
 DEFAULT_RECORDS = [DATA / f"{n}.json.gz" for n in ("llama3.1-8b", "qwen3-30b-a3b", "llama3.1-70b-fp8")]
 DEFAULT_OUT = ROOT / "kvplan" / "perf" / "coefficients.yaml"
 NAMES = ("bandwidth_fraction", "matmul_fraction", "step_overhead_ms", "per_request_us", "request_latency_ms",
-         "request_serial_ms", "per_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
+         "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
 BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "matmul_fraction": (0.05, 1.0), "moe_bandwidth_fraction": (0.02, 1.0),
           "moe_matmul_fraction": (0.02, 1.0), "step_overhead_ms": (0.0, 20.0), "per_request_us": (0.0, 500.0),
-          "request_latency_ms": (0.0, 50.0), "request_serial_ms": (0.0, 20.0), "per_layer_us": (0.0, 200.0)}
+          "request_latency_ms": (0.0, 50.0), "request_serial_ms": (0.0, 20.0), "per_layer_us": (0.0, 200.0), "moe_layer_us": (0.0, 500.0)}
 OBJECTIVE = ("tpot_p50", "ttft_p50", "output_tok_s")
 SPLIT_RULE = ("fit: closed-loop 128/512 and 8192/64 points of the Llama-3.1-8B and Qwen3-30B-A3B records; "
               "held out: every 2048/256 point, every open-loop point, the whole Llama-3.1-70B FP8 record")
@@ -67,7 +69,7 @@ def start_point(per_request_us: float = PRIORS.per_request_us) -> Efficiency:
     log-coefficients can move them. ``per_request_us`` is tried at two starts because a step is
     max(GPU, host): below the GPU time the host term has no gradient at all."""
     return replace(PRIORS, moe_bandwidth_fraction=PRIORS.bandwidth_fraction, moe_matmul_fraction=PRIORS.matmul_fraction,
-                   request_serial_ms=0.5, per_layer_us=5.0, per_request_us=per_request_us)
+                   request_serial_ms=0.5, per_layer_us=5.0, moe_layer_us=5.0, per_request_us=per_request_us)
 
 
 def _eff(x: list[float], base: Efficiency) -> Efficiency:
@@ -95,14 +97,18 @@ def loss(items, eff: Efficiency) -> float:
     return total
 
 
-def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 250, tol: float = 1e-4):
-    """Minimise f from x0 (plain Nelder-Mead, standard coefficients)."""
+def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 250, tol: float = 1e-4, report=None):
+    """Minimise f from x0 (plain Nelder-Mead, standard coefficients); ``report(x, value)`` is
+    called with the best point every 10 iterations."""
     n = len(x0)
     pts = [list(x0)] + [[x0[j] + (step if j == i else 0.0) for j in range(n)] for i in range(n)]
     vals = [f(p) for p in pts]
     for it in range(iters):
-        if it % 25 == 0:
-            print(f"  iteration {it}: loss {min(vals):.4f}", flush=True)
+        if it % 10 == 0:
+            b = min(range(n + 1), key=lambda k: vals[k])
+            print(f"  iteration {it}: loss {vals[b]:.4f}", flush=True)
+            if report:
+                report(pts[b], vals[b])
         order = sorted(range(n + 1), key=lambda i: vals[i])
         pts, vals = [pts[i] for i in order], [vals[i] for i in order]
         if vals[-1] - vals[0] < tol:
@@ -167,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--iters", type=int, default=250)
+    ap.add_argument("--start", type=Path, help="YAML of coefficient values to start the search from")
+    ap.add_argument("--checkpoint", type=Path, help="write the best coefficients so far here (YAML)")
+    ap.add_argument("--fixed", type=Path, help="YAML of coefficients: skip the search, report these")
     a = ap.parse_args(argv)
     paths = a.records or DEFAULT_RECORDS
     fit_items, held_items, names = [], [], []
@@ -187,11 +196,29 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             (fit_items if is_fit_point(name, pt) else held_items).append((eng, name, pt))
     starts = [start_point(v) for v in (PRIORS.per_request_us, 80.0)]
-    base = min(starts, key=lambda e: loss(fit_items, e))
+    if a.start:
+        given = yaml.safe_load(a.start.read_text())
+        starts = [replace(start_point(), **{k: float(v) for k, v in given.items() if k in NAMES and k != "per_request_us"},
+                          per_request_us=pru) for pru in (float(given.get("per_request_us", 10.0)), 80.0)]
+    search_note = "Nelder-Mead on log-coefficients over the fit points"
+    if a.fixed:
+        search_note = (f"values from a Nelder-Mead checkpoint ({a.fixed.name}) of this script's search over the fit "
+                       "points; --fixed only re-reports them")
+        given = yaml.safe_load(a.fixed.read_text())
+        base = replace(start_point(), **{k: float(v) for k, v in given.items() if k in NAMES})
+        a.iters = 0
+    else:
+        base = min(starts, key=lambda e: loss(fit_items, e))
     x0 = [math.log(max(getattr(base, n), 1e-3)) for n in NAMES]
     f = lambda x: loss(fit_items, _eff(x, base))  # noqa: E731
-    x, val = nelder_mead(f, x0, iters=a.iters)
-    x, val = nelder_mead(f, x, step=0.1, iters=a.iters // 3)  # restart: the simplex may have collapsed
+
+    def report(x, v):
+        if a.checkpoint:
+            e = _eff(x, base)
+            a.checkpoint.write_text(yaml.safe_dump({"loss": v, **{n: getattr(e, n) for n in NAMES}}))
+
+    x, val = nelder_mead(f, x0, iters=a.iters, report=report)
+    x, val = nelder_mead(f, x, step=0.1, iters=a.iters // 3, report=report)  # restart: the simplex may have collapsed
     eff = replace(_eff(x, base), status="fitted", source="benchmarks/calibrate_perf.py")
     print(f"fit loss {val:.4f} on {len(fit_items)} points")
     for n in NAMES:
@@ -215,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     entry = {
         "gpu": gpu, "vllm_version": version,
         "coefficients": {n: round(getattr(eff, n), 5) for n in NAMES},
-        "fitted_on": names,
+        "fitted_on": sorted({n for _, n, _ in fit_items}),
+        "held_out_records": sorted({n for _, n, _ in held_items} - {n for _, n, _ in fit_items}),
+        "search": search_note,
         "fitted_by": "benchmarks/calibrate_perf.py (through the emulator: kvplan/verify/bench/replay.py)",
         "split": SPLIT_RULE,
         "fitted_points": [f"{n}:{pt.name}" for _, n, pt in fit_items],

@@ -48,6 +48,16 @@ DEFAULT_AIC_PYTHON = "/work/aic-venv/bin/python"
 AIC_SYSTEM = "h200_sxm"
 AIC_BACKEND = "vllm"
 
+# The records of tests/data/bench/vllm-0.26.0-h200 were made from local config copies (their
+# "model" is a /tmp path); the models they are (that folder's README.md), by record file stem, in
+# the names aiconfigurator bundles. The 70B record is Llama-3.1-70B-Instruct with online
+# `--quantization fp8`; aiconfigurator's nearest bundled model is NVIDIA's FP8 checkpoint of it.
+AIC_MODEL_OF_RECORD = {
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "llama3.1-70b-fp8": "nvidia/Llama-3.1-70B-Instruct-FP8",
+}
+
 # Run inside aiconfigurator's venv: JSON list of points on stdin -> JSON list of results.
 _AIC_DRIVER = Path(__file__).resolve().parent / "aic_driver.py"
 
@@ -100,7 +110,7 @@ def replayed(paths: list[str]) -> dict[tuple[str, str, str], float]:
 def compare(obs: list[Observation], aic_python: str | None, kvplan_ms: dict | None = None) -> list[str]:
     """The table's lines (one per observation, then the medians); ``kvplan_ms`` overrides the
     kvplan column per (record, point, kind) (the replay)."""
-    pts = [{"model": o.model.name, "gpu": o.model.gpu_id, "tp": o.model.tp, "batch": o.concurrency,
+    pts = [{"model": AIC_MODEL_OF_RECORD.get(o.record.split(".json")[0], o.model.name), "gpu": o.model.gpu_id, "tp": o.model.tp, "batch": o.concurrency,
             "isl": o.input_len, "osl": o.output_len, "system": AIC_SYSTEM, "backend": AIC_BACKEND,
             "moe": bool(o.model.num_experts)} for o in obs]
     aic, why = aiconfigurator(pts, aic_python) if aic_python else ([None] * len(obs), "aiconfigurator skipped (--no-aic)")

@@ -11,6 +11,8 @@ Five numbers turn the vendor peaks into time (kvplan/perf/step_time.py):
     request_serial_ms     the API server's time per request, one request at a time (a burst of c
                           sends reaches the scheduler spread over c x this)
     per_layer_us          fixed GPU time per decoder layer per step (its kernels' floor)
+    moe_layer_us          the extra fixed GPU time of a MoE layer per step (router, top-k, sorting
+                          tokens by expert, the weighted sum)
     moe_bandwidth_fraction / moe_matmul_fraction
                           the same fractions for the routed experts' grouped GEMMs (MoE only;
                           None = the dense ones)
@@ -28,7 +30,7 @@ The PRIORS are not measurements; every result computed with them is labelled "un
     serving step's mixed shapes do worse; the lower end is taken.
   * step_overhead_ms 1.5 and per_request_us 10: the order of vLLM's V1 per-step CPU work and
     per-request bookkeeping seen in public profiles; no particular reading.
-  * request_serial_ms 0 and per_layer_us 0: off until fitted.
+  * request_serial_ms, per_layer_us and moe_layer_us 0: off until fitted.
   * request_latency_ms 2: the order of a local HTTP request through a Python API server.
   * allreduce_latency_us 8: the order of a small NCCL/custom all-reduce on NVLink.
 
@@ -49,7 +51,7 @@ from kvplan.errors import KvplanError
 
 FITTED_NAMES = ("bandwidth_fraction", "matmul_fraction", "step_overhead_ms", "per_request_us")
 # fitted through the emulator only (benchmarks/calibrate_perf.py), not by the step-time fitter
-EMULATOR_NAMES = ("request_latency_ms", "request_serial_ms", "per_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
+EMULATOR_NAMES = ("request_latency_ms", "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
 DATA_FILE = "coefficients.yaml"
 
 
@@ -69,6 +71,7 @@ class Efficiency:
     request_latency_ms: float = 2.0
     request_serial_ms: float = 0.0
     per_layer_us: float = 0.0
+    moe_layer_us: float = 0.0
     moe_bandwidth_fraction: float | None = None
     moe_matmul_fraction: float | None = None
     allreduce_latency_us: float = 8.0
@@ -84,7 +87,7 @@ class Efficiency:
             if not (0 < v <= 1.5):
                 raise KvplanError(f"step-time coefficient {name}: {v!r} is not a fraction in (0, 1.5]")
         for name in ("step_overhead_ms", "per_request_us", "request_latency_ms", "request_serial_ms", "per_layer_us",
-                     "allreduce_latency_us"):
+                     "moe_layer_us", "allreduce_latency_us"):
             if getattr(self, name) < 0:
                 raise KvplanError(f"step-time coefficient {name}: {getattr(self, name)!r} is negative")
 

@@ -27,7 +27,8 @@ are kernels of their own with their own achieved fractions (``expert_bandwidth_f
 bandwidth, FLOPs over ``matmul_fraction`` x the dense tensor peak of the dtype the GEMMs run in
 (kvplan/perf/gpu_perf.py). ``per_layer_us`` is the GPU time every layer costs whatever its
 size: its kernels' fixed launch-to-finish floor inside the CUDA graph (a deep model pays it more
-often per step). The coefficients are kvplan/perf/coefficients.py's (priors,
+often per step); ``moe_layer_us`` is the same for a MoE layer's extra kernels (router, top-k,
+token sorting by expert, the weighted sum). The coefficients are kvplan/perf/coefficients.py's (priors,
 "uncalibrated", unless a fit for this GPU and vLLM version exists).
 
 Terms, per TP rank (the sizes come from the selected vLLM version's rules, the same ones the
@@ -162,6 +163,7 @@ class StepModel:
         efficiency: the coefficients; labels: what the result must say about itself.
         host_overlap: async scheduling: a step lasts max(GPU, host) instead of their sum.
         num_layers: decoder layers (the per-layer fixed GPU time counts them).
+        num_moe_layers: of them with routed experts (the MoE layer's extra fixed GPU time).
     """
 
     name: str
@@ -187,6 +189,7 @@ class StepModel:
     approximations: tuple[str, ...] = ()
     host_overlap: bool = False
     num_layers: int = 0
+    num_moe_layers: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -266,7 +269,7 @@ class StepModel:
             exp_lin_ms = el / (self.matmul_flops * e.expert_matmul_fraction) * 1e3
         ar = self._allreduce_ms(tokens)
         host = e.per_request_us * requests / 1e3
-        fixed = e.step_overhead_ms + e.per_layer_us * self.num_layers / 1e3
+        fixed = e.step_overhead_ms + (e.per_layer_us * self.num_layers + e.moe_layer_us * self.num_moe_layers) / 1e3
         over = fixed + host
         gpu = max(dense_w_ms, dense_lin_ms) + max(exp_w_ms, exp_lin_ms) + max(kv_ms, attn_ms) + ar + fixed
         total = max(gpu, host) if self.host_overlap else gpu + host
@@ -325,7 +328,8 @@ class StepModel:
         else:
             m += t.attention_compute_ms * e.matmul_fraction
         # the experts' phase has its own coefficients (fitted through the emulator): a constant here
-        return b, m, t.requests, t.allreduce_ms + max(t.expert_weights_ms, t.expert_compute_ms) + e.per_layer_us * self.num_layers / 1e3
+        return b, m, t.requests, (t.allreduce_ms + max(t.expert_weights_ms, t.expert_compute_ms)
+                                  + (e.per_layer_us * self.num_layers + e.moe_layer_us * self.num_moe_layers) / 1e3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,4 +456,5 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         host_overlap=(rules.scheduler.POLICY.async_scheduling if rules.scheduler is not None else False)
         if async_scheduling is None else bool(async_scheduling),
         num_layers=layers,
+        num_moe_layers=sum(1 for x in spec.moe_layers if x) if experts else 0,
     )

@@ -107,9 +107,11 @@ def test_every_point_is_replayed_with_its_own_workload(replays):
                 assert sum(1 for x in res.requests if x.arrival_s == 0.0) == min(p.workload.concurrency, len(p.requests))
 
 
-# Achieved on the held-out points (benchmarks/calibrate_perf.py, docs/perf.md), + margin.
-HELD_OUT_BOUNDS = {"tpot_p50": None, "ttft_p50": None, "output_tok_s": None, "itl_p50": None, "e2e_p50": None}
-ALL_BOUNDS = {"tpot_p50": None, "ttft_p50": None, "output_tok_s": None}
+# Median |error| % achieved (benchmarks/calibrate_perf.py, docs/perf.md) + about 1.5 points:
+# held out TPOT 6.6, TTFT 21.3 (above the 20), output tok/s 4.1, ITL 4.5, E2E 4.6; all
+# 36 points TPOT 2.8, TTFT 17.9, output tok/s 3.7.
+HELD_OUT_BOUNDS = {"tpot_p50": 8.0, "ttft_p50": 23.0, "output_tok_s": 5.5, "itl_p50": 6.0, "e2e_p50": 6.0}
+ALL_BOUNDS = {"tpot_p50": 4.0, "ttft_p50": 19.5, "output_tok_s": 5.0}
 
 
 @pytest.mark.parametrize("metric", sorted(HELD_OUT_BOUNDS))
@@ -141,23 +143,25 @@ def test_the_fit_beats_the_priors_on_held_out_points(replays):
 
 
 def test_stable_versus_overloaded_outside_the_band(replays):
-    # measured capacity: the most req/s of the closed-loop points of the sweep's shape; every
-    # open-loop rate outside 0.9-1.1x of it must be judged as the measurement judged it
+    # measured capacity: the most req/s of the closed-loop points of the sweep's shape; at every
+    # open-loop rate outside 0.9-1.1x of it the emulated run of that point's recorded sends must
+    # be judged (kept_up) as the client's timestamps are judged
     checked = 0
     for name in ("llama3.1-8b", "qwen3-30b-a3b"):
-        rec, eng, _ = replays[name]
+        rec, _, rows = replays[name]
         opens = [p for p in rec.points if p.workload.mode == "open"]
-        i, o = opens[0].workload.input_len, opens[0].workload.output_len
-        cap = R.measured_capacity(rec, i, o)
-        sat = R.predicted_saturation(eng, i, o)
+        cap = R.measured_capacity(rec, opens[0].workload.input_len, opens[0].workload.output_len)
+        by = {r.point: r for r in rows}
         for p in opens:
-            x = p.workload.rate / cap
-            if 0.9 <= x <= 1.1:
+            if 0.9 <= p.workload.rate / cap <= 1.1:
                 continue
-            truth = x < 1.0
-            assert (p.workload.rate < sat) == truth, (name, p.name, x, sat, cap)
+            assert R.predicted_stable(by[p.name].result) == R.measured_stable(p), (name, p.name)
             checked += 1
-    assert checked >= 6
+    assert checked == 7
+    # the overloaded one: Llama-3.1-8B at 1.77x its capacity
+    rec, _, rows = replays["llama3.1-8b"]
+    p = next(p for p in rec.points if p.name == "open-2x-2048x256")
+    assert not R.measured_stable(p) and not R.predicted_stable(next(r for r in rows if r.point == p.name).result)
 
 
 def test_kept_up_by_hand():
