@@ -14,8 +14,9 @@ forward pass. The model splits the pass into two phases and bounds each by the G
     step = max(gpu, host) with async scheduling, gpu + host without
 
 Why max(gpu, host) with async scheduling: vLLM's engine core then schedules step N+1 and
-processes step N-1's outputs while step N runs on the GPU (vLLM 0.26.0 v1/engine/core.py
-step_with_batch_queue, v1/core/sched/async_scheduler.py), so the per-request host work
+processes step N-1's outputs while step N runs on the GPU (vLLM v1/engine/core.py
+step_with_batch_queue, v1/core/sched/async_scheduler.py, read in the default version's source),
+so the per-request host work
 (scheduling, output processing, streaming each request's token) hides behind the GPU until it is
 the longer of the two; without async scheduling it runs between steps and adds.
 
