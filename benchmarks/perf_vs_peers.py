@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print("perf_vs_peers: give benchmark record files or --synthetic", file=sys.stderr)
         return 2
     try:
-        obs = load_all(paths)
+        # synthetic points are made from the priors: their kvplan column is the priors too
+        obs = load_all(paths, efficiency=PRIORS if ns.synthetic else None)
     except (KvplanError, OSError, ValueError) as exc:
         print(f"perf_vs_peers: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
