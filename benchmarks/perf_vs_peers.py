@@ -8,9 +8,11 @@ For every closed-loop point of the records (benchmarks/perf_points.py: TPOT p50 
 concurrency, TTFT p50 at concurrency 1) it prints the measured ms and, with their signed
 errors:
 
-* kvplan    the step-time model (kvplan/perf/step_time.py) with the GPU's coefficients: fitted
-            for this GPU and vLLM version if kvplan/perf/coefficients.yaml has them, else the
-            priors (then the column says "uncalibrated");
+* kvplan    for a real record: the replay (kvplan/verify/bench/replay.py), the point's own
+            workload through the scheduler emulator on kvplan's predicted pool, timed by the
+            step-time model with the GPU's coefficients (fitted for this GPU and vLLM version if
+            kvplan/perf/coefficients.yaml has them, else the priors: then the column says
+            "uncalibrated"); for a synthetic record the steady-state formula of perf_points.py;
 * roofline  the same bytes and FLOPs at 100 % of the datasheet peaks with no overhead (what a
             plain BentoML-style roofline gives);
 * aic       NVIDIA aiconfigurator's vLLM backend, system h200_sxm, static batch of c requests
@@ -46,6 +48,16 @@ DEFAULT_AIC_PYTHON = "/work/aic-venv/bin/python"
 AIC_SYSTEM = "h200_sxm"
 AIC_BACKEND = "vllm"
 
+# The records of tests/data/bench/vllm-0.26.0-h200 were made from local config copies (their
+# "model" is a /tmp path); the models they are (that folder's README.md), by record file stem, in
+# the names aiconfigurator bundles. The 70B record is Llama-3.1-70B-Instruct with online
+# `--quantization fp8`; aiconfigurator's nearest bundled model is NVIDIA's FP8 checkpoint of it.
+AIC_MODEL_OF_RECORD = {
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "llama3.1-70b-fp8": "nvidia/Llama-3.1-70B-Instruct-FP8",
+}
+
 # Run inside aiconfigurator's venv: JSON list of points on stdin -> JSON list of results.
 _AIC_DRIVER = Path(__file__).resolve().parent / "aic_driver.py"
 
@@ -77,9 +89,28 @@ def _err(pred: float | None, meas: float) -> str:
     return f"{pred:9.2f} {(pred - meas) / meas * 100:+6.1f}%"
 
 
-def compare(obs: list[Observation], aic_python: str | None) -> list[str]:
-    """The table's lines (one per observation, then the medians)."""
-    pts = [{"model": o.model.name, "gpu": o.model.gpu_id, "tp": o.model.tp, "batch": o.concurrency,
+def replayed(paths: list[str]) -> dict[tuple[str, str, str], float]:
+    """kvplan's emulated TPOT/TTFT p50 (ms) per (record file name, point, kind) of the real
+    (non-synthetic) records among ``paths``."""
+    from kvplan.verify.bench import replay as R
+
+    out: dict[tuple[str, str, str], float] = {}
+    for p in paths:
+        path = Path(p)
+        try:
+            rec = R.load(path)
+        except KvplanError:
+            continue  # synthetic or hand-made: the steady-state formula stands in
+        for pr in R.replay(rec, path.name):
+            out[(path.name, pr.point, "tpot")] = pr.predicted["tpot_p50"]
+            out[(path.name, pr.point, "ttft")] = pr.predicted["ttft_p50"]
+    return out
+
+
+def compare(obs: list[Observation], aic_python: str | None, kvplan_ms: dict | None = None) -> list[str]:
+    """The table's lines (one per observation, then the medians); ``kvplan_ms`` overrides the
+    kvplan column per (record, point, kind) (the replay)."""
+    pts = [{"model": AIC_MODEL_OF_RECORD.get(o.record.split(".json")[0], o.model.name), "gpu": o.model.gpu_id, "tp": o.model.tp, "batch": o.concurrency,
             "isl": o.input_len, "osl": o.output_len, "system": AIC_SYSTEM, "backend": AIC_BACKEND,
             "moe": bool(o.model.num_experts)} for o in obs]
     aic, why = aiconfigurator(pts, aic_python) if aic_python else ([None] * len(obs), "aiconfigurator skipped (--no-aic)")
@@ -90,7 +121,8 @@ def compare(obs: list[Observation], aic_python: str | None) -> list[str]:
     lines.append("-" * len(head))
     errs: dict[tuple[str, str], list[float]] = {}
     for o, a in zip(obs, aic):
-        k = o.predict()
+        k = (kvplan_ms or {}).get((o.record, o.point, o.kind))
+        k = o.predict() if k is None else k
         r = o.predict(o.model.with_efficiency(ROOFLINE))
         x = (a or {}).get(o.kind) if a else None
         for col, v in (("kvplan", k), ("roofline", r), ("aic", x)):
@@ -134,14 +166,22 @@ def main(argv: list[str] | None = None) -> int:
         print("perf_vs_peers: give benchmark record files or --synthetic", file=sys.stderr)
         return 2
     try:
-        obs = load_all(paths)
+        # synthetic points are made from the priors: their kvplan column is the priors too
+        obs = load_all(paths, efficiency=PRIORS if ns.synthetic else None)
     except (KvplanError, OSError, ValueError) as exc:
         print(f"perf_vs_peers: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
     if not obs:
         print("perf_vs_peers: no closed-loop TPOT/TTFT points in these records", file=sys.stderr)
         return 2
-    print("\n".join(compare(obs, None if ns.no_aic else ns.aic_python)))
+    try:
+        kv = replayed(paths)
+    except KvplanError as exc:
+        print(f"perf_vs_peers: {exc.message}", file=sys.stderr)
+        return 2
+    print("\n".join(compare(obs, None if ns.no_aic else ns.aic_python, kv)))
+    if kv:
+        print("kvplan: emulated replay of each point (kvplan/verify/bench/replay.py); roofline and aic: steady state")
     return 0
 
 

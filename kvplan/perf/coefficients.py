@@ -8,6 +8,18 @@ Five numbers turn the vendor peaks into time (kvplan/perf/step_time.py):
                           kernel launches / CUDA-graph replay, output processing
     per_request_us        time per scheduled request per step (sampling row, detokenizing, its
                           slots in the metadata)
+    request_serial_ms     the API server's time per request, one request at a time (a burst of c
+                          sends reaches the scheduler spread over c x this)
+    per_layer_us          fixed GPU time per decoder layer per step (its kernels' floor)
+    moe_layer_us          the extra fixed GPU time of a MoE layer per step (router, top-k, sorting
+                          tokens by expert, the weighted sum)
+    moe_bandwidth_fraction / moe_matmul_fraction
+                          the same fractions for the routed experts' grouped GEMMs (MoE only;
+                          None = the dense ones)
+    request_latency_ms    time from the client's send to the request waiting in the engine core's
+                          queue (HTTP, the API server's input processing, IPC); the emulator
+                          delays every arrival by it (kvplan/perf/emulator.py), so it adds to TTFT
+                          and E2E, not to the step time
     allreduce_latency_us  fixed time of one TP all-reduce (only TP > 1; never fitted here: our
                           measurements are TP = 1)
 
@@ -18,6 +30,8 @@ The PRIORS are not measurements; every result computed with them is labelled "un
     serving step's mixed shapes do worse; the lower end is taken.
   * step_overhead_ms 1.5 and per_request_us 10: the order of vLLM's V1 per-step CPU work and
     per-request bookkeeping seen in public profiles; no particular reading.
+  * request_serial_ms, per_layer_us and moe_layer_us 0: off until fitted.
+  * request_latency_ms 2: the order of a local HTTP request through a Python API server.
   * allreduce_latency_us 8: the order of a small NCCL/custom all-reduce on NVLink.
 
 FITTED values are read from kvplan/perf/coefficients.yaml, written by benchmarks/fit_perf.py,
@@ -36,6 +50,8 @@ import yaml
 from kvplan.errors import KvplanError
 
 FITTED_NAMES = ("bandwidth_fraction", "matmul_fraction", "step_overhead_ms", "per_request_us")
+# fitted through the emulator only (benchmarks/calibrate_perf.py), not by the step-time fitter
+EMULATOR_NAMES = ("request_latency_ms", "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
 DATA_FILE = "coefficients.yaml"
 
 
@@ -52,19 +68,38 @@ class Efficiency:
     matmul_fraction: float = 0.6
     step_overhead_ms: float = 1.5
     per_request_us: float = 10.0
+    request_latency_ms: float = 2.0
+    request_serial_ms: float = 0.0
+    per_layer_us: float = 0.0
+    moe_layer_us: float = 0.0
+    moe_bandwidth_fraction: float | None = None
+    moe_matmul_fraction: float | None = None
     allreduce_latency_us: float = 8.0
     status: str = "uncalibrated"
     source: str = "physics priors (kvplan/perf/coefficients.py), not fitted on any measurement"
     fit: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        for name in ("bandwidth_fraction", "matmul_fraction"):
+        for name in ("bandwidth_fraction", "matmul_fraction", "moe_bandwidth_fraction", "moe_matmul_fraction"):
             v = getattr(self, name)
+            if v is None and name.startswith("moe_"):
+                continue
             if not (0 < v <= 1.5):
                 raise KvplanError(f"step-time coefficient {name}: {v!r} is not a fraction in (0, 1.5]")
-        for name in ("step_overhead_ms", "per_request_us", "allreduce_latency_us"):
+        for name in ("step_overhead_ms", "per_request_us", "request_latency_ms", "request_serial_ms", "per_layer_us",
+                     "moe_layer_us", "allreduce_latency_us"):
             if getattr(self, name) < 0:
                 raise KvplanError(f"step-time coefficient {name}: {getattr(self, name)!r} is negative")
+
+    @property
+    def expert_bandwidth_fraction(self) -> float:
+        """moe_bandwidth_fraction, or bandwidth_fraction when not set."""
+        return self.moe_bandwidth_fraction if self.moe_bandwidth_fraction is not None else self.bandwidth_fraction
+
+    @property
+    def expert_matmul_fraction(self) -> float:
+        """moe_matmul_fraction, or matmul_fraction when not set."""
+        return self.moe_matmul_fraction if self.moe_matmul_fraction is not None else self.matmul_fraction
 
     @property
     def calibrated(self) -> bool:
@@ -106,11 +141,11 @@ def parse_entries(text: str, origin: str) -> dict[tuple[str, str], Efficiency]:
         c = entry["coefficients"]
         if not isinstance(c, dict):
             raise KvplanError(f"{origin}: fits[{i}].coefficients: expected a mapping")
-        unknown = sorted(set(c) - set(FITTED_NAMES))
+        unknown = sorted(set(c) - set(FITTED_NAMES) - set(EMULATOR_NAMES))
         if unknown:
             raise KvplanError(f"{origin}: fits[{i}].coefficients.{unknown[0]}: unknown coefficient")
         try:
-            values = {k: float(c[k]) for k in FITTED_NAMES if k in c}
+            values = {k: float(c[k]) for k in FITTED_NAMES + EMULATOR_NAMES if k in c}
         except (TypeError, ValueError):
             raise KvplanError(f"{origin}: fits[{i}].coefficients: expected numbers") from None
         on = entry.get("fitted_on") or []

@@ -28,7 +28,7 @@ from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.perf.batch import PrefillChunk, StepBatch, StepTime
 from kvplan.perf.blocks import _GROUP_BITS, NULL_BLOCK, BlockPool, GroupSpec, content_key
-from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec
+from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec, TraceLoop
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,12 @@ class EngineConfig:
         scheduler_reserve_full_isl / max_num_active_seqs: vLLM's flags; None = the version's
             default (its SchedulerPolicy).
         vllm_version: whose scheduling rules apply.
+        arrival_latency_s: seconds from a request's send to its entering WAITING (the HTTP and
+            API-server path; the step-time coefficients' request_latency_ms); TTFT and E2E
+            still count from the send.
+        arrival_service_s: seconds the API server spends on each request before passing it on,
+            one request at a time in send order (a burst of sends reaches the scheduler spread
+            out by this much each); the coefficients' request_serial_ms.
     """
 
     num_gpu_blocks: int
@@ -64,6 +70,8 @@ class EngineConfig:
     scheduler_reserve_full_isl: bool | None = None
     max_num_active_seqs: int | None = None
     vllm_version: str = versions.DEFAULT_VERSION
+    arrival_latency_s: float = 0.0
+    arrival_service_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -621,7 +629,7 @@ class Emulator:
 
 
     # ------------------------------------------------------------------ the run
-    def run(self, workload: OpenLoop | ClosedLoop) -> SimulationResult:
+    def run(self, workload: OpenLoop | ClosedLoop | TraceLoop) -> SimulationResult:
         """Emulate ``workload`` to the last request's last token.
 
         Raises:
@@ -647,12 +655,26 @@ class Emulator:
         ng = len(self.groups)
         arrivals: list[tuple[float, int]] = []
         closed = isinstance(workload, ClosedLoop)
+        lat, svc = c.arrival_latency_s, c.arrival_service_s
+        if not (lat >= 0 and svc >= 0):
+            raise KvplanError(f"arrival_latency_s / arrival_service_s: must be >= 0 s, got {lat}, {svc}")
         if closed:
             sent = min(workload.concurrency, len(specs))
-            arrivals = [(0.0, k) for k in range(sent)]
+            send_s = [0.0] * sent
         else:
-            arrivals = list(zip(workload.arrival_times(), range(len(specs))))
+            send_s = list(workload.arrival_times())
             sent = len(specs)
+        front_free = 0.0  # the API server takes requests one at a time, ``svc`` each, in send order
+
+        def enters(at: float) -> float:
+            nonlocal front_free
+            done = (at if at > front_free else front_free) + svc
+            front_free = done
+            return done + lat
+
+        # (time the request enters WAITING, index); send_s keeps the client's send time
+        order = sorted(range(len(send_s)), key=lambda k: send_s[k])
+        arrivals = [(enters(send_s[k]), k) for k in order]
         heapq.heapify(arrivals)
         reqs: list[_Req | None] = [None] * len(specs)
         steps: list[StepRecord] = []
@@ -664,8 +686,8 @@ class Emulator:
         usable = self.pool.num_usable
         while finished < len(specs):
             while arrivals and arrivals[0][0] <= t:
-                at, k = heapq.heappop(arrivals)
-                r = _Req(k, specs[k], at, ng)
+                _, k = heapq.heappop(arrivals)
+                r = _Req(k, specs[k], send_s[k], ng)
                 reqs[k] = r
                 self.waiting.append(r)
             if self.fast and self.running:
@@ -700,7 +722,8 @@ class Emulator:
             for r in self._apply(scheduled, end):
                 finished += 1
                 if closed and sent < len(specs):
-                    heapq.heappush(arrivals, (end, sent))
+                    heapq.heappush(arrivals, (enters(end), sent))
+                    send_s.append(end)
                     sent += 1
         records = tuple(
             RequestRecord(
@@ -712,6 +735,6 @@ class Emulator:
         return SimulationResult(c, records, tuple(steps), usable, tuple(self.approximate))
 
 
-def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop, *, fast: bool = True) -> SimulationResult:
+def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop | TraceLoop, *, fast: bool = True) -> SimulationResult:
     """Emulate vLLM serving ``workload`` on ``config`` with ``step_time`` (see Emulator)."""
     return Emulator(config, step_time, fast=fast).run(workload)

@@ -180,26 +180,29 @@ def saturation_rate(
     rel_tol: float = 0.02,
     tolerance: float = 0.02,
     max_iter: int = 30,
+    stable: Callable[[SimulationResult], bool] | None = None,
 ) -> float:
     """The highest open-loop request rate (requests/s) in [low, high] whose run is stable
     (is_stable), by bisection on a log scale; ``run_at(rate)`` runs the same seeded workload at
     ``rate``. Returns ``low`` when even ``low`` is unstable (the caller should lower it) and
-    ``high`` when ``high`` is stable.
+    ``high`` when ``high`` is stable. ``stable``: another stability rule (default is_stable
+    with ``tolerance``).
 
     Raises:
         KvplanError: not 0 < low < high.
     """
     if not 0 < low < high:
         raise KvplanError(f"saturation: needs 0 < low < high, got {low}, {high}")
-    if not is_stable(run_at(low), tolerance):
+    ok = stable or (lambda r: is_stable(r, tolerance))
+    if not ok(run_at(low)):
         return low
-    if is_stable(run_at(high), tolerance):
+    if ok(run_at(high)):
         return high
     for _ in range(max_iter):
         if high / low <= 1 + rel_tol:
             break
         mid = math.sqrt(low * high)
-        if is_stable(run_at(mid), tolerance):
+        if ok(run_at(mid)):
             low = mid
         else:
             high = mid

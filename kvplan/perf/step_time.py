@@ -6,14 +6,30 @@ forward pass. The model splits the pass into two phases and bounds each by the G
     linear phase     weights read once per step        vs  2 x active params x tokens FLOPs
     attention phase  KV cache read (context) + written  vs  QK^T and PV FLOPs (causal pairs)
 
-    step = max(weights_ms, linear_compute_ms) + max(kv_ms, attention_compute_ms)
-           + allreduce_ms (TP > 1) + step_overhead_ms + per_request_us x requests / 1000
+    gpu  = max(dense weights_ms, dense linear_compute_ms)
+           + max(expert weights_ms, expert linear_compute_ms)        # MoE only
+           + max(kv_ms, attention_compute_ms) + allreduce_ms (TP > 1)
+           + step_overhead_ms + per_layer_us x layers / 1000
+    host = per_request_us x requests / 1000
+    step = max(gpu, host) with async scheduling, gpu + host without
+
+Why max(gpu, host) with async scheduling: vLLM's engine core then schedules step N+1 and
+processes step N-1's outputs while step N runs on the GPU (vLLM v1/engine/core.py
+step_with_batch_queue, v1/core/sched/async_scheduler.py, read in the default version's source),
+so the per-request host work
+(scheduling, output processing, streaming each request's token) hides behind the GPU until it is
+the longer of the two; without async scheduling it runs between steps and adds.
 
 Why max within a phase and sum across them: within the GEMMs, the weight stream and the tensor
 cores overlap (a GEMM is as slow as its slower resource); attention is a separate kernel after
-the projections, so its time adds. Bytes go over ``bandwidth_fraction`` x the datasheet
+the projections, so its time adds; the routed experts' grouped GEMMs (vLLM's fused MoE kernels)
+are kernels of their own with their own achieved fractions (``expert_bandwidth_fraction``,
+``expert_matmul_fraction``; by default the dense ones). Bytes go over ``bandwidth_fraction`` x the datasheet
 bandwidth, FLOPs over ``matmul_fraction`` x the dense tensor peak of the dtype the GEMMs run in
-(kvplan/perf/gpu_perf.py); the coefficients are kvplan/perf/coefficients.py's (priors,
+(kvplan/perf/gpu_perf.py). ``per_layer_us`` is the GPU time every layer costs whatever its
+size: its kernels' fixed launch-to-finish floor inside the CUDA graph (a deep model pays it more
+often per step); ``moe_layer_us`` is the same for a MoE layer's extra kernels (router, top-k,
+token sorting by expert, the weighted sum). The coefficients are kvplan/perf/coefficients.py's (priors,
 "uncalibrated", unless a fit for this GPU and vLLM version exists).
 
 Terms, per TP rank (the sizes come from the selected vLLM version's rules, the same ones the
@@ -92,11 +108,15 @@ class StepTerms:
     experts_touched: float
     tokens: int
     requests: int
+    expert_weights_ms: float = 0.0
+    expert_compute_ms: float = 0.0
 
     @property
     def linear_ms(self) -> float:
-        """The linear phase: max(weights_ms, linear_compute_ms)."""
-        return max(self.weights_ms, self.linear_compute_ms)
+        """The linear phase: max(dense weights, dense GEMMs) + max(expert weights, expert GEMMs)
+        (the routed experts' grouped GEMMs are kernels of their own; 0 without MoE)."""
+        return (max(self.weights_ms - self.expert_weights_ms, self.linear_compute_ms - self.expert_compute_ms)
+                + max(self.expert_weights_ms, self.expert_compute_ms))
 
     @property
     def attention_ms(self) -> float:
@@ -142,6 +162,9 @@ class StepModel:
         bandwidth / matmul_flops / attention_flops / link_bandwidth: peaks (bytes/s, FLOP/s).
         tp: tensor_parallel_size; matmul_dtype: the GEMMs' dtype.
         efficiency: the coefficients; labels: what the result must say about itself.
+        host_overlap: async scheduling: a step lasts max(GPU, host) instead of their sum.
+        num_layers: decoder layers (the per-layer fixed GPU time counts them).
+        num_moe_layers: of them with routed experts (the MoE layer's extra fixed GPU time).
     """
 
     name: str
@@ -165,6 +188,9 @@ class StepModel:
     matmul_dtype: str
     efficiency: Efficiency
     approximations: tuple[str, ...] = ()
+    host_overlap: bool = False
+    num_layers: int = 0
+    num_moe_layers: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -180,8 +206,8 @@ class StepModel:
 
     # --- the step ---------------------------------------------------------------------------
     def _raw(self, prefills: Iterable[Any], num_decodes: int, decode_context: int, max_decode_context: int):
-        """Bytes and FLOPs of a step: (weight_bytes, linear_flops, kv_bytes, attn_flops,
-        tokens, requests, experts_touched)."""
+        """Bytes and FLOPs of a step: (dense weight_bytes, dense linear_flops, kv_bytes,
+        attn_flops, tokens, requests, experts_touched, expert weight bytes, expert FLOPs)."""
         tokens = num_decodes
         requests = num_decodes
         kv = 0.0
@@ -206,9 +232,10 @@ class StepModel:
                 attn += g.layers * g.decode_flops_per_pair * seen
         kv += self.state_bytes_per_request * requests
         touched = expected_experts(tokens, self.num_experts, self.top_k) if self.num_experts else 0.0
-        weight_bytes = self.dense_weight_bytes + touched * self.expert_bytes
-        linear = 2.0 * (self.dense_params + self.top_k * self.expert_params) * tokens + 2.0 * self.lm_head_params * requests
-        return weight_bytes, linear, kv, attn, tokens, requests, touched
+        expert_bytes = touched * self.expert_bytes
+        expert_flops = 2.0 * self.top_k * self.expert_params * tokens
+        linear = 2.0 * self.dense_params * tokens + 2.0 * self.lm_head_params * requests
+        return self.dense_weight_bytes, linear, kv, attn, tokens, requests, touched, expert_bytes, expert_flops
 
     def _allreduce_ms(self, tokens: int) -> float:
         if not self.allreduces or not tokens:
@@ -228,19 +255,27 @@ class StepModel:
         Returns:
             StepTerms in ms; an empty step is 0 ms.
         """
-        w, lin, kv, attn, tokens, requests, touched = self._raw(prefills, num_decodes, decode_context_tokens, max_decode_context)
+        w, lin, kv, attn, tokens, requests, touched, ew, el = self._raw(prefills, num_decodes, decode_context_tokens, max_decode_context)
         if not requests:
             return StepTerms(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         e = self.efficiency
         bw = self.bandwidth * e.bandwidth_fraction
-        weights_ms = w / bw * 1e3
+        dense_w_ms = w / bw * 1e3
         kv_ms = kv / bw * 1e3
-        lin_ms = lin / (self.matmul_flops * e.matmul_fraction) * 1e3
+        dense_lin_ms = lin / (self.matmul_flops * e.matmul_fraction) * 1e3
         attn_ms = attn / (self.attention_flops * e.matmul_fraction) * 1e3
+        exp_w_ms = exp_lin_ms = 0.0
+        if ew or el:
+            exp_w_ms = ew / (self.bandwidth * e.expert_bandwidth_fraction) * 1e3
+            exp_lin_ms = el / (self.matmul_flops * e.expert_matmul_fraction) * 1e3
         ar = self._allreduce_ms(tokens)
-        over = e.step_overhead_ms + e.per_request_us * requests / 1e3
-        total = max(weights_ms, lin_ms) + max(kv_ms, attn_ms) + ar + over
-        return StepTerms(weights_ms, lin_ms, kv_ms, attn_ms, ar, over, total, w, kv, lin, attn, touched, tokens, requests)
+        host = e.per_request_us * requests / 1e3
+        fixed = e.step_overhead_ms + (e.per_layer_us * self.num_layers + e.moe_layer_us * self.num_moe_layers) / 1e3
+        over = fixed + host
+        gpu = max(dense_w_ms, dense_lin_ms) + max(exp_w_ms, exp_lin_ms) + max(kv_ms, attn_ms) + ar + fixed
+        total = max(gpu, host) if self.host_overlap else gpu + host
+        return StepTerms(dense_w_ms + exp_w_ms, dense_lin_ms + exp_lin_ms, kv_ms, attn_ms, ar, over, total, w + ew, kv,
+                         lin + el, attn, touched, tokens, requests, exp_w_ms, exp_lin_ms)
 
     def step_ms(self, prefills: Iterable[Any] = (), num_decodes: int = 0, decode_context_tokens: int = 0,
                 max_decode_context: int = 0) -> float:
@@ -272,21 +307,30 @@ class StepModel:
         """The step as a linear function of the fitted coefficients, with each phase's bound side
         chosen at the current coefficients: (bandwidth_ms, matmul_ms, requests, fixed_ms), where
         step_ms = bandwidth_ms / bandwidth_fraction + matmul_ms / matmul_fraction
-        + step_overhead_ms + per_request_us x requests / 1000 + fixed_ms (all-reduce)."""
+        + step_overhead_ms + per_request_us x requests / 1000 + fixed_ms (all-reduce).
+        A host-bound step under ``host_overlap`` is (0, 0, requests, -step_overhead_ms): only the
+        per-request term counts (the offset cancels the overhead at the current coefficients,
+        so the fitter's fixed point is exact)."""
         t = self.terms(prefills, num_decodes, decode_context_tokens, max_decode_context)
         if not t.requests:
             return 0.0, 0.0, 0, 0.0
         e = self.efficiency
+        host = e.per_request_us * t.requests / 1e3
+        if self.host_overlap and host > t.total_ms - 1e-12 and host > 0:
+            return 0.0, 0.0, t.requests, -e.step_overhead_ms
         b = m = 0.0
-        if t.weights_ms >= t.linear_compute_ms:
-            b += t.weights_ms * e.bandwidth_fraction
+        dw, dl = t.weights_ms - t.expert_weights_ms, t.linear_compute_ms - t.expert_compute_ms
+        if dw >= dl:
+            b += dw * e.bandwidth_fraction
         else:
-            m += t.linear_compute_ms * e.matmul_fraction
+            m += dl * e.matmul_fraction
         if t.kv_ms >= t.attention_compute_ms:
             b += t.kv_ms * e.bandwidth_fraction
         else:
             m += t.attention_compute_ms * e.matmul_fraction
-        return b, m, t.requests, t.allreduce_ms
+        # the experts' phase has its own coefficients (fitted through the emulator): a constant here
+        return b, m, t.requests, (t.allreduce_ms + max(t.expert_weights_ms, t.expert_compute_ms)
+                                  + (e.per_layer_us * self.num_layers + e.moe_layer_us * self.num_moe_layers) / 1e3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +351,7 @@ def _window(spec: ModelSpec, kind: LayerKind) -> int:
 
 
 def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_version: str | None = None,
-               efficiency: Efficiency | None = None) -> StepModel:
+               efficiency: Efficiency | None = None, async_scheduling: bool | None = None) -> StepModel:
     """Precompute the step-time model of ``spec`` on ``gpu`` under ``args``.
 
     Args:
@@ -317,6 +361,8 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
             kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size.
         vllm_version: whose rules size the weights and KV cache (None = the default version).
         efficiency: coefficients; None = fitted for (gpu.id, version) if bundled, else the priors.
+        async_scheduling: whether host work overlaps the GPU (max instead of sum); None = the
+            version's scheduler default (engines/vllm/vX_Y/scheduler.py POLICY.async_scheduling).
     Returns:
         a StepModel.
     Raises:
@@ -408,4 +454,8 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         matmul_dtype=mm_dtype,
         efficiency=eff,
         approximations=tuple(dict.fromkeys(approx)),
+        host_overlap=(rules.scheduler.POLICY.async_scheduling if rules.scheduler is not None else False)
+        if async_scheduling is None else bool(async_scheduling),
+        num_layers=layers,
+        num_moe_layers=sum(1 for x in spec.moe_layers if x) if experts else 0,
     )

@@ -173,3 +173,33 @@ class ClosedLoop:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise KvplanError(f"concurrency: must be >= 1, got {self.concurrency}")
+
+
+@dataclass(frozen=True)
+class TraceLoop:
+    """Requests sent at given times regardless of completions (an open loop replayed from a
+    benchmark record: the send times the client really used, not a new Poisson draw).
+
+    Attributes:
+        requests: the requests, in sending order.
+        send_times: seconds from the start, one per request, non-decreasing.
+
+    Raises:
+        KvplanError: lengths differ, a time is negative, or times go backwards.
+    """
+
+    requests: tuple[RequestSpec, ...]
+    send_times: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.send_times) != len(self.requests):
+            raise KvplanError(f"send_times: {len(self.send_times)} times for {len(self.requests)} requests")
+        prev = 0.0
+        for t in self.send_times:
+            if t < prev:
+                raise KvplanError(f"send_times: must be >= 0 and non-decreasing, got {t} after {prev}")
+            prev = t
+
+    def arrival_times(self) -> list[float]:
+        """The recorded send times (s)."""
+        return list(self.send_times)
