@@ -6,7 +6,8 @@ Precedence, per deployment (docs/versions.md "How the version is chosen"):
 2. ``vllm_version`` of the deployment in ``kvplan.yaml`` (or the manifest's top-level
    ``vllm_version``, or a ``kvplan: vllm_version=...`` comment / ``kvplan:`` block key);
 3. the tag of the vLLM container image it runs in: a Kubernetes container's ``image``, a
-   compose service's ``image``, a Dockerfile's ``FROM`` (``vllm/vllm-openai:v0.33.0``,
+   compose service's ``image``, a Dockerfile's ``FROM``, the image of a ``docker run`` /
+   ``podman run`` line of a script (``vllm/vllm-openai:v0.33.0``,
    ``...:v0.26.0-cu130``, mirrors such as ``docker.io/...``, ``ghcr.io/...``,
    ``public.ecr.aws/...`` whose name holds ``vllm``); ``latest``, other names without a release
    and digests (``@sha256:...``) say nothing about the version: an info finding, and 4 applies;
@@ -70,11 +71,11 @@ def image_version(image: str, where: str) -> tuple[Optional[VersionChoice], Opti
     digest, ``latest``/no tag, a tag without a release (``nightly``) or an unexpanded $VARIABLE.
     ``where`` names the file, for the reason ("image tag vllm/vllm-openai:v0.33.0 in deploy.yaml")."""
     if "$" in image:
-        return None, f"image {image} in {where} is not expanded (a $VARIABLE): its vLLM version is unknown"
+        return None, f"{image} in {where} is not expanded (a $VARIABLE): its vLLM version is unknown"
     repo, tag, digest = split_image(image)
     if tag is None or release(tag) is None:
         what = "pinned by digest" if digest and tag is None else (f"tagged {tag!r}" if tag else "untagged (latest)")
-        return None, (f"image {image} in {where} is {what}: the tag names no vLLM release, so kvplan cannot tell "
+        return None, (f"{image} in {where} is {what}: the tag names no vLLM release, so kvplan cannot tell "
                       "which vLLM it runs")
     return choose(tag, f"image tag {repo}:{tag} in {where}"), None
 
@@ -99,8 +100,9 @@ def deployment_version(default: VersionChoice, flag: Optional[str], dep, targets
 
 def version_diagnostics(dep, choice: VersionChoice, unknown: Optional[str], evidence) -> None:
     """The ``vllm-version`` findings of one deployment: a warning when the version it names has
-    no kvplan rules (the nearest is used; ``--strict`` fails), an info when its image names no
-    version, and always an info line with the version used, why, and the evidence
+    no kvplan rules (the nearest is used; ``--strict`` fails), and one info line with the version
+    used, why (on the image's line, saying why its tag names no version, when it names none), and
+    the evidence
     (``evidence``: rules.Evidence, or None when no estimate was made)."""
     from kvplan.check.diagnostics import VLLM_VERSION
 
@@ -108,10 +110,11 @@ def version_diagnostics(dep, choice: VersionChoice, unknown: Optional[str], evid
     if choice.substituted:
         dep.diag(VLLM_VERSION, "warning", choice.warning(), line=line, key=key,
                  hint=f"check with --vllm-version {choice.version} to accept it, or pin a version kvplan has rules for")
-    if unknown is not None:
-        dep.diag(VLLM_VERSION, "info", unknown, line=dep.image_line, key=dep.image_key,
-                 hint="tag the image with its vLLM release (vllm/vllm-openai:v0.33.0) or set vllm_version in kvplan.yaml")
     tail = f": {evidence.label()}" if evidence is not None else ""
+    if unknown is not None:  # one line: why the image names no version, the version used instead
+        dep.diag(VLLM_VERSION, "info", unknown + tail, line=dep.image_line, key=dep.image_key,
+                 hint="tag the image with its vLLM release (vllm/vllm-openai:v0.33.0) or set vllm_version in kvplan.yaml")
+        return
     dep.diag(VLLM_VERSION, "info", f"checked with {choice.label()}{tail}", line=line, key=key)
 
 

@@ -51,6 +51,19 @@ def compose(image: str) -> str:
         """
 
 
+def docker_run(image: str) -> str:
+    return f"""
+        #!/bin/sh
+        # kvplan: gpu=H100-80GB
+        docker run --gpus all -e HF_TOKEN=x -v /models:/root/.cache --ipc=host {image} \\
+          --model {MODEL} --max-model-len 8192
+        """
+
+
+def podman_run(image: str) -> str:
+    return docker_run(image).replace("docker run", "podman run")
+
+
 def dockerfile(image: str) -> str:
     return f"""
         FROM {image}
@@ -73,6 +86,8 @@ def _version_diags(doc: dict, severity: str | None = None) -> list[dict]:
         ("deploy.yaml", k8s, 10, "image"),
         ("docker-compose.yml", compose, 4, "services.chat.image"),
         ("Dockerfile", dockerfile, 1, "FROM"),
+        ("serve.sh", docker_run, 3, "docker run image"),
+        ("serve.sh", podman_run, 3, "podman run image"),
     ],
 )
 def test_the_image_tag_picks_the_version(tmp_path, name, make, line, key):
@@ -151,9 +166,30 @@ def test_a_digest_or_latest_names_no_version_and_the_default_applies(tmp_path, i
     assert code == 0
     (dep,) = _deployments(doc)
     assert dep["vllm"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
-    notes = [d["message"] for d in _version_diags(doc, "info")]
-    assert any(f"image {image} in {path} is {what}" in m and "cannot tell which vLLM it runs" in m for m in notes), notes
+    (note,) = [d["message"] for d in _version_diags(doc, "info")]  # one line, not two
+    assert note.startswith(f"{image} in {path} is {what}: ") and "cannot tell which vLLM it runs" in note, note
+    assert "; checked with vLLM 0.33.0 (newest supported; no vllm installed): " in note, note
     assert not _version_diags(doc, "warning")
+    text = unwrapped(run_cli("check", path)[1])
+    assert "vllm-version image: vllm/vllm-openai" in text and "image: image" not in text, text
+    assert text.count("checked with vLLM") == 1, text
+
+
+def test_a_docker_run_image_without_a_release_names_no_version(tmp_path):
+    path = write(tmp_path, "serve.sh", docker_run("vllm/vllm-openai:latest"))
+    code, doc, _ = check(path)
+    (dep,) = _deployments(doc)
+    assert dep["vllm"]["reason"] == "newest supported; no vllm installed"
+    (note,) = _version_diags(doc)
+    assert note["key"] == "docker run image" and note["line"] == 3
+    assert note["message"].startswith(f"vllm/vllm-openai:latest in {path} is tagged 'latest': ")
+
+
+def test_a_docker_run_image_tag_from_a_shell_variable(tmp_path):
+    path = write(tmp_path, "serve.sh", docker_run("vllm/vllm-openai:$TAG").replace("#!/bin/sh", "#!/bin/sh\nTAG=v0.26.0"))
+    (dep,) = _deployments(check(path)[1])
+    assert dep["vllm"] == {"version": "0.26.0", "reason": f"image tag vllm/vllm-openai:v0.26.0 in {path}"}
+    assert dep["model"] == MODEL
 
 
 def test_a_tag_and_a_digest_use_the_tag(tmp_path):
