@@ -192,6 +192,33 @@ def test_a_docker_run_image_tag_from_a_shell_variable(tmp_path):
     assert dep["model"] == MODEL
 
 
+@pytest.mark.parametrize(
+    ("image", "dotenv", "version"),
+    [
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.26.0}", None, "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG-v0.26.0}", None, "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.33.0}", "VLLM_TAG=v0.26.0\n", "0.26.0"),  # .env over the default
+        ("vllm/vllm-openai:${VLLM_TAG}", "VLLM_TAG=v0.26.0\n", "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.26.0}", "VLLM_TAG=\n", "0.26.0"),  # `:-`: empty takes the default
+    ],
+)
+def test_a_compose_image_tag_is_interpolated_as_compose_does(tmp_path, image, dotenv, version):
+    if dotenv is not None:
+        write(tmp_path, ".env", dotenv)
+    path = write(tmp_path, "docker-compose.yml", compose(image))
+    (dep,) = _deployments(check(path)[1])
+    assert dep["vllm"] == {"version": version, "reason": f"image tag vllm/vllm-openai:v{version} in {path}"}
+
+
+def test_a_compose_image_variable_without_a_value_is_unknown_with_a_note(tmp_path):
+    path = write(tmp_path, "docker-compose.yml", compose("vllm/vllm-openai:${VLLM_TAG}"))
+    code, doc, _ = check(path)
+    (dep,) = _deployments(doc)
+    assert dep["vllm"]["reason"] == "newest supported; no vllm installed"
+    (note,) = _version_diags(doc)
+    assert note["key"] == "services.chat.image" and "${VLLM_TAG}" in note["message"] and "unknown" in note["message"]
+
+
 def test_a_tag_and_a_digest_use_the_tag(tmp_path):
     path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.26.0@sha256:" + "cd" * 32))
     assert _deployments(check(path)[1])[0]["vllm"]["version"] == "0.26.0"
