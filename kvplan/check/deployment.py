@@ -115,6 +115,9 @@ class Deployment:
     image_line: int | None = None
     image_key: str | None = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
+    # the manifest's top-level vllm_version (value, line) when the deployment names its own:
+    # used if its own is invalid
+    manifest_version: tuple[str, int | None] | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:

@@ -90,11 +90,18 @@ def deployment_version(default: VersionChoice, flag: Optional[str], dep, targets
     if wanted:
         key = dep.target_keys.get("vllm_version", "vllm_version")
         return choose(wanted, f"{key} in {dep.version_file or dep.file}"), None
+    invalid = dep.target_keys.get("vllm_version") if "vllm_version" in dep.targets else None
+    if invalid is not None and dep.manifest_version is not None:
+        # its own vllm_version is invalid (an error of its own): the manifest's top-level one applies
+        return choose(dep.manifest_version[0], f"vllm_version in {dep.version_file or dep.file}, "
+                      f"since {invalid} is invalid"), None
     if dep.image and is_vllm_image(dep.image):
         choice, unknown = image_version(dep.image, dep.file)
         if choice is not None:
             return choice, None
         return default, unknown + f"; checked with {default.label()}"
+    if invalid is not None:
+        return VersionChoice(default.version, f"{default.reason}; {invalid} is invalid"), None
     return default, None
 
 
@@ -122,6 +129,12 @@ def _where(dep, choice: VersionChoice) -> tuple:
     """The line and key the version was read from (the deployment's own line for a flag or the default)."""
     if choice.reason.startswith("image tag"):
         return dep.image_line, dep.image_key
+    if dep.manifest_version is not None and choice.reason.startswith("vllm_version in "):
+        from kvplan.check.deployment import FileLine
+
+        line = dep.manifest_version[1]
+        return (FileLine(line, dep.version_file) if line is not None and dep.version_file and dep.version_file != dep.file
+                else line), "vllm_version"
     if "vllm_version" in dep.target_keys and choice.reason != "--vllm-version" and "vllm_version" in choice.reason:
         line = dep.target_lines.get("vllm_version")
         if line is not None and dep.version_file and dep.version_file != dep.file:

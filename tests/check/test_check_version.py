@@ -243,6 +243,28 @@ def test_kvplan_yaml_vllm_version_per_deployment_and_top_level(tmp_path):
     assert inherits["vllm"] == {"version": "0.26.0", "reason": f"vllm_version in {path}"}
 
 
+@pytest.mark.parametrize("top", ['vllm_version: "0.26.0"\n', ""])
+def test_an_invalid_deployment_vllm_version_falls_back_to_the_top_level_one(tmp_path, top):
+    path = write(tmp_path, "kvplan.yaml", top + f"""deployments:
+  - name: bad
+    gpu: H100-80GB
+    vllm_version: 0.33
+    command: vllm serve {MODEL} --max-model-len 8192
+""")
+    code, doc, _ = check(path)
+    assert code == 2
+    assert any(d["check_id"] == "invalid-kvplan-key" and d["key"] == "deployments[0].vllm_version" for d in doc["diagnostics"])
+    (dep,) = _deployments(doc)
+    (info,) = _version_diags(doc)
+    if top:  # the manifest's own vllm_version, named, on its line
+        assert dep["vllm"] == {"version": "0.26.0",
+                               "reason": f"vllm_version in {path}, since deployments[0].vllm_version is invalid"}
+        assert (info["line"], info["key"]) == (1, "vllm_version")
+    else:
+        assert dep["vllm"] == {"version": "0.33.0",
+                               "reason": "newest supported; no vllm installed; deployments[0].vllm_version is invalid"}
+
+
 def test_precedence_flag_then_kvplan_yaml_then_image_then_default(tmp_path):
     # a k8s file whose `# kvplan:` comment names a version and whose image names another
     path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.33.0").replace(
