@@ -94,6 +94,8 @@ class Deployment:
     target_lines: dict[str, int | None] = field(default_factory=dict)
     target_keys: dict[str, str] = field(default_factory=dict)
     gpu_hint: str | None = None  # why no GPU could be found (k8s node selector without mapping)
+    # a k8s nvidia.com/gpu.product node label no node_selectors mapping covers: (value, line, key)
+    gfd_product: tuple[str, int | None, str] | None = None
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
