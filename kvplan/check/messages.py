@@ -68,7 +68,7 @@ def _gib(n: float) -> str:
 
 def _round2(x: float) -> float:
     """``x`` rounded to 2 decimals, the figure vLLM logs ('Maximum concurrency for N tokens per
-    request: %.2fx', vLLM 0.26.0 / 0.33.0 v1/core/kv_cache_utils.py) and `kvplan estimate`
+    request: %.2fx', every supported vLLM's v1/core/kv_cache_utils.py) and `kvplan estimate`
     prints: 96.789 -> 96.79."""
     return round(x, 2)
 
