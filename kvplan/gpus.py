@@ -579,3 +579,32 @@ def find_gpu(name: str, profiles: dict[str, GPUProfile]) -> GPUProfile:
     else:
         tail = "run `kvplan gpus` to list profiles, or add one with --gpu-profiles"
     raise KvplanError(_one_line(f"--gpu: unknown GPU {name!r}; {tail}"))
+
+
+# NVIDIA GPU feature discovery (the k8s-device-plugin's GFD, deployed by the GPU Operator) labels
+# each GPU node nvidia.com/gpu.product=<the NVML device name, sanitised>: characters other than
+# letters, digits, "-", "_", "." and space are dropped, runs of spaces become one "-" (source:
+# github.com/NVIDIA/k8s-device-plugin internal/lm/resource.go, getProductName / sanitise). Real
+# labels: NVIDIA-H100-80GB-HBM3, NVIDIA-H200, NVIDIA-A100-SXM4-80GB, NVIDIA-A100-80GB-PCIe,
+# NVIDIA-L40S, NVIDIA-L4. A time-sliced GPU gets "-SHARED" appended and a MIG slice
+# "-MIG-<profile>": neither is a whole GPU of the profile, so neither matches.
+GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
+_GFD_DROP = re.compile(r"[^A-Za-z0-9._ -]")
+
+
+def gfd_product(reported_name: str) -> str:
+    """The nvidia.com/gpu.product value GFD gives a GPU whose driver reports ``reported_name``
+    ("NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3"); rule: k8s-device-plugin
+    internal/lm/resource.go sanitise."""
+    return "-".join(_GFD_DROP.sub("", reported_name).split())
+
+
+def find_gfd_product(value: str, profiles: dict[str, GPUProfile]) -> GPUProfile | None:
+    """The profile whose reported device name GFD labels ``value`` (exact, case-sensitive: the
+    label is what GFD writes), or None (an unknown GPU, a -SHARED or -MIG label). A later profile
+    (a user file's) wins over an earlier bundled one with the same reported name."""
+    hit = None
+    for p in profiles.values():
+        if p.reported_name and gfd_product(p.reported_name) == value:
+            hit = p
+    return hit

@@ -528,3 +528,13 @@ def test_good_compute_capability_is_kept(tmp_path, cc):
     f = tmp_path / "ok.yaml"
     f.write_text(f"gpus:\n  - {{id: x, memory_bytes: 85899345920, compute_capability: {json.dumps(cc)}}}\n")
     assert load_profiles([str(f)])["x"].compute_capability == str(cc)
+
+
+def test_gfd_product_label_of_a_device_name():
+    # k8s-device-plugin internal/lm/resource.go sanitise: drop other characters, spaces -> "-"
+    from kvplan.gpus import gfd_product
+
+    assert gfd_product("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
+    assert gfd_product("NVIDIA A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+    assert gfd_product("NVIDIA RTX 6000 Ada Generation") == "NVIDIA-RTX-6000-Ada-Generation"
+    assert gfd_product("NVIDIA  GeForce (R) RTX 4090") == "NVIDIA-GeForce-R-RTX-4090"

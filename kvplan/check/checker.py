@@ -366,6 +366,7 @@ class Checker:
                     node_map, map_file = node_selectors_for(self, path, fr)
                 k8s = k8s_deployments([doc], shown, raw, self.cat, node_map)
                 for dep in k8s:
+                    self._gpu_from_gfd_label(dep)
                     if "gpu" in dep.targets and map_file is not None:
                         dep.diag(
                             NODE_SELECTORS,
@@ -396,6 +397,24 @@ class Checker:
                 Diagnostic(check_id=MULTIPLE_DOCUMENTS, severity="error", file=shown, line=line, message=message, hint=hint)
             )
         return deps
+
+    def _gpu_from_gfd_label(self, dep: Deployment) -> None:
+        """A pod's GPU from NVIDIA GPU feature discovery's nvidia.com/gpu.product node label
+        when no node_selectors mapping gave one: the profile whose reported device name GFD
+        writes as that value (kvplan.gpus.find_gfd_product), with an info line saying so; an
+        unknown value keeps gpu-missing, whose hint names the label."""
+        if dep.gfd_product is None or "gpu" in dep.targets:
+            return
+        from kvplan.gpus import GFD_PRODUCT_LABEL, find_gfd_product
+
+        value, line, key = dep.gfd_product
+        profile = find_gfd_product(value, self.profiles)
+        if profile is None:
+            return
+        dep.set_target("gpu", profile.id, line, key)
+        dep.diag(NODE_SELECTORS, "info",
+                 f"GPU {profile.id} from {GFD_PRODUCT_LABEL}={value}, the label NVIDIA GPU feature discovery sets "
+                 f"on nodes whose GPU reports {profile.reported_name!r}", line=line, key=key)
 
     # -- checks -----------------------------------------------------------------------------
     def evaluate(self, dep: Deployment) -> DeploymentResult:

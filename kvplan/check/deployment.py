@@ -94,6 +94,8 @@ class Deployment:
     target_lines: dict[str, int | None] = field(default_factory=dict)
     target_keys: dict[str, str] = field(default_factory=dict)
     gpu_hint: str | None = None  # why no GPU could be found (k8s node selector without mapping)
+    # a k8s nvidia.com/gpu.product node label no node_selectors mapping covers: (value, line, key)
+    gfd_product: tuple[str, int | None, str] | None = None
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
@@ -115,6 +117,9 @@ class Deployment:
     image_line: int | None = None
     image_key: str | None = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
+    # the manifest's top-level vllm_version (value, line) when the deployment names its own:
+    # used if its own is invalid
+    manifest_version: tuple[str, int | None] | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def diag(self, check_id: str, severity: Severity, message: str, *, line=None, key=None, hint=None) -> None:

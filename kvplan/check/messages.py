@@ -4,7 +4,6 @@ concurrencies cut to 2 decimals)."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from pydantic import BaseModel
@@ -67,13 +66,20 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def _truncate2(x: float) -> float:
-    """``x`` cut (not rounded) to 2 decimals: 4.5254 -> 4.52, so a capacity is never shown above
-    what fits. The header of `kvplan check` and its notes both print this value."""
-    return math.floor(x * 100 + 1e-9) / 100
+def _round2(x: float) -> float:
+    """``x`` rounded to 2 decimals, the figure vLLM logs ('Maximum concurrency for N tokens per
+    request: %.2fx', every supported vLLM's v1/core/kv_cache_utils.py) and `kvplan estimate`
+    prints: 96.789 -> 96.79."""
+    return round(x, 2)
 
 
-def _concurrency_text(x: float) -> str:
+def _concurrency_text(x: float, below: float | None = None) -> str:
     """How check prints a concurrency (requests of max-model-len tokens at once): 2 decimals,
-    cut like _truncate2, the figure vLLM logs as 'Maximum concurrency ... %.2fx'."""
-    return f"{_truncate2(x):.2f}"
+    rounded as vLLM's ``%.2f`` does. ``below``: a target the value falls short of; more decimals
+    are shown when 2 would round up to it (3.999 below 4 is "3.999", not "4.00")."""
+    text = f"{x:.2f}"
+    digits = 2
+    while below is not None and x < below and float(text) >= below and digits < 9:
+        digits += 1
+        text = f"{x:.{digits}f}"
+    return text

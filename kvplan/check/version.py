@@ -6,7 +6,8 @@ Precedence, per deployment (docs/versions.md "How the version is chosen"):
 2. ``vllm_version`` of the deployment in ``kvplan.yaml`` (or the manifest's top-level
    ``vllm_version``, or a ``kvplan: vllm_version=...`` comment / ``kvplan:`` block key);
 3. the tag of the vLLM container image it runs in: a Kubernetes container's ``image``, a
-   compose service's ``image``, a Dockerfile's ``FROM`` (``vllm/vllm-openai:v0.33.0``,
+   compose service's ``image``, a Dockerfile's ``FROM``, the image of a ``docker run`` /
+   ``podman run`` line of a script (``vllm/vllm-openai:v0.33.0``,
    ``...:v0.26.0-cu130``, mirrors such as ``docker.io/...``, ``ghcr.io/...``,
    ``public.ecr.aws/...`` whose name holds ``vllm``); ``latest``, other names without a release
    and digests (``@sha256:...``) say nothing about the version: an info finding, and 4 applies;
@@ -70,11 +71,11 @@ def image_version(image: str, where: str) -> tuple[Optional[VersionChoice], Opti
     digest, ``latest``/no tag, a tag without a release (``nightly``) or an unexpanded $VARIABLE.
     ``where`` names the file, for the reason ("image tag vllm/vllm-openai:v0.33.0 in deploy.yaml")."""
     if "$" in image:
-        return None, f"image {image} in {where} is not expanded (a $VARIABLE): its vLLM version is unknown"
+        return None, f"{image} in {where} is not expanded (a $VARIABLE): its vLLM version is unknown"
     repo, tag, digest = split_image(image)
     if tag is None or release(tag) is None:
         what = "pinned by digest" if digest and tag is None else (f"tagged {tag!r}" if tag else "untagged (latest)")
-        return None, (f"image {image} in {where} is {what}: the tag names no vLLM release, so kvplan cannot tell "
+        return None, (f"{image} in {where} is {what}: the tag names no vLLM release, so kvplan cannot tell "
                       "which vLLM it runs")
     return choose(tag, f"image tag {repo}:{tag} in {where}"), None
 
@@ -89,18 +90,26 @@ def deployment_version(default: VersionChoice, flag: Optional[str], dep, targets
     if wanted:
         key = dep.target_keys.get("vllm_version", "vllm_version")
         return choose(wanted, f"{key} in {dep.version_file or dep.file}"), None
+    invalid = dep.target_keys.get("vllm_version") if "vllm_version" in dep.targets else None
+    if invalid is not None and dep.manifest_version is not None:
+        # its own vllm_version is invalid (an error of its own): the manifest's top-level one applies
+        return choose(dep.manifest_version[0], f"vllm_version in {dep.version_file or dep.file}, "
+                      f"since {invalid} is invalid"), None
     if dep.image and is_vllm_image(dep.image):
         choice, unknown = image_version(dep.image, dep.file)
         if choice is not None:
             return choice, None
         return default, unknown + f"; checked with {default.label()}"
+    if invalid is not None:
+        return VersionChoice(default.version, f"{default.reason}; {invalid} is invalid"), None
     return default, None
 
 
 def version_diagnostics(dep, choice: VersionChoice, unknown: Optional[str], evidence) -> None:
     """The ``vllm-version`` findings of one deployment: a warning when the version it names has
-    no kvplan rules (the nearest is used; ``--strict`` fails), an info when its image names no
-    version, and always an info line with the version used, why, and the evidence
+    no kvplan rules (the nearest is used; ``--strict`` fails), and one info line with the version
+    used, why (on the image's line, saying why its tag names no version, when it names none), and
+    the evidence
     (``evidence``: rules.Evidence, or None when no estimate was made)."""
     from kvplan.check.diagnostics import VLLM_VERSION
 
@@ -108,10 +117,11 @@ def version_diagnostics(dep, choice: VersionChoice, unknown: Optional[str], evid
     if choice.substituted:
         dep.diag(VLLM_VERSION, "warning", choice.warning(), line=line, key=key,
                  hint=f"check with --vllm-version {choice.version} to accept it, or pin a version kvplan has rules for")
-    if unknown is not None:
-        dep.diag(VLLM_VERSION, "info", unknown, line=dep.image_line, key=dep.image_key,
-                 hint="tag the image with its vLLM release (vllm/vllm-openai:v0.33.0) or set vllm_version in kvplan.yaml")
     tail = f": {evidence.label()}" if evidence is not None else ""
+    if unknown is not None:  # one line: why the image names no version, the version used instead
+        dep.diag(VLLM_VERSION, "info", unknown + tail, line=dep.image_line, key=dep.image_key,
+                 hint="tag the image with its vLLM release (vllm/vllm-openai:v0.33.0) or set vllm_version in kvplan.yaml")
+        return
     dep.diag(VLLM_VERSION, "info", f"checked with {choice.label()}{tail}", line=line, key=key)
 
 
@@ -119,6 +129,12 @@ def _where(dep, choice: VersionChoice) -> tuple:
     """The line and key the version was read from (the deployment's own line for a flag or the default)."""
     if choice.reason.startswith("image tag"):
         return dep.image_line, dep.image_key
+    if dep.manifest_version is not None and choice.reason.startswith("vllm_version in "):
+        from kvplan.check.deployment import FileLine
+
+        line = dep.manifest_version[1]
+        return (FileLine(line, dep.version_file) if line is not None and dep.version_file and dep.version_file != dep.file
+                else line), "vllm_version"
     if "vllm_version" in dep.target_keys and choice.reason != "--vllm-version" and "vllm_version" in choice.reason:
         line = dep.target_lines.get("vllm_version")
         if line is not None and dep.version_file and dep.version_file != dep.file:

@@ -51,6 +51,19 @@ def compose(image: str) -> str:
         """
 
 
+def docker_run(image: str) -> str:
+    return f"""
+        #!/bin/sh
+        # kvplan: gpu=H100-80GB
+        docker run --gpus all -e HF_TOKEN=x -v /models:/root/.cache --ipc=host {image} \\
+          --model {MODEL} --max-model-len 8192
+        """
+
+
+def podman_run(image: str) -> str:
+    return docker_run(image).replace("docker run", "podman run")
+
+
 def dockerfile(image: str) -> str:
     return f"""
         FROM {image}
@@ -73,6 +86,8 @@ def _version_diags(doc: dict, severity: str | None = None) -> list[dict]:
         ("deploy.yaml", k8s, 10, "image"),
         ("docker-compose.yml", compose, 4, "services.chat.image"),
         ("Dockerfile", dockerfile, 1, "FROM"),
+        ("serve.sh", docker_run, 3, "docker run image"),
+        ("serve.sh", podman_run, 3, "podman run image"),
     ],
 )
 def test_the_image_tag_picks_the_version(tmp_path, name, make, line, key):
@@ -151,9 +166,57 @@ def test_a_digest_or_latest_names_no_version_and_the_default_applies(tmp_path, i
     assert code == 0
     (dep,) = _deployments(doc)
     assert dep["vllm"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
-    notes = [d["message"] for d in _version_diags(doc, "info")]
-    assert any(f"image {image} in {path} is {what}" in m and "cannot tell which vLLM it runs" in m for m in notes), notes
+    (note,) = [d["message"] for d in _version_diags(doc, "info")]  # one line, not two
+    assert note.startswith(f"{image} in {path} is {what}: ") and "cannot tell which vLLM it runs" in note, note
+    assert "; checked with vLLM 0.33.0 (newest supported; no vllm installed): " in note, note
     assert not _version_diags(doc, "warning")
+    text = unwrapped(run_cli("check", path)[1])
+    assert "vllm-version image: vllm/vllm-openai" in text and "image: image" not in text, text
+    assert text.count("checked with vLLM") == 1, text
+
+
+def test_a_docker_run_image_without_a_release_names_no_version(tmp_path):
+    path = write(tmp_path, "serve.sh", docker_run("vllm/vllm-openai:latest"))
+    code, doc, _ = check(path)
+    (dep,) = _deployments(doc)
+    assert dep["vllm"]["reason"] == "newest supported; no vllm installed"
+    (note,) = _version_diags(doc)
+    assert note["key"] == "docker run image" and note["line"] == 3
+    assert note["message"].startswith(f"vllm/vllm-openai:latest in {path} is tagged 'latest': ")
+
+
+def test_a_docker_run_image_tag_from_a_shell_variable(tmp_path):
+    path = write(tmp_path, "serve.sh", docker_run("vllm/vllm-openai:$TAG").replace("#!/bin/sh", "#!/bin/sh\nTAG=v0.26.0"))
+    (dep,) = _deployments(check(path)[1])
+    assert dep["vllm"] == {"version": "0.26.0", "reason": f"image tag vllm/vllm-openai:v0.26.0 in {path}"}
+    assert dep["model"] == MODEL
+
+
+@pytest.mark.parametrize(
+    ("image", "dotenv", "version"),
+    [
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.26.0}", None, "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG-v0.26.0}", None, "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.33.0}", "VLLM_TAG=v0.26.0\n", "0.26.0"),  # .env over the default
+        ("vllm/vllm-openai:${VLLM_TAG}", "VLLM_TAG=v0.26.0\n", "0.26.0"),
+        ("vllm/vllm-openai:${VLLM_TAG:-v0.26.0}", "VLLM_TAG=\n", "0.26.0"),  # `:-`: empty takes the default
+    ],
+)
+def test_a_compose_image_tag_is_interpolated_as_compose_does(tmp_path, image, dotenv, version):
+    if dotenv is not None:
+        write(tmp_path, ".env", dotenv)
+    path = write(tmp_path, "docker-compose.yml", compose(image))
+    (dep,) = _deployments(check(path)[1])
+    assert dep["vllm"] == {"version": version, "reason": f"image tag vllm/vllm-openai:v{version} in {path}"}
+
+
+def test_a_compose_image_variable_without_a_value_is_unknown_with_a_note(tmp_path):
+    path = write(tmp_path, "docker-compose.yml", compose("vllm/vllm-openai:${VLLM_TAG}"))
+    code, doc, _ = check(path)
+    (dep,) = _deployments(doc)
+    assert dep["vllm"]["reason"] == "newest supported; no vllm installed"
+    (note,) = _version_diags(doc)
+    assert note["key"] == "services.chat.image" and "${VLLM_TAG}" in note["message"] and "unknown" in note["message"]
 
 
 def test_a_tag_and_a_digest_use_the_tag(tmp_path):
@@ -178,6 +241,28 @@ def test_kvplan_yaml_vllm_version_per_deployment_and_top_level(tmp_path):
     pinned, inherits = _deployments(doc)
     assert pinned["vllm"] == {"version": "0.33.0", "reason": f"deployments[0].vllm_version in {path}"}
     assert inherits["vllm"] == {"version": "0.26.0", "reason": f"vllm_version in {path}"}
+
+
+@pytest.mark.parametrize("top", ['vllm_version: "0.26.0"\n', ""])
+def test_an_invalid_deployment_vllm_version_falls_back_to_the_top_level_one(tmp_path, top):
+    path = write(tmp_path, "kvplan.yaml", top + f"""deployments:
+  - name: bad
+    gpu: H100-80GB
+    vllm_version: 0.33
+    command: vllm serve {MODEL} --max-model-len 8192
+""")
+    code, doc, _ = check(path)
+    assert code == 2
+    assert any(d["check_id"] == "invalid-kvplan-key" and d["key"] == "deployments[0].vllm_version" for d in doc["diagnostics"])
+    (dep,) = _deployments(doc)
+    (info,) = _version_diags(doc)
+    if top:  # the manifest's own vllm_version, named, on its line
+        assert dep["vllm"] == {"version": "0.26.0",
+                               "reason": f"vllm_version in {path}, since deployments[0].vllm_version is invalid"}
+        assert (info["line"], info["key"]) == (1, "vllm_version")
+    else:
+        assert dep["vllm"] == {"version": "0.33.0",
+                               "reason": "newest supported; no vllm installed; deployments[0].vllm_version is invalid"}
 
 
 def test_precedence_flag_then_kvplan_yaml_then_image_then_default(tmp_path):

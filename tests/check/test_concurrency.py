@@ -27,13 +27,40 @@ def test_min_concurrency_hint_does_not_suggest_fp8_when_already_fp8():
 
 def test_header_and_info_line_use_the_same_concurrency():
     # A10G, Llama-3.1-8B, max-model-len 8192: 2,317 blocks x 16 = 37,072 tokens;
-    # 37,072 / 8,192 = 4.5254 -> "4.52" (truncated to 2 decimals) in the header and in the note
+    # 37,072 / 8,192 = 4.5254 -> "4.53" (rounded as vLLM's %.2f) in the header and in the note
     code, out, _ = run_cli("check", str(R3 / "a10g-seqs2.yaml"), "--vllm-version", "0.26.0")
     out = unwrapped(out)  # the human report wraps at the console width
-    assert "37,072 tokens, 4.52 x 8192-token requests" in out
+    assert "37,072 tokens, 4.53 x 8192-token requests" in out
     info = out[out.index("max-num-seqs 2 caps"):]
-    assert "below the 4.52 requests" in info
+    assert "below the 4.53 requests" in info
     assert code == 0
+    code, doc = _json(str(R3 / "a10g-seqs2.yaml"), "--vllm-version", "0.26.0")
+    assert doc["files"][0]["deployments"][0]["figures"]["max_concurrency"] == 4.53
+
+
+def test_check_rounds_the_concurrency_as_vllm_logs_it():
+    # vLLM 0.33.0 on an H200 (tests/data/vllm-0.33.0-h200/llama3-8b_eager_fp8kv.log) logged
+    # "GPU KV cache size: 1,824,400 tokens, Maximum concurrency for 8,192 tokens per request:
+    # 222.71x": 1,824,400 / 8,192 = 222.7051, rounded (a cut would print 222.70)
+    from kvplan.check.messages import _concurrency_text
+
+    assert _concurrency_text(1_824_400 / 8_192) == "222.71"
+    assert _concurrency_text(792_896 / 8_192) == "96.79"  # 96.789
+    # short of a target, 2 decimals that would round up to it get more digits
+    assert _concurrency_text(3.999, below=4) == "3.999"
+    assert _concurrency_text(3.5, below=4) == "3.50"
+
+
+def test_check_and_estimate_print_the_same_concurrency():
+    code, doc = _json(str(R3 / "a10g-seqs2.yaml"), "--vllm-version", "0.26.0")
+    fig = doc["files"][0]["deployments"][0]["figures"]
+    code, out, _ = run_cli("estimate", MODEL, "--gpu", "A10G", "--max-model-len", "8192", "--max-num-seqs", "2",
+                           "--vllm-version", "0.26.0", "--format", "json")
+    import json
+
+    est = json.loads(out)
+    assert fig["gpu_kv_cache_tokens"] == 37_072
+    assert est["kv_cache"]["max_concurrency"] == fig["max_concurrency"] == 4.53  # 37,072 / 8,192 = 4.5254
 
 
 def test_utilization_1_reports_free_memory_at_the_utilization_line():

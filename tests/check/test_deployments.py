@@ -395,7 +395,7 @@ def test_k8s_without_a_gpu_mapping_says_which_label_to_map(tmp_path):
         metadata: {name: solo}
         spec:
           nodeSelector:
-            nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB
+            nvidia.com/gpu.product: NVIDIA-A800-SXM4-80GB
           containers:
             - name: vllm
               image: vllm/vllm-openai:latest
@@ -409,7 +409,7 @@ def test_k8s_without_a_gpu_mapping_says_which_label_to_map(tmp_path):
     code, doc, _ = check(f)
     assert code == 2
     d = diag(doc, "gpu-missing")
-    assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB" in d["hint"]
+    assert "nvidia.com/gpu.product=NVIDIA-A800-SXM4-80GB" in d["hint"]  # a GPU kvplan has no profile for
     code, doc, _ = check(f, "--gpu", "A100-80GB")
     assert code == 0
     assert doc["files"][0]["deployments"][0]["line"] == 13  # the `vllm serve` line inside sh -c

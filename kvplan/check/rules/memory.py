@@ -23,7 +23,7 @@ from kvplan.check.diagnostics import (
     UTILIZATION_RANGE,
     WEIGHTS_FIT,
 )
-from kvplan.check.messages import _concurrency_text, _gib, _truncate2
+from kvplan.check.messages import _concurrency_text, _gib, _round2
 from kvplan.check.rules.outcomes import deployment_notes, refused_flag
 from kvplan.check.sources.manifest import Targets
 from kvplan.errors import KvplanError
@@ -163,7 +163,7 @@ def plan_checks(
         "num_gpu_blocks": p.num_gpu_blocks,
         "block_size": p.block_size,
         "gpu_kv_cache_tokens": p.gpu_kv_cache_tokens,
-        "max_concurrency": _truncate2(p.max_concurrency),
+        "max_concurrency": _round2(p.max_concurrency),
         "fits": p.fits,
         "largest_max_model_len": p.largest_max_model_len,
     }
@@ -226,18 +226,18 @@ def plan_checks(
             kv_conc = p.layout.max_concurrency(p.num_gpu_blocks, req, p.max_in_flight_tokens)
             per_replica = min(kv_conc, float(seqs))
             achievable = per_replica * dp  # every replica has its own KV cache and max-num-seqs
-            figures["concurrency_at_request_len"] = _truncate2(achievable)
+            figures["concurrency_at_request_len"] = _round2(achievable)
             figures["request_len"] = req
             if dp > 1:
-                figures["concurrency_per_replica_at_request_len"] = _truncate2(per_replica)
+                figures["concurrency_per_replica_at_request_len"] = _round2(per_replica)
                 figures["data_parallel_size"] = dp
             if achievable < targets.min_concurrency:
                 cap = "max-num-seqs" if seqs < kv_conc else "the KV cache"
                 fit = (
                     f"{_concurrency_text(per_replica)} requests of {req} tokens fit at once per replica, "
-                    f"x{dp} replicas = {_concurrency_text(achievable)}"
+                    f"x{dp} replicas = {_concurrency_text(achievable, targets.min_concurrency)}"
                     if dp > 1
-                    else f"{_concurrency_text(achievable)} requests of {req} tokens fit at once"
+                    else f"{_concurrency_text(achievable, targets.min_concurrency)} requests of {req} tokens fit at once"
                 )
                 dep.diag(
                     MIN_CONCURRENCY,

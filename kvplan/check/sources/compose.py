@@ -9,7 +9,9 @@ from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
-from kvplan.check.sources.shell import _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, nvidia_visible, serve_calls_in_argv
+from kvplan.check.sources.shell import (
+    _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, expand_word, nvidia_visible, serve_calls_in_argv,
+)
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -80,7 +82,11 @@ def compose_deployments(
         for inv in invs:
             dep = deployment_from_invocation(inv, file, f"service {sname}", "compose", cat)
             if isinstance(svc.get("image"), str):
-                dep.image, dep.image_line, dep.image_key = svc["image"], doc.line_of(spath + ("image",)), f"services.{sname}.image"
+                # compose interpolates image: too (${VAR:-default}, ${VAR-default}, .env values);
+                # a name without a value stays as written (its version is unknown, version.py)
+                image, missing, _ = expand_word(svc["image"], "compose", dotenv or {})
+                dep.image = svc["image"] if missing else image
+                dep.image_line, dep.image_key = doc.line_of(spath + ("image",)), f"services.{sname}.image"
             try:
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
             except (KeyError, TypeError):

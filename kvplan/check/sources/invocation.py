@@ -99,7 +99,8 @@ def deployment_from_invocation(
     dep.process_env = dict(inv.process_env)
     dep.visible_devices = inv.visible_devices
     dep.background = inv.background
-    dep.image, dep.image_line, dep.image_key = inv.image, inv.image_line, "FROM" if inv.image else None
+    dep.image, dep.image_line = inv.image, inv.image_line
+    dep.image_key = (inv.image_key or "FROM") if inv.image else None
     for check_id, line, key, message, hint in inv.issues:
         dep.diag(check_id, "error", message, line=line, key=key, hint=hint)
     toks = expand_tokens(list(zip(inv.words, inv.lines)), inv.env, inv.syntax, inv.runtime)

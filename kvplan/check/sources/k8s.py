@@ -13,12 +13,15 @@ from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
+from kvplan.gpus import GFD_PRODUCT_LABEL
 from kvplan.io.files import YamlDoc
 
 
 def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, node_map: dict[str, dict[str, str]]) -> None:
     """Set dep's GPU from the pod's nodeSelector / required node affinity and kvplan.yaml's
-    node_selectors mapping (or say what is unmapped in dep.gpu_hint)."""
+    node_selectors mapping (or say what is unmapped in dep.gpu_hint); an unmapped
+    nvidia.com/gpu.product label is kept in dep.gfd_product for check to match against the GPU
+    profiles (kvplan.gpus.find_gfd_product)."""
     pairs: list[tuple[str, str, int | None, str]] = []
     sel = pod.get("nodeSelector")
     if isinstance(sel, dict):
@@ -41,6 +44,8 @@ def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, n
         if gpu:
             dep.set_target("gpu", gpu, line, key)
             return
+        if label == GFD_PRODUCT_LABEL and dep.gfd_product is None:  # read against the GPU profiles by check
+            dep.gfd_product = (value, line, key)
         if "gpu" in label.lower() or "accelerator" in label.lower() or "instance-type" in label:
             unmapped.append(f"{label}={value}")
     if unmapped:

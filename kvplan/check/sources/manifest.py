@@ -299,8 +299,11 @@ def manifest_deployments(ctx, docs: list[YamlDoc], path: Path, shown: str, raw: 
             if k in ("name", "config", "command", "args") or (k == "model" and served_here):
                 continue  # (for args/model entries `model` is the served model, set above)
             dep.set_target(str(k), v, doc.line_of(epath + (str(k),)), f"deployments[{i}].{k}")
-        if "vllm_version" not in entry and isinstance(data.get("vllm_version"), str):
-            dep.set_target("vllm_version", data["vllm_version"], doc.line_of(("vllm_version",)), "vllm_version")
+        if isinstance(data.get("vllm_version"), str):
+            if "vllm_version" not in entry:
+                dep.set_target("vllm_version", data["vllm_version"], doc.line_of(("vllm_version",)), "vllm_version")
+            else:  # the fallback when the deployment's own vllm_version is invalid (kvplan.check.version)
+                dep.manifest_version = (data["vllm_version"], doc.line_of(("vllm_version",)))
         if "vllm_version" in dep.target_keys:
             dep.version_file = shown
         deps.append(dep)

@@ -303,13 +303,23 @@ def find_serve(words: list[str]) -> tuple[int, str] | None:
             if mod == "vllm.entrypoints.cli.main" and i + 2 < len(words) and words[i + 2] == "serve":
                 return i + 3, "serve"
     # `docker run [options] vllm/vllm-openai:TAG [args]`: the image's entrypoint is `vllm serve`
+    at = container_run_image(words)
+    if at is not None:
+        return at + 1, "serve"
+    return None
+
+
+def container_run_image(words: list[str]) -> int | None:
+    """Index of the vLLM image in a ``docker run`` / ``podman run`` / ``nerdctl run`` argv
+    (``docker run --gpus all -e X=Y vllm/vllm-openai:v0.26.0 --model ...``), or None. The words
+    after it are the image's `vllm serve` arguments (vLLM's image has ENTRYPOINT vllm serve)."""
     for i, w in enumerate(words[:-1]):
         if w.rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl") and words[i + 1] == "run":
             for j in range(i + 2, len(words)):
                 if _is_operator(words[j]):
                     break
                 if _VLLM_OPENAI_IMAGE.search(words[j]) and not words[j].startswith("-"):
-                    return j + 1, "serve"
+                    return j
     return None
 
 
@@ -410,10 +420,11 @@ class Invocation:
     # CUDA_VISIBLE_DEVICES as the process gets it: (value or None when unknown, line, why unknown)
     visible_devices: tuple[str | None, int | None, str] | None = None
     background: bool = False  # a shell command ended by `&`: the script goes on while it runs
-    # the container image the call runs in (Dockerfile FROM), and its line: check reads the vLLM
-    # version from its tag (kvplan.check.version)
+    # the container image the call runs in (Dockerfile FROM, a `docker run` image), its line and
+    # key: check reads the vLLM version from its tag (kvplan.check.version)
     image: str | None = None
     image_line: int | None = None
+    image_key: str | None = None
 
 
 
@@ -559,6 +570,12 @@ def serve_calls_in_argv(
         inv.background = syntax == "shell" and _in_background(words[start:])
         inv.process_env = _process_env(words, start, syntax, env, exported, runtime, argv_env)
         inv.visible_devices = _visible_devices(words, start, syntax, env, exported, runtime, inv.line, argv_env)
+        at = container_run_image(words) if syntax == "shell" else None
+        if at is not None and at == start - 1:  # `docker run ... IMAGE args`: the image names the version
+            inv.image, inv.image_line = expand_vars(words[at], env)[0], lines[at] or inv.line
+            runner = next(w.rsplit("/", 1)[-1] for k, w in enumerate(words[:at]) if words[k + 1] == "run"
+                          and w.rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl"))
+            inv.image_key = f"{runner} run image"
         return [inv]
     for i, w in enumerate(words[:-1]):
         if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:
