@@ -443,7 +443,10 @@ def print_comparison(doc: dict, console) -> None:
     if status == "pass":
         console.print(Text(f"PASS: {on} within {doc['tolerance_pct']:g}% ({_pct_text(errs.get(on))})", style="green"))
     elif status == "mismatch":
-        console.print(Text(f"MISMATCH: {on} off by {_pct_text(errs.get(on))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+        for key in doc.get("mismatched_on") or [on]:
+            console.print(Text(f"MISMATCH: {key} off by {_pct_text(errs.get(key))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+        if on not in (doc.get("mismatched_on") or [on]):
+            console.print(Text(f"{on} within {doc['tolerance_pct']:g}% ({_pct_text(errs.get(on))})", style="dim"))
     elif status == "refused":
         r = doc.get("refusal") or {}
         console.print(hanging(Text("vLLM REFUSED the config: ", style="bold red"), str(r.get("message", ""))))
@@ -485,7 +488,7 @@ def _one_line(r) -> str:
     d = r.doc
     if r.error:
         return f"{r.name}: {d.get('status')}: {r.error}"
-    on = d.get("compared_on")
+    on = (d.get("mismatched_on") or [d.get("compared_on")])[0]
     err = (d.get("errors") or {}).get(on) if on else None
     tail = f" {on} {err['pct']:+.3f}%" if err and err.get("pct") is not None else ""
     return f"{r.name}: {d.get('status')}{tail}"
