@@ -359,8 +359,14 @@ class _Progress:
             print(f"[kvplan verify] {text}", file=sys.stderr, flush=True)
 
 
+WARNING = "warning: "  # a note that is a warning (verify.compare.version_note, the version choice)
+
+
 def _emit(doc: dict, fmt: str) -> None:
     if fmt == "json":
+        for note in doc.get("notes", []):
+            if note.startswith(WARNING):
+                print(f"kvplan: {note}", file=sys.stderr)
         print(json.dumps(doc, indent=2, default=str))
         return
     from rich.console import Console
@@ -479,7 +485,10 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        console.print(hanging(Text("note: ", style="yellow"), note))
+        if note.startswith(WARNING):
+            console.print(hanging(Text(WARNING, style="bold yellow"), note[len(WARNING):]))
+        else:
+            console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)
 

@@ -353,7 +353,8 @@ def comparison_document(
         notes.append(f"log line {lineno} set aside: {why}")
     version = log.vllm_version or (log.env or {}).get("vllm")
     predicted_with = ((plan_doc or {}).get("engine") or {}).get("vllm_version") or VERIFIED_VLLM
-    note = version_note(log, version, predicted_with)
+    flagged = ((plan_doc or {}).get("vllm") or {}).get("reason") == "--vllm-version"
+    note = version_note(log, version, predicted_with, flagged=flagged)
     if note:
         notes.append(note)
     doc = {
@@ -392,12 +393,20 @@ def comparison_document(
     return doc, (EXIT_ENVIRONMENT if status == "failed" else EXIT_FAIL)
 
 
-def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFIED_VLLM) -> str | None:
+def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFIED_VLLM, *, flagged: bool = False) -> str | None:
     """The note a log from another vLLM gets (docs/verify.md): its version when it names one,
     else the V0 engine's line formats (vLLM before the V1 engine), else None.
 
     A V0 start sized its KV cache with other rules (another memory profile, its own block
-    manager), so a difference against ``predicted_with``'s rules is expected, not a kvplan error."""
+    manager), so a difference against ``predicted_with``'s rules is expected, not a kvplan error.
+    ``flagged``: ``predicted_with`` was chosen by --vllm-version over the log's own version: the
+    note is a warning ("warning: ..."; the CLI prints it as a warning line)."""
+    if version and version != predicted_with and flagged:
+        return (
+            f"warning: the log is from vLLM {version}; --vllm-version {predicted_with}: kvplan predicts with vLLM "
+            f"{predicted_with} rules, not the rules of the vLLM that wrote the log, so differences may come from "
+            "the version"
+        )
     if version and version != predicted_with:
         return (
             f"the log is from vLLM {version}; kvplan predicts with vLLM {predicted_with} rules, so differences "
