@@ -239,8 +239,8 @@ def estimate_approximations(spec: ModelSpec, limit_mm_per_prompt: str | None, ru
     warning or note of the estimate:
 
     * a multimodal model not run text-only (``--limit-mm-per-prompt`` 0 for every modality,
-      weights.text_only): vLLM profiles its vision encoder (vLLM 0.26.0/0.33.0
-      v1/worker/gpu_model_runner.py profile_run, the encoder's dummy batch), which kvplan does
+      weights.text_only): vLLM profiles its vision encoder (vLLM v1/worker/gpu_model_runner.py
+      profile_run, both supported versions, the encoder's dummy batch), which kvplan does
       not model;
     * a bundled config snapshot that is not complete (sources/bundled.py find_bundled): keys it
       lacks take transformers' defaults.

@@ -116,7 +116,7 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
         out.append(PARALLEL_UNCHECKED)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
-    if ran_on and gpu.id not in ran_on:
+    if ran_on and gpu.id not in ran_on and getattr(gpu, "base_id", None) not in ran_on:
         out.append(f"the {gpu.display_name} (every real start ran on the {names})")
     elif ran_on and getattr(gpu, "memory_quality", None) == "user":
         # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on
