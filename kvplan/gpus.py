@@ -101,6 +101,8 @@ class GPUProfile(BaseModel):
         price_per_hour_usd: hourly price of one GPU in USD (None = unknown), >= 0.
         price_source: where the price came from, and when.
         aliases: other accepted names.
+        base_id: for a GPU a verified start measured, the id of the bundled profile its reported
+            name matches (None otherwise).
         notes: free text.
         perf: bandwidth and matrix throughput for the step-time model (GPUPerf), None = unknown.
         warnings: one-line warnings kvplan found while loading the profile files (an alias that
@@ -127,6 +129,8 @@ class GPUProfile(BaseModel):
     notes: str | None = None
     perf: GPUPerf | None = None
     warnings: tuple[str, ...] = ()
+    # a measured GPU (kvplan verify's one-profile file): the bundled profile its reported name is
+    base_id: str | None = None
 
     @field_validator("memory_bytes", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from kvplan.capacity.outcomes import (  # noqa: F401
     Approximation,
+    ApproximationKind,
     EstimateRefusal,
     Failure,
     Note,
@@ -222,6 +223,36 @@ def _tp_refusal(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
+def multimodal_encoder_reason(spec: ModelSpec) -> str:
+    """The one line saying a multimodal model's encoder profile is not modelled (Plan warning
+    and Approximation reason alike)."""
+    return (
+        f"{spec.architecture} is multimodal: vLLM also profiles its vision encoder on the largest image "
+        "batch, which kvplan does not model; the activation peak may be higher and the KV cache smaller"
+    )
+
+
+def estimate_approximations(spec: ModelSpec, limit_mm_per_prompt: str | None, rules: VllmRules) -> tuple[Approximation, ...]:
+    """Why an estimate of ``spec`` with ``--limit-mm-per-prompt`` (normalized JSON or None) under
+    ``rules`` (a version's VllmRules) is not exact: the model parse's reasons
+    (spec.approximations), then the memory terms the estimate leaves unmodelled, each also a
+    warning or note of the estimate:
+
+    * a multimodal model not run text-only (``--limit-mm-per-prompt`` 0 for every modality,
+      weights.text_only): vLLM profiles its vision encoder (vLLM v1/worker/gpu_model_runner.py
+      profile_run, both supported versions, the encoder's dummy batch), which kvplan does
+      not model;
+    * a bundled config snapshot that is not complete (sources/bundled.py find_bundled): keys it
+      lacks take transformers' defaults.
+
+    Returns: the reasons, empty when the estimate is exact. Raises nothing."""
+    out = list(spec.approximations)
+    if spec.is_multimodal and not rules.weights.text_only(spec, limit_mm_per_prompt):
+        out.append(Approximation(kind=ApproximationKind.UNMODELLED_MEMORY, reason=multimodal_encoder_reason(spec)))
+    out += [Approximation(kind=ApproximationKind.PARTIAL_SNAPSHOT, reason=n) for n in spec.snapshot_notes]
+    return tuple(out)
+
+
 def valid_tensor_parallel_sizes(spec: ModelSpec, most: int = 64) -> list[int]:
     """The sizes 1..min(most, num_attention_heads) that _tp_refusal accepts (for hints)."""
     heads = spec.attention.num_attention_heads
@@ -303,6 +334,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     here once and passed down.
     """
     rules = versions.select(args.vllm_version)
+    approximations = estimate_approximations(spec, args.limit_mm_per_prompt, rules)
     defaults, runner, memory, quantization = rules.defaults, rules.runner, rules.memory, rules.quantization
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     _validate_parallel(spec, tp, pp)
@@ -632,11 +664,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             "kvplan's estimate for it is unverified"
         )
     if spec.is_multimodal:
-        note(
-            NoteKind.MULTIMODAL,
-            f"{spec.architecture} is multimodal: vLLM also profiles its vision encoder on the largest image "
-            "batch, which kvplan does not model; the activation peak may be higher and the KV cache smaller"
-        )
+        note(NoteKind.MULTIMODAL, multimodal_encoder_reason(spec))
     if tp > spec.attention.num_key_value_heads and not spec.uses_mla:
         note(
             NoteKind.KV_HEAD_REPLICATION,
@@ -692,7 +720,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         failure_info=failure,
         remarks=tuple(remarks),
         rules=rules,
-        approximations=spec.approximations,
+        approximations=approximations,
         evidence=rules.evidence_for(spec, gpu, args),
     )
 

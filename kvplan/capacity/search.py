@@ -458,6 +458,20 @@ def rank_key(o: Option) -> tuple:
     return (1, 0.0, o.num_gpus, o.accuracy_rank, o.gpu.memory_bytes, o.pipeline_parallel_size, -o.achieved)
 
 
+def _approximations(spec, base: dict, candidates: list) -> tuple:
+    """Why every option's figures are approximate: an option's own reasons (they share the model
+    and --limit-mm-per-prompt), else the same rule on the base arguments."""
+    if candidates:
+        return candidates[0].plan.approximations
+    from kvplan.capacity.estimate import estimate_approximations
+
+    try:
+        rules = versions.select(base.get("vllm_version") or versions.DEFAULT_VERSION)
+    except KvplanError:
+        return spec.approximations
+    return estimate_approximations(spec, base.get("limit_mm_per_prompt"), rules)
+
+
 def search(
     spec,
     target: Target,
@@ -671,5 +685,5 @@ def search(
         unpriced=unpriced,
         refusal=refusal,
         refusal_hint=refusal_hint,
-        approximations=spec.approximations,
+        approximations=_approximations(spec, base, candidates),
     )

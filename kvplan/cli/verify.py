@@ -359,8 +359,14 @@ class _Progress:
             print(f"[kvplan verify] {text}", file=sys.stderr, flush=True)
 
 
+WARNING = "warning: "  # a note that is a warning (verify.compare.version_note, the version choice)
+
+
 def _emit(doc: dict, fmt: str) -> None:
     if fmt == "json":
+        for note in doc.get("notes", []):
+            if note.startswith(WARNING):
+                print(f"kvplan: {note}", file=sys.stderr)
         print(json.dumps(doc, indent=2, default=str))
         return
     from rich.console import Console
@@ -443,7 +449,10 @@ def print_comparison(doc: dict, console) -> None:
     if status == "pass":
         console.print(Text(f"PASS: {on} within {doc['tolerance_pct']:g}% ({_pct_text(errs.get(on))})", style="green"))
     elif status == "mismatch":
-        console.print(Text(f"MISMATCH: {on} off by {_pct_text(errs.get(on))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+        for key in doc.get("mismatched_on") or [on]:
+            console.print(Text(f"MISMATCH: {key} off by {_pct_text(errs.get(key))} (tolerance {doc['tolerance_pct']:g}%)", style="red"))
+        if on not in (doc.get("mismatched_on") or [on]):
+            console.print(Text(f"{on} within {doc['tolerance_pct']:g}% ({_pct_text(errs.get(on))})", style="dim"))
     elif status == "refused":
         r = doc.get("refusal") or {}
         console.print(hanging(Text("vLLM REFUSED the config: ", style="bold red"), str(r.get("message", ""))))
@@ -476,7 +485,10 @@ def print_comparison(doc: dict, console) -> None:
         if key in ("num_gpu_blocks",) and status not in ("refused", "error", "failed"):
             console.print(Text(f"{key}: {why}", style="dim"))
     for note in doc.get("notes", []):
-        console.print(hanging(Text("note: ", style="yellow"), note))
+        if note.startswith(WARNING):
+            console.print(hanging(Text(WARNING, style="bold yellow"), note[len(WARNING):]))
+        else:
+            console.print(hanging(Text("note: ", style="yellow"), note))
     if doc.get("log"):
         console.print(f"log: {doc['log']}", markup=False, highlight=False)
 
@@ -485,7 +497,7 @@ def _one_line(r) -> str:
     d = r.doc
     if r.error:
         return f"{r.name}: {d.get('status')}: {r.error}"
-    on = d.get("compared_on")
+    on = (d.get("mismatched_on") or [d.get("compared_on")])[0]
     err = (d.get("errors") or {}).get(on) if on else None
     tail = f" {on} {err['pct']:+.3f}%" if err and err.get("pct") is not None else ""
     return f"{r.name}: {d.get('status')}{tail}"

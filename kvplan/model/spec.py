@@ -45,6 +45,10 @@ class ApproximationKind(str, Enum):
     ASSUMED_MLP = "assumed_mlp"
     # a family kvplan has rules for, but whose rules leave a named part of vLLM's memory unmodelled
     PARTIAL_RULES = "partial_rules"
+    # a memory term of vLLM's start the estimate does not model (a multimodal encoder's profile)
+    UNMODELLED_MEMORY = "unmodelled_memory"
+    # a bundled config snapshot that is not complete: keys it lacks take transformers' defaults
+    PARTIAL_SNAPSHOT = "partial_snapshot"
 
 
 class Approximation(_Frozen):

@@ -27,8 +27,9 @@ from kvplan.render.perf_schema import PerfSection
 LayerKindName = Literal[
     "full_attention", "sliding_attention", "chunked_attention", "mla", "linear_attention", "mamba", "none"
 ]
-# "gdn": a Gated-DeltaNet state group in the newer version's align mode (engines/vllm/v0_33/kv_spec.py)
-GroupKind = Literal["full", "sliding", "chunked", "mla", "mamba", "gdn"]
+# "gdn" / "mamba2": a Gated-DeltaNet / Mamba-2 state group in the newer version's align mode
+# (engines/vllm/v0_33/kv_spec.py)
+GroupKind = Literal["full", "sliding", "chunked", "mla", "mamba", "gdn", "mamba2"]
 TorchDtype = Literal["float32", "float16", "bfloat16"]
 KVCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 MemoryQuality = Literal["measured", "cuda-exact", "torch-mib-floor", "vllm-log-gib", "estimate", "user"]

@@ -6,6 +6,7 @@ The comparison document (``kvplan verify --format json``):
      "failure": "vLLM failed before sizing memory: ..." (status "failed", exit 3) | None,
      "log_consistent": false when the tokens line contradicts the block count (a note says why),
      "compared_on": "num_gpu_blocks"|"gpu_kv_cache_tokens", "measured_source": {key: how},
+     "mismatched_on": [key, ...] (status "mismatch" only: every graded figure out of tolerance),
      "missing": {key: why}, ...}
 Keys (bytes, tokens, blocks): total_bytes, requested_bytes, weights_bytes, activation_peak_bytes,
 non_torch_bytes, cudagraph_bytes, cudagraph_subtracted_bytes, kv_cache_bytes, num_gpu_blocks,
@@ -229,6 +230,32 @@ def compare(predicted: dict, measured: dict, resolution: dict, *, tolerance_pct:
 
 
 
+# Figures graded beside the block count (same tolerance): the two numbers of vLLM's "GPU KV cache
+# size: N tokens, Maximum concurrency for L tokens per request: Cx" line.
+ALSO_GRADED = ("gpu_kv_cache_tokens", "max_concurrency")
+# max_concurrency is printed to 2 decimals by vLLM ("%.2fx") and kept to 2 by kvplan's document:
+# an error within both roundings (0.005 each) is no error.
+CONCURRENCY_ROUNDING = 0.01
+
+
+def out_of_tolerance(errors: dict, measured: dict, compared_on: str, *, tolerance_pct: float) -> list[str]:
+    """The graded figures whose error exceeds ``tolerance_pct`` %: ``compared_on`` (the verdict's
+    figure) and the KV tokens and max concurrency (ALSO_GRADED) where both sides are known, in
+    that order. A measured 0 (no percentage error) is not graded; max concurrency allows the
+    two 2-decimal roundings (CONCURRENCY_ROUNDING) on top of the tolerance.
+
+    Returns: the keys, [] when every graded figure is within tolerance."""
+    out = []
+    for key in (compared_on, *ALSO_GRADED):
+        if not key or key in out or key not in errors or errors[key]["pct"] is None:
+            continue
+        slack = CONCURRENCY_ROUNDING if key == "max_concurrency" else 0
+        m = measured.get(key) or 0
+        if abs(errors[key]["abs"]) > abs(m) * (tolerance_pct + 1e-9) / 100.0 + slack:
+            out.append(key)
+    return out
+
+
 def log_consistency(log: VllmLog, measured: dict, source: dict, plan_doc: Optional[dict]) -> Optional[str]:
     """None, or a note when the log's "GPU KV cache size: N tokens" contradicts its block count
     (0 blocks next to N > 0 tokens included).
@@ -312,11 +339,22 @@ def comparison_document(
     consistency = log_consistency(log, measured, source, plan_doc)
     if consistency:
         notes.append(consistency)
+    mismatched: list[str] = []
+    if status in ("pass", "mismatch"):
+        # a self-contradicting tokens line grades nothing (the note says why): only the verdict's figure
+        mismatched = (
+            out_of_tolerance(errors, measured, compared_on, tolerance_pct=tolerance_pct)
+            if consistency is None
+            else ([compared_on] if status == "mismatch" else [])
+        )
+        if mismatched:
+            status = "mismatch"
     for lineno, why in log.rejected_lines:
         notes.append(f"log line {lineno} set aside: {why}")
     version = log.vllm_version or (log.env or {}).get("vllm")
     predicted_with = ((plan_doc or {}).get("engine") or {}).get("vllm_version") or VERIFIED_VLLM
-    note = version_note(log, version, predicted_with)
+    flagged = ((plan_doc or {}).get("vllm") or {}).get("reason") == "--vllm-version"
+    note = version_note(log, version, predicted_with, flagged=flagged)
     if note:
         notes.append(note)
     doc = {
@@ -333,6 +371,7 @@ def comparison_document(
         "status": status,
         "tolerance_pct": tolerance_pct,
         "compared_on": compared_on or None,
+        **({"mismatched_on": mismatched} if status == "mismatch" and mismatched else {}),
         "measured": measured,
         "predicted": predicted,
         "errors": errors,
@@ -354,12 +393,20 @@ def comparison_document(
     return doc, (EXIT_ENVIRONMENT if status == "failed" else EXIT_FAIL)
 
 
-def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFIED_VLLM) -> str | None:
+def version_note(log: VllmLog, version: str | None, predicted_with: str = VERIFIED_VLLM, *, flagged: bool = False) -> str | None:
     """The note a log from another vLLM gets (docs/verify.md): its version when it names one,
     else the V0 engine's line formats (vLLM before the V1 engine), else None.
 
     A V0 start sized its KV cache with other rules (another memory profile, its own block
-    manager), so a difference against ``predicted_with``'s rules is expected, not a kvplan error."""
+    manager), so a difference against ``predicted_with``'s rules is expected, not a kvplan error.
+    ``flagged``: ``predicted_with`` was chosen by --vllm-version over the log's own version: the
+    note is a warning ("warning: ..."; the CLI prints it as a warning line)."""
+    if version and version != predicted_with and flagged:
+        return (
+            f"warning: the log is from vLLM {version}; --vllm-version {predicted_with}: kvplan predicts with vLLM "
+            f"{predicted_with} rules, not the rules of the vLLM that wrote the log, so differences may come from "
+            "the version"
+        )
     if version and version != predicted_with:
         return (
             f"the log is from vLLM {version}; kvplan predicts with vLLM {predicted_with} rules, so differences "

@@ -222,6 +222,7 @@ def _machine_profile_file(
     if nvml_total:
         entry["nvidia_smi_total_mib"] = int(nvml_total) // MiB
     if base is not None:
+        entry["base_id"] = base.id
         entry["fp8_supported"] = base.fp8_supported
         entry["bf16_supported"] = base.bf16_supported
         entry["compute_capability"] = base.compute_capability

@@ -62,7 +62,9 @@ def test_unactionable_notes_only_with_verbose():
     code, out, _ = run_cli(*args)
     text = " ".join(out.split())
     assert code == 0
-    assert "is partial" not in text and "unverified" not in text and "warning:" not in text
+    assert "note: bundled spec" not in text and "unverified" not in text and "warning:" not in text
+    # a partial snapshot also makes the estimate approximate: that line shows without --verbose
+    assert "approximate, not exact: bundled spec model_specs/meta-llama__Meta-Llama-3-70B.json is partial" in text
     code, out, _ = run_cli(*args, "--verbose")
     text = " ".join(out.split())
     assert "note: bundled spec" in text and "unverified estimate" in text

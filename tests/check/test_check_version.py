@@ -96,11 +96,13 @@ def test_the_image_tag_picks_the_version(tmp_path, name, make, line, key):
     assert code == 0, doc["diagnostics"]
     (dep,) = _deployments(doc)
     assert dep["vllm"] == {"version": "0.26.0", "reason": f"image tag vllm/vllm-openai:v0.26.0-cu130 in {path}"}
-    assert dep["evidence"]["label"] == f"calibrated on {N26} real vLLM 0.26.0 starts"
+    # the fixtures run on an H100; every real start ran on an H200
+    label = ("derived from the source, not yet checked on hardware: the NVIDIA H100 SXM5 80GB (every real start "
+             f"ran on the H200) (the rest calibrated on {N26} real vLLM 0.26.0 starts)")
+    assert dep["evidence"]["label"] == label
     (info,) = _version_diags(doc)
-    assert (info["severity"], info["line"], info["key"]) == ("info", line, key)
-    assert info["message"] == (f"checked with vLLM 0.26.0 (image tag vllm/vllm-openai:v0.26.0-cu130 in {path}): "
-                               f"calibrated on {N26} real vLLM 0.26.0 starts")
+    assert (info["line"], info["key"]) == (line, key)
+    assert info["message"] == f"checked with vLLM 0.26.0 (image tag vllm/vllm-openai:v0.26.0-cu130 in {path}): " + label
 
 
 @pytest.mark.parametrize(

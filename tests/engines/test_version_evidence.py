@@ -69,10 +69,12 @@ def test_026_is_calibrated_with_cuda_graphs_too():
     ("args", "unchecked"),
     [
         (("--gpu", "H200"), ["CUDA-graph memory estimate"]),
-        # B200: NVML total >= 160 GiB, batch defaults left to vLLM -> the new tier
-        (("--gpu", "B200", "--enforce-eager"), ["the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)"]),
-        # both batch sizes given: the tier decides nothing
-        (("--gpu", "B200", "--enforce-eager", "--max-num-seqs", "256", "--max-num-batched-tokens", "8192"), []),
+        # B200: NVML total >= 160 GiB, batch defaults left to vLLM -> the new tier; and no start ran on a B200
+        (("--gpu", "B200", "--enforce-eager"), ["the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)",
+                                                "the NVIDIA B200 180GB (every real start ran on the H200)"]),
+        # both batch sizes given: the tier decides nothing; the GPU is still unchecked
+        (("--gpu", "B200", "--enforce-eager", "--max-num-seqs", "256", "--max-num-batched-tokens", "8192"),
+         ["the NVIDIA B200 180GB (every real start ran on the H200)"]),
     ],
 )
 def test_an_033_estimate_names_the_unchecked_rules_it_uses(args, unchecked):
@@ -83,12 +85,17 @@ def test_an_033_estimate_names_the_unchecked_rules_it_uses(args, unchecked):
         assert ev["label"].startswith("derived from the source, not yet checked on hardware: " + unchecked[0])
 
 
-def test_a_mamba_hybrid_on_033_is_checked_by_the_granite_start():
-    # granite4h-small_eager (tests/data/vllm-0.33.0-h200) checked the Mamba align pages
-    code, out, err = run_cli("estimate", "ibm-granite/granite-4.0-h-small", "--vllm-version", "0.33.0", "--enforce-eager",
-                             "--max-model-len", "8192", "--format", "json")
-    assert code in (0, 1), err
-    assert json.loads(out)["evidence"]["unchecked"] == []
+def test_a_mamba_hybrid_on_033_is_checked_by_the_granite_start(tmp_path):
+    # granite4h-small_eager (tests/data/vllm-0.33.0-h200) checked the Mamba align pages; its own
+    # config (the start's KVPLAN_CONFIG line) is complete, the bundled snapshot is partial
+    log = DATA / "vllm-0.33.0-h200" / "granite4h-small_eager.log"
+    line = next(x for x in log.read_text(encoding="utf-8").splitlines() if x.startswith("KVPLAN_CONFIG "))
+    (tmp_path / "config.json").write_text(line.split(" ", 1)[1], encoding="utf-8")
+    for model, unchecked in ((str(tmp_path), []), ("ibm-granite/granite-4.0-h-small", [PARTIAL])):
+        code, out, err = run_cli("estimate", model, "--vllm-version", "0.33.0", "--enforce-eager", "--gpu", "H200",
+                                 "--max-model-len", "8192", "--format", "json")
+        assert code in (0, 1), err
+        assert json.loads(out)["evidence"]["unchecked"] == unchecked
 
 
 def test_the_label_shows_in_the_table_and_serve_and_yaml_formats():
@@ -127,3 +134,62 @@ def test_the_json_schema_describes_the_labels():
 
     doc = _doc("--vllm-version", "0.33.0")
     EstimateDocument.model_validate(doc)  # strict: vllm and evidence are part of the contract
+
+
+# Every real start of both versions ran on one H200 (tests/data: calibration, vllm-0.26.0-h200,
+# logs/device-h200-*, vllm-0.33.0-h200): the GPU set comes from the STARTS paths.
+PARALLEL = "tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start ran on one GPU)"
+PARTIAL = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; for exact figures "
+           "give the model's own config.json)")
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+def test_the_starts_ran_on_the_h200_only(version):
+    from kvplan.engines.vllm.rules import start_gpus
+
+    assert start_gpus(versions.SUPPORTED[version].real_starts.STARTS) == {"h200"}
+    assert start_gpus(("vllm-0.33.0-h100-sxm/x", "logs/device-a100-80gb-sxm-2026-01-02/y", "older/z")) == {
+        "h100-sxm", "a100-80gb-sxm"}
+
+
+@pytest.mark.parametrize(
+    ("args", "unchecked"),
+    [
+        (("--gpu", "H200"), []),
+        (("--gpu", "H200", "-tp", "2"), [PARALLEL]),
+        (("--gpu", "H200", "--pipeline-parallel-size", "2"), [PARALLEL]),
+        (("--gpu", "A100-80GB"), ["the NVIDIA A100 80GB SXM4 (every real start ran on the H200)"]),
+        (("--gpu", "L40S", "-tp", "2"), [PARALLEL, "the NVIDIA L40S (every real start ran on the H200)"]),
+        (("--gpu", "H200", "--gpu-memory", "80GiB"),
+         ["a GPU of 80.00 GiB given by --gpu-memory (every real start ran on the H200, with its own memory)"]),
+    ],
+)
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+def test_parallel_and_other_gpus_are_labelled_unchecked(version, args, unchecked):
+    ev = _doc("--vllm-version", version, "--enforce-eager", *args)["evidence"]
+    assert ev["unchecked"] == unchecked
+    assert ev["checked"] is (not unchecked)
+    if unchecked:
+        assert ev["label"].startswith("derived from the source, not yet checked on hardware: " + "; ".join(unchecked))
+        code, out, _ = run_cli("estimate", MODEL, "--max-model-len", "8192", "--vllm-version", version,
+                               "--enforce-eager", *args)
+        assert "not yet checked on hardware: " + unchecked[0] in unwrapped(out)
+    else:
+        assert ev["label"].startswith("calibrated on")
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+def test_a_partial_bundled_spec_is_unchecked_and_not_exact(version):
+    code, out, err = run_cli("estimate", "ai21labs/Jamba-v0.1", "--gpu", "H200", "--enforce-eager", "--max-model-len",
+                             "8192", "--vllm-version", version, "--format", "json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["evidence"]["unchecked"] == [PARTIAL]
+    assert doc["exact"] is False
+    assert any(a.startswith("bundled spec model_specs/ai21labs__Jamba-v0.1.json is partial") and
+               "for exact figures give the model's own config.json" in a for a in doc["approximate"])
+    code, out, _ = run_cli("estimate", "ai21labs/Jamba-v0.1", "--gpu", "H200", "--enforce-eager", "--max-model-len",
+                           "8192", "--vllm-version", version)
+    text = unwrapped(out)
+    assert "approximate, not exact: bundled spec model_specs/ai21labs__Jamba-v0.1.json is partial" in text
+    assert "not yet checked on hardware: a partial bundled config snapshot" in text

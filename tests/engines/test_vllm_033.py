@@ -98,6 +98,36 @@ def test_qwen3_next_block_size_576_and_align_pages_by_hand():
     assert p26.effective["enable_prefix_caching"] is False
 
 
+@pytest.mark.parametrize(
+    ("log", "tokens", "concurrency"),
+    [
+        # the "GPU KV cache size: N tokens, Maximum concurrency for 32,768 tokens per request: Cx"
+        # lines of the two hybrid logs (Mamba-2 and GDN state groups in align mode)
+        ("granite4h-small_eager", 2_894_870, 88.34),
+        ("qwen3-next-80b_fp8_eager", 1_882_670, 57.45),
+    ],
+)
+def test_hybrid_align_starts_replay_tokens_and_concurrency_within_0_3_percent(log, tokens, concurrency):
+    text = (DATA / f"{log}.log").read_text()
+    assert f"GPU KV cache size: {tokens:,} tokens" in text and f"{concurrency:.2f}x" in text
+    doc = _replay(DATA / f"{log}.log")
+    pred = doc["predicted"]
+    assert abs(pred["gpu_kv_cache_tokens"] - tokens) / tokens <= 0.003, pred["gpu_kv_cache_tokens"]
+    assert abs(pred["max_concurrency"] - concurrency) / concurrency <= 0.003, pred["max_concurrency"]
+
+
+def test_granite_mamba2_groups_hold_a_checkpoint_page_by_hand():
+    # Granite-4.0-H-Small: 4 attention + 36 Mamba-2 layers -> groups of 4: 1 attention group and
+    # 9 Mamba-2 groups; block 528 (as logged). Per request at 32,768 tokens: cdiv(32768, 528) = 63
+    # attention blocks + 9 x (2 align pages + 1 prefill checkpoint, mamba_mixer2.py) = 90;
+    # the log: 7,951 blocks / 90 = 88.34x.
+    p33 = _h200_plan("ibm-granite/granite-4.0-h-small", "0.33.0", max_model_len=32768, enforce_eager=True)
+    assert p33.block_size == 528
+    assert p33.layout.blocks_per_request(32768, p33.max_in_flight_tokens) == 63 + 27
+    assert p33.max_concurrency == pytest.approx(p33.num_gpu_blocks / 90)
+    assert p33.gpu_kv_cache_tokens == int(p33.num_gpu_blocks / 90 * 32768)
+
+
 def test_the_null_block_is_reserved_in_the_start_up_check():
     # Llama-3-8B, one block = 2,097,152 B; a 8,192-token request needs 512 blocks; 0.33.0's check
     # also keeps the null block: 513 blocks' bytes.

@@ -63,7 +63,20 @@ def test_a_log_of_a_version_without_rules_uses_the_nearest_and_warns(tmp_path):
 def test_the_flag_overrides_the_log():
     doc = _verify("--from-log", str(LOG33), "--vllm-version", "0.26.0")
     assert doc["predicted_with"] == {"version": "0.26.0", "reason": "--vllm-version"}
-    assert any("the log is from vLLM 0.33.0; kvplan predicts with vLLM 0.26.0 rules" in n for n in doc["notes"])
+    assert any(n.startswith("warning: the log is from vLLM 0.33.0; --vllm-version 0.26.0: kvplan predicts with "
+                            "vLLM 0.26.0 rules, not the rules of the vLLM that wrote the log") for n in doc["notes"])
+
+
+def test_a_flag_other_than_the_logs_version_prints_a_warning_line():
+    code, out, err = run_cli("verify", "--from-log", str(LOG33), "--vllm-version", "0.26.0")
+    assert "warning: the log is from vLLM 0.33.0; --vllm-version 0.26.0" in unwrapped(out)
+    assert "note: the log is from" not in unwrapped(out)
+    code, out, err = run_cli("verify", "--from-log", str(LOG33), "--vllm-version", "0.26.0", "--format", "json")
+    assert "kvplan: warning: the log is from vLLM 0.33.0; --vllm-version 0.26.0" in err
+    json.loads(out)  # stdout stays the document
+    # the log's own version named by the flag: nothing to warn about
+    code, out, err = run_cli("verify", "--from-log", str(LOG33), "--vllm-version", "0.33.0", "--format", "json")
+    assert "warning" not in err and not any("warning" in n for n in json.loads(out)["notes"])
 
 
 def test_a_log_naming_no_version_takes_the_default(tmp_path):

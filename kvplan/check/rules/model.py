@@ -85,18 +85,36 @@ def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]
     model's limit (config/model.py _get_and_verify_max_len). False when the planner would refuse.
 
     A model kvplan sizes only approximately (``spec.exact`` False: an architecture without a
-    kvplan family) is a warning, so ``check --strict`` fails on it."""
+    kvplan family), or a deployment whose estimate leaves a memory term unmodelled (a multimodal
+    encoder's profile, a partial bundled snapshot: capacity.estimate.estimate_approximations) is
+    a warning, so ``check --strict`` fails on it."""
     ok = True
-    if not spec.exact:
+    from kvplan.capacity.estimate import estimate_approximations
+    from kvplan.engines.vllm import versions
+
+    try:
+        rules = versions.select(args.vllm_version or versions.DEFAULT_VERSION)
+        reasons = estimate_approximations(spec, args.limit_mm_per_prompt, rules)
+    except KvplanError:  # an unknown version is reported by the estimate's own check
+        reasons = spec.approximations
+    if reasons:
         checks.append(APPROXIMATE)
         dep.diag(
             APPROXIMATE,
             "warning",
-            "approximate: kvplan has no exact rules for this model, so its memory figures are approximate ("
-            + "; ".join(a.reason for a in spec.approximations) + ")",
+            (
+                "approximate: kvplan has no exact rules for this model, so its memory figures are approximate ("
+                if not spec.exact
+                else "approximate: kvplan's memory figures for this deployment are approximate ("
+            )
+            + "; ".join(a.reason for a in reasons) + ")",
             line=dep.target_lines.get("model") or dep.model_line,
             key=dep.target_keys.get("model") or dep.model_key,
-            hint="add a kvplan family for the architecture (kvplan/model/families), or verify with a real start",
+            hint=(
+                "add a kvplan family for the architecture (kvplan/model/families), or verify with a real start"
+                if not spec.exact
+                else "verify with a real start (kvplan verify), or remove the unmodelled term the reason names"
+            ),
         )
     tp = args.tensor_parallel_size
     s = keys.get("tensor_parallel_size")

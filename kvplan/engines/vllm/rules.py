@@ -11,6 +11,7 @@ or a hook replaced (``override``).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
@@ -76,6 +77,54 @@ class Evidence:
         """JSON: {"checked", "real_starts", "unchecked", "label"}."""
         return {"checked": self.checked, "real_starts": self.real_starts, "unchecked": list(self.unchecked),
                 "label": self.label()}
+
+
+# A start's GPU, from its path under tests/data: a folder "vllm-<version>-<gpu id>" (the version
+# packages' real_starts.STARTS) or "device-<gpu id>-<date>" (a device session's logs).
+_START_GPU = (re.compile(r"^vllm-\d+(?:\.\d+)+-(?P<gpu>[a-z0-9][a-z0-9-]*)$"),
+              re.compile(r"^device-(?P<gpu>[a-z0-9][a-z0-9-]*?)-\d{4}-\d{2}-\d{2}$"))
+# what an estimate uses that no real start of any version checked -> the label's words
+PARALLEL_UNCHECKED = ("tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start "
+                      "ran on one GPU)")
+PARTIAL_SPEC_UNCHECKED = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; "
+                          "for exact figures give the model's own config.json)")
+
+
+def start_gpus(starts: tuple[str, ...]) -> frozenset[str]:
+    """The GPU profile ids (kvplan.gpus, e.g. "h200") the real starts ``starts`` (paths as in a
+    version's real_starts.STARTS) ran on, read from each path's "vllm-<version>-<gpu>" or
+    "device-<gpu>-<date>" folder; a path naming no GPU adds nothing."""
+    out = set()
+    for path in starts:
+        for part in path.split("/"):
+            for pattern in _START_GPU:
+                m = pattern.match(part)
+                if m:
+                    out.add(m.group("gpu"))
+    return frozenset(out)
+
+
+def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) -> tuple[str, ...]:
+    """What an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with ``args``
+    (EngineArgs) uses that no start of ``starts`` checked, whatever the version: tensor or
+    pipeline parallel > 1 (every start ran on one GPU: NCCL buffers and the custom all-reduce's
+    memory, vLLM distributed/ and gpu_worker.py's non-torch figure, were never measured), a GPU
+    none of them ran on (start_gpus) or one whose memory the user gave, a partial bundled snapshot (spec.snapshot_notes). In that
+    order; empty when none applies."""
+    out = []
+    if args.tensor_parallel_size * args.pipeline_parallel_size > 1:
+        out.append(PARALLEL_UNCHECKED)
+    ran_on = start_gpus(starts)
+    names = ", ".join(sorted(g.upper() for g in ran_on))
+    if ran_on and gpu.id not in ran_on and getattr(gpu, "base_id", None) not in ran_on:
+        out.append(f"the {gpu.display_name} (every real start ran on the {names})")
+    elif ran_on and getattr(gpu, "memory_quality", None) == "user":
+        # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on
+        out.append(f"a GPU of {gpu.memory_bytes / 2**30:.2f} GiB given by {gpu.memory_source} "
+                   f"(every real start ran on the {names}, with its own memory)")
+    if getattr(spec, "snapshot_notes", ()):
+        out.append(PARTIAL_SPEC_UNCHECKED)
+    return tuple(out)
 
 
 @dataclass(frozen=True, eq=False)

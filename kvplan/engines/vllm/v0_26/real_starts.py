@@ -5,7 +5,8 @@ tests/engines/test_version_evidence.py checks that it names exactly the starts t
 
 Every 0.26.0 rule kvplan has was checked on some of them (H200, eager and CUDA graphs, serve
 and LLM class, dense, MoE, MLA, sliding window, Mamba and GDN hybrids), so no part of 0.26.0
-is labelled unchecked (``unchecked`` returns nothing).
+is labelled unchecked by itself; every start ran on one H200, so an estimate with tensor or
+pipeline parallel > 1, on another GPU or from a partial bundled spec is (``unchecked``).
 """
 
 from __future__ import annotations
@@ -76,5 +77,10 @@ STARTS: tuple[str, ...] = (
 
 
 def unchecked(spec, gpu, args) -> tuple[str, ...]:
-    """The rules this estimate uses that no real 0.26.0 start checked: none."""
-    return ()
+    """What an estimate of ``spec`` on ``gpu`` with ``args`` uses that no real 0.26.0 start
+    checked: no 0.26.0 rule of its own (module docstring), but what no start of any version
+    checked (rules.common_unchecked: TP/PP > 1, a GPU other than the starts', a partial bundled
+    spec); empty when none applies."""
+    from kvplan.engines.vllm.rules import common_unchecked
+
+    return common_unchecked(STARTS, spec, gpu, args)

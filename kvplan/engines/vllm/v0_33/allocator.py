@@ -12,8 +12,11 @@ Changed:
   request" check and the max_model_len auto-fit (kv_cache_planning.py check_enough_kv_cache_memory
   / auto-fit: ``available - bytes_per_block``). kvplan folds it into ``bytes_for_max_len`` (what the
   check compares with the available memory). num_gpu_blocks itself is unchanged.
-* Recurrent groups hold 2 (+1 GDN checkpoint) pages per request in mode ``align``
-  (kv_spec.MambaAlignSpec / GDNAlignSpec), looked up through this version's CACHE_KINDS.
+* Recurrent groups hold 2 (+1 prefill checkpoint for GDN and Mamba-2) pages per request in mode
+  ``align`` (kv_spec.MambaAlignSpec / Mamba2AlignSpec / GDNAlignSpec), looked up through this
+  version's CACHE_KINDS; max concurrency = num_blocks / those block ids per max-length request,
+  and the logged tokens int(concurrency x max_model_len) (kv_cache_utils.py
+  get_kv_cache_capacity), checked on granite4h-small_eager and qwen3-next-80b_fp8_eager.
 Units: bytes (int), tokens, blocks.
 """
 

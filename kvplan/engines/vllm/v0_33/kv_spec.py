@@ -15,8 +15,14 @@ and the Mamba cache mode is then ``align`` (config/cache.py MambaCacheMode: "ali
   qwen3-next-80b_fp8_eager (block_size 576).
 * Pages one request holds per recurrent group (kv_cache_interface.py MambaSpec
   max_memory_usage_bytes, mode ``align``): 2 + speculative tokens + prefill-checkpoint blocks (1
-  for GDN layers with FlashInfer prefill, 0 for Mamba): Qwen3-Next 3 per group, checked on the
-  same record (max concurrency 3,792 / (57 + 3 x 3) = 57.45x, as logged).
+  for GDN layers with FlashInfer prefill and for every Mamba-2 layer, whose
+  model_executor/layers/mamba/mamba_mixer2.py get_kv_cache_spec always asks for one with
+  alignment 1; 0 for Mamba-1, mamba_mixer.py): Qwen3-Next 3 per group, checked on the same
+  record (max concurrency 3,792 / (57 + 3 x 3) = 57.45x, as logged); Granite-4.0-H-Small
+  (Mamba-2, 36 state layers in 9 groups of 4 beside 4 attention layers) 3 per group, checked on
+  granite4h-small_eager (7,951 / (cdiv(32,768, 528) + 9 x 3) = 88.34x, as logged).
+  The reported token count is int(max concurrency x max_model_len) (kv_cache_utils.py
+  get_kv_cache_capacity), so it follows the same pages.
 * Sliding-window layers take the primary block size (Attention.get_kv_cache_spec,
   _largest_kernel_block_within with FlashAttention's MultipleOf(16)); 0.26.0 took 16.
 
@@ -57,6 +63,9 @@ GDN_CHECKPOINT_ALIGNMENT = 64
 GDN_CHECKPOINT_BLOCKS = 1
 # Mode ``align``: the running state page and the one being written (kv_cache_interface.py).
 ALIGN_STATE_PAGES = 2
+# Mamba-2 mixers export the block-boundary state from inside a prefill: one checkpoint page
+# (model_executor/layers/mamba/mamba_mixer2.py get_kv_cache_spec).
+MAMBA2_CHECKPOINT_BLOCKS = 1
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,20 @@ class MambaAlignSpec(MambaSpec):
     def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
         """2 + speculative tokens (0: kvplan models no speculative decoding)."""
         return ALIGN_STATE_PAGES
+
+
+@dataclass(frozen=True)
+class Mamba2AlignSpec(MambaSpec):
+    """A Mamba-2 state in mode ``align``: 2 pages + 1 prefill-checkpoint page per request
+    (mamba_mixer2.py get_kv_cache_spec: num_prefill_checkpoint_blocks=1, alignment 1, so the
+    block size gains no extra alignment)."""
+
+    kind: ClassVar[str] = "mamba2"
+
+    @staticmethod
+    def blocks_per_request(max_model_len, max_in_flight_tokens, block_size, sliding_window, chunk_size):
+        """2 + speculative tokens (0) + 1 prefill-checkpoint block."""
+        return ALIGN_STATE_PAGES + MAMBA2_CHECKPOINT_BLOCKS
 
 
 @dataclass(frozen=True)
@@ -91,7 +114,13 @@ SPEC_FOR_LAYER_KIND: dict[LayerKind, type[LayerCacheSpec]] = {
     LayerKind.MAMBA: MambaAlignSpec,
     LayerKind.LINEAR: GDNAlignSpec,
 }
-CACHE_KINDS: dict[str, type[LayerCacheSpec]] = {c.kind: c for c in SPEC_FOR_LAYER_KIND.values()}
+# Mamba-2 models: their MAMBA layers take the checkpointing class (MambaShape.version 2).
+SPEC_FOR_LAYER_KIND_MAMBA2: dict[LayerKind, type[LayerCacheSpec]] = {
+    **SPEC_FOR_LAYER_KIND, LayerKind.MAMBA: Mamba2AlignSpec
+}
+CACHE_KINDS: dict[str, type[LayerCacheSpec]] = {
+    c.kind: c for c in (*SPEC_FOR_LAYER_KIND.values(), Mamba2AlignSpec)
+}
 
 
 def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel_block_alignment: int = 16, gdn: bool) -> int:
@@ -108,12 +137,22 @@ def sliding_window_block_size(block_size: int, kernel_block_alignment: int) -> i
     return max(kernel_block_alignment, block_size)
 
 
-layer_cache_specs = override(
+_layer_cache_specs = override(
     _v026.layer_cache_specs,
-    """The KV-cache spec of every decoder layer on one rank, and the effective block size in
-    tokens (same arguments as v0_26.kv_spec.layer_cache_specs): 0.26.0's rule with this version's
-    ``align``-mode cache classes, hybrid block size and sliding-window block (module docstring).""",
-    spec_for_layer_kind=SPEC_FOR_LAYER_KIND,
+    "0.26.0's layer_cache_specs with this version's hybrid and sliding-window block sizes.",
     hybrid_block=hybrid_block_size,
     sliding_block=sliding_window_block_size,
 )
+
+
+def layer_cache_specs(spec, **kwargs):
+    """The KV-cache spec of every decoder layer on one rank, and the effective block size in
+    tokens (same arguments and returns as v0_26.kv_spec.layer_cache_specs): 0.26.0's rule with
+    this version's ``align``-mode cache classes (Mamba-2 layers with their checkpoint page),
+    hybrid block size and sliding-window block (module docstring).
+
+    Raises:
+        KvplanError: as v0_26.kv_spec.layer_cache_specs."""
+    mamba2 = spec.mamba is not None and spec.mamba.version == 2
+    kwargs.setdefault("spec_for_layer_kind", SPEC_FOR_LAYER_KIND_MAMBA2 if mamba2 else SPEC_FOR_LAYER_KIND)
+    return _layer_cache_specs(spec, **kwargs)

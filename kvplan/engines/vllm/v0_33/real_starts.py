@@ -43,8 +43,10 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     Rule sources (vLLM 0.33.0): v1/worker/gpu/model_runner.py profile_cudagraph_memory (CUDA
     graphs, used unless --enforce-eager), engine/arg_utils.py get_batch_defaults (the tier, used
     when the GPU's NVML total is >= 160 GiB and --max-num-batched-tokens or --max-num-seqs is
-    left to it).
+    left to it). Then what no start of any version checked (rules.common_unchecked: TP/PP > 1,
+    a GPU other than the starts', a partial bundled spec).
     """
+    from kvplan.engines.vllm.rules import common_unchecked
     from kvplan.engines.vllm.v0_33.defaults import LARGE_TIER_BYTES
 
     out = []
@@ -52,4 +54,4 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
         out.append(CUDA_GRAPHS)
     if gpu.nvml_total_bytes >= LARGE_TIER_BYTES and (args.max_num_batched_tokens is None or args.max_num_seqs is None):
         out.append(LARGE_TIER)
-    return tuple(out)
+    return tuple(out) + common_unchecked(STARTS, spec, gpu, args)
