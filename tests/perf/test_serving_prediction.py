@@ -67,9 +67,8 @@ def test_tp_and_priors_are_said():
     p = _plan(tensor_parallel_size=2)
     sm = step_model(p.spec, p.gpu, p.args, vllm_version="0.26.0")
     r = predict(p, sm, Lengths.fixed(64, 4), Load("closed", 2), num_requests=8, saturation=False)
-    assert r.calibration.label == UNCALIBRATED_LABEL
-    assert TP_UNCALIBRATED in r.approximate
-    assert any(a.startswith("uncalibrated") for a in r.approximate)
+    assert r.calibration.label.startswith("fitted on")  # the H200 / 0.26.0 fit ...
+    assert TP_UNCALIBRATED in r.approximate  # ... does not cover the all-reduce term
 
 
 def test_request_longer_than_max_model_len_is_refused():
