@@ -16,6 +16,7 @@ from typing import Optional
 import typer
 
 from kvplan.cli.options import (
+    EngineFlags,
     check_fraction,
     engine_option,
     parse_hf_overrides,
@@ -30,26 +31,10 @@ FORMATS = ("table", "json", "yaml", "serve")
 
 
 @dataclass(frozen=True)
-class EstimateFlags:
+class EstimateFlags(EngineFlags):
     """The flags of one ``kvplan estimate`` call as typer parsed them (text still unparsed where
     the flag takes units: ``max_model_len``, ``kv_cache_memory``, ``gpu_memory``)."""
 
-    model: str
-    gpu: str
-    gpu_memory: Optional[str]
-    gpu_profiles: Optional[list[str]]
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    max_model_len: Optional[str]
-    gpu_memory_utilization: Optional[float]
-    kv_cache_dtype: str
-    block_size: Optional[int]
-    dtype: str
-    quantization: Optional[str]
-    max_num_seqs: Optional[int]
-    max_num_batched_tokens: Optional[int]
-    enforce_eager: bool
-    kv_cache_memory: Optional[str]
     revision: Optional[str]
     vllm_version: Optional[str]
     usage: str

@@ -12,6 +12,7 @@ as `vllm serve` reads them, errors as one line naming the flag as typed.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
@@ -157,3 +158,27 @@ __all__ = [
     "ALIASES", "ENGINE_ARGS", "check_fraction", "engine_option", "flag_of", "flag_typed", "parse_kv_cache_memory",
     "parse_max_model_len", "positive", "positive_engine_args",
 ]
+
+
+@dataclass(frozen=True)
+class EngineFlags:
+    """The model, GPU and engine flags estimate and perf share, as typer parsed them (text still
+    unparsed where the flag takes units: ``max_model_len``, ``kv_cache_memory``, ``gpu_memory``).
+    Each command's flag object extends it with its own flags (built by keyword)."""
+
+    model: str
+    gpu: str
+    gpu_memory: Optional[str]
+    gpu_profiles: Optional[list[str]]
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: Optional[str]
+    gpu_memory_utilization: Optional[float]
+    kv_cache_dtype: str
+    block_size: Optional[int]
+    dtype: str
+    quantization: Optional[str]
+    max_num_seqs: Optional[int]
+    max_num_batched_tokens: Optional[int]
+    enforce_eager: bool
+    kv_cache_memory: Optional[str]

@@ -19,6 +19,7 @@ from typing import Optional
 import typer
 
 from kvplan.cli.options import (
+    EngineFlags,
     check_fraction,
     engine_option,
     parse_kv_cache_memory,
@@ -33,25 +34,9 @@ FORMATS = ("table", "json")
 
 
 @dataclass(frozen=True)
-class PerfFlags:
+class PerfFlags(EngineFlags):
     """The flags of one ``kvplan perf`` call as typer parsed them."""
 
-    model: str
-    gpu: str
-    gpu_memory: Optional[str]
-    gpu_profiles: Optional[list[str]]
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    max_model_len: Optional[str]
-    gpu_memory_utilization: Optional[float]
-    kv_cache_dtype: str
-    block_size: Optional[int]
-    dtype: str
-    quantization: Optional[str]
-    max_num_seqs: Optional[int]
-    max_num_batched_tokens: Optional[int]
-    enforce_eager: bool
-    kv_cache_memory: Optional[str]
     enable_prefix_caching: Optional[bool]
     revision: Optional[str]
     vllm_version: Optional[str]
