@@ -164,6 +164,18 @@ def cases():
     add("mistral-small-3.2-24b_eager", m3, s, E(32768, limit_mm_per_prompt={"image": 0}))
     ling, s = model_config("inclusionAI__Ling-lite-1.5")
     add("ling-lite-1.5_eager", ling, s, E(32768))
+    # session 4 (issue 12): the smaller new families whose real configs tests/data/model_configs keeps
+    for cfg_name, case, mml in (("baidu__ERNIE-4.5-21B-A3B-PT", "ernie4.5-21b-a3b_eager", 32768),
+                                ("ByteDance-Seed__Seed-OSS-36B-Instruct", "seed-oss-36b_eager", 32768),
+                                ("bigcode__starcoder2-3b", "starcoder2-3b_eager", 4096),
+                                ("allenai__OLMo-2-1124-7B-Instruct", "olmo2-7b_eager", 4096),
+                                ("HuggingFaceTB__SmolLM3-3B-Base", "smollm3-3b_eager", 32768),
+                                ("CohereForAI__aya-23-8B", "aya-23-8b_eager", 8192),
+                                ("ibm-granite__granite-3.0-1b-a400m-instruct", "granitemoe-1b-a400m_eager", 2048),
+                                ("ibm-granite__granite-3.3-8b-instruct", "granite-3.3-8b_eager", 32768),
+                                ("tiiuae__falcon-7b", "falcon-7b_eager", 2048)):
+        c, s = model_config(cfg_name)
+        add(case, c, s, E(mml))
     return out
 
 
