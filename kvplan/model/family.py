@@ -30,6 +30,9 @@ class Family:
         transformers_class: the transformers config class named in notes on filled defaults.
         transformers_defaults: values that class fills in for keys config.json may omit (vLLM
             sees them), filled before any read.
+        attribute_map: standard key -> the key this config class stores it under (transformers'
+            ``attribute_map``: MPT's ``n_layers`` is ``num_hidden_layers``); read under the
+            standard name, and messages name the key as the file spells it.
         normally_omitted: of those, keys the published config.json itself leaves out (no note).
         hybrid_keys: keys shaping the cache/state/weights of a hybrid model, with the class
             default used when absent (a note lists the ones missing).
@@ -62,6 +65,7 @@ class Family:
     known: bool = True
     transformers_class: str = "PretrainedConfig"
     transformers_defaults: dict[str, Any] = {}
+    attribute_map: dict[str, str] = {}
     normally_omitted: frozenset[str] = frozenset()
     hybrid_keys: dict[str, Any] = {}
     qwen_style_sliding_window: bool = False

@@ -370,6 +370,10 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         if c.data.get(key) is None:
             c.data = {**c.data, key: value}
             filled.append(key)
+    for standard, own in family.attribute_map.items():
+        if c.has(own):  # as transformers' attribute_map: the class's own key is the one read
+            c.data = {**c.data, standard: c.data[own]}
+            c.aliases[standard] = own
     if not archs and not snapshot:
         notes.append(_no_architectures_note(config, architecture, version))
 
