@@ -366,12 +366,16 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)
     filled: list[str] = []
+    # an own key whose standard name the config gives takes that value, not the class default
+    set_by_standard = {own for standard, own in family.attribute_map.items() if c.has(standard)}
     for key, value in family.transformers_defaults.items():
-        if c.data.get(key) is None:
+        if c.data.get(key) is None and key not in set_by_standard:
             c.data = {**c.data, key: value}
             filled.append(key)
-    for standard, own in family.attribute_map.items():
-        if c.has(own):  # as transformers' attribute_map: the class's own key is the one read
+    for standard, own in {**family.attribute_map, **family.derived_keys}.items():
+        # transformers' attribute_map: a standard name the config gives is the value (it sets the
+        # class's own key); otherwise the own key, or the class's default for it, is read
+        if not c.has(standard) and c.has(own):
             c.data = {**c.data, standard: c.data[own]}
             c.aliases[standard] = own
     if not archs and not snapshot:

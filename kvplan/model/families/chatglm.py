@@ -1,9 +1,10 @@
 """ChatGLM (ChatGLMModel / ChatGLMForConditionalGeneration: ChatGLM2/3, GLM-4-9B), vLLM's chatglm.py.
 
 The config is the remote-code ChatGLMConfig (vLLM ships its own copy,
-transformers_utils/configs/chatglm.py), with its own key names: ``num_layers`` layers,
-``padded_vocab_size`` rows in the embedding and the output layer (the config class sets
-``vocab_size`` from it), ``ffn_hidden_size`` for the MLP, ``seq_length`` positions.
+transformers_utils/configs/chatglm.py), with its own key names: ``num_layers`` layers (a given
+``num_hidden_layers`` wins, its attribute_map), ``padded_vocab_size`` rows in the embedding and
+the output layer (whatever ``vocab_size`` says), ``ffn_hidden_size`` for the MLP, ``seq_length``
+positions.
 
 As vLLM builds it: head size hidden_size / num_attention_heads (``kv_channels`` is not read: a
 config where it differs is refused, the checkpoint would not load); KV heads
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.model.config import _Cfg
+from kvplan.model.config import _LIMITS, _Cfg
 from kvplan.model.family import Family
 
 # ChatGLMConfig's __init__ defaults (vLLM transformers_utils/configs/chatglm.py), the ones that size it
@@ -43,7 +44,8 @@ class ChatGLM(Family):
     # keys the published configs give; only these are noted when a partial config lacks them
     normally_omitted = frozenset(_DEFAULTS) - {"num_layers", "padded_vocab_size", "hidden_size", "ffn_hidden_size",
                                                "num_attention_heads", "seq_length"}
-    attribute_map = {"num_hidden_layers": "num_layers", "vocab_size": "padded_vocab_size"}
+    attribute_map = {"num_hidden_layers": "num_layers"}
+    derived_keys = {"vocab_size": "padded_vocab_size"}
     tie_word_embeddings_default = True  # PretrainedConfig's; ChatGLMConfig sets none
     reads_attention_bias = False  # add_bias_linear / add_qkv_bias are the keys (spec_fields)
     reads_mlp_bias = False
@@ -74,6 +76,8 @@ class ChatGLM(Family):
             "norm_has_bias": not c.flag("rmsnorm", True),
             "rotary_dim": head_dim // 2,  # chatglm.py: partial_rotary_factor 0.5
             "rope_max_position": c.int("seq_length"),
+            # the embedding and output layer have padded_vocab_size rows whatever vocab_size says
+            "vocab_size": c.int("padded_vocab_size", maximum=_LIMITS["vocab_size"]),
         }
         if not c.flag("post_layer_norm", True):
             raise c.error("post_layer_norm", "is false (no final norm): kvplan's ChatGLM rules have the final norm "

@@ -150,3 +150,14 @@ def test_mpt_grouped_kv_heads_biases_and_qk_ln():
 def test_mpt_what_vllm_cannot_serve_is_exit_2_naming_the_key(tmp_path, change, named):
     err = _refused(tmp_path, {**_config("mosaicml__mpt-7b"), **change})
     assert f"'{named}'" in err
+
+
+def test_chatglm_standard_names_and_class_defaults_as_its_config_class_reads_them():
+    # ChatGLMConfig's attribute_map: a given num_hidden_layers sets num_layers; without either, its
+    # default 28. The embedding always has padded_vocab_size rows (default 65024), whatever vocab_size says.
+    config = {k: v for k, v in _published_glm4().items() if k not in ("num_layers", "padded_vocab_size")}
+    spec = parse_config({**config, "num_hidden_layers": 12, "vocab_size": 1000}, "glm4", vllm_version="0.26.0")
+    assert spec.num_hidden_layers == 12 and spec.vocab_size == 65024
+    spec = parse_config(config, "glm4", vllm_version="0.26.0")
+    assert spec.num_hidden_layers == 28 and spec.vocab_size == 65024
+    assert any("num_layers=28" in n and "padded_vocab_size=65024" in n for n in spec.notes), spec.notes
