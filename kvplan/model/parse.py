@@ -216,6 +216,23 @@ def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: 
     )
 
 
+def _refuse_removed(where: str, architecture: str, vllm_version: str) -> None:
+    """Exit 2 for an architecture the vLLM version no longer serves (its rules'
+    ``removed_architectures``, from that version's registry.py _PREVIOUSLY_SUPPORTED_MODELS).
+
+    Raises:
+        KvplanError: when ``architecture`` is one of them."""
+    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
+
+    until = versions.select(vllm_version).removed_architectures.get(architecture)
+    if until:
+        raise KvplanError(
+            f"{where}: vLLM {vllm_version} no longer serves {architecture}: its registry says it was supported "
+            f"until v{until} and refuses to load it",
+            hint="size it for an older vLLM that serves it (--vllm-version)",
+        )
+
+
 def _refuse_unread_keys(c: _Cfg, architecture: str, model_type: str) -> None:
     """For a config with no kvplan family: exit 2 naming every key that changes sizing and that
     the generic decoder does not read (kvplan.model.sizing_keys), instead of sizing it as dense.
@@ -360,6 +377,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             encoder_decoder=top.flag("is_encoder_decoder", False) or c.flag("is_encoder_decoder", False),
             registered=False, vllm_version=version,
         )
+    _refuse_removed(where, architecture, version)
     family = family_for(architecture, model_type)
     if family.unsupported:
         _refuse_unsupported(where, architecture, model_type, family.unsupported, version)

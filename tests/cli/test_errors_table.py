@@ -481,6 +481,13 @@ ROWS: list[Row] = [
         ("config key 'attn_config.alibi' is false: vLLM's MPT supports ALiBi positions only (mpt.py asserts alibi)",),
     ),
     Row(
+        "architecture-removed-by-vllm",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["MPTForCausalLM"], model_type="mpt")),
+                   "--vllm-version", "0.33.0"],
+        2,
+        ("no longer serves MPTForCausalLM: its registry says it was supported until v0.28.0 and refuses to load it",),
+    ),
+    Row(
         "internvl-select-layer",
         lambda t: ["estimate", _config_dir(t, {
             "architectures": ["InternVLChatModel"], "model_type": "internvl_chat", "llm_config": LLAMA_CFG,

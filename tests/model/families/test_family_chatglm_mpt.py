@@ -161,3 +161,17 @@ def test_chatglm_standard_names_and_class_defaults_as_its_config_class_reads_the
     spec = parse_config(config, "glm4", vllm_version="0.26.0")
     assert spec.num_hidden_layers == 28 and spec.vocab_size == 65024
     assert any("num_layers=28" in n and "padded_vocab_size=65024" in n for n in spec.notes), spec.notes
+
+
+def test_mpt_is_refused_for_a_vllm_that_removed_it(tmp_path):
+    # vLLM 0.33.0 registry.py _PREVIOUSLY_SUPPORTED_MODELS: MPTForCausalLM / MptForCausalLM until v0.28.0
+    with pytest.raises(KvplanError, match="vLLM 0.33.0 no longer serves MPTForCausalLM: its registry says it was "
+                       "supported until v0.28.0"):
+        parse_config(_config("mosaicml__mpt-7b"), "mpt", vllm_version="0.33.0")
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(_config("mosaicml__mpt-7b")))
+    code, out, err = run_cli("estimate", str(d), "--gpu", "H200", "--vllm-version", "0.33.0")
+    assert code == 2 and "no longer serves MPTForCausalLM" in err and out == "" and "Traceback" not in err
+    # ChatGLM stays served (0.33.0 chatglm.py builds the same layers)
+    assert parse_config(_published_glm4(), "glm4", vllm_version="0.33.0").exact
