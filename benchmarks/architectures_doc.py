@@ -40,6 +40,9 @@ FAMILY_APPROXIMATE = {
     "rule (`exact: false` until a real start checks it)",
     "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
     "until a real start checks it)",
+    "MPTForCausalLM": "vLLM 0.33.0 no longer serves it (registry: supported until v0.28.0): exit 2 with "
+    "`--vllm-version 0.33.0`",
+    "MptForCausalLM": "as MPTForCausalLM",
     "InternVLChatModel": "a text backbone kvplan has no family for (InternLM2): sized as an unknown decoder, "
     "`exact: false`; Qwen2 / Qwen3 / Qwen3-MoE / Llama backbones and the InternViT tower are exact (hand count)",
 }

@@ -476,7 +476,7 @@ ROWS: list[Row] = [
     Row(
         "mpt-without-alibi",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["MPTForCausalLM"], model_type="mpt",
-                                                      attn_config={"alibi": False}))],
+                                                      attn_config={"alibi": False})), "--vllm-version", "0.26.0"],
         2,
         ("config key 'attn_config.alibi' is false: vLLM's MPT supports ALiBi positions only (mpt.py asserts alibi)",),
     ),
