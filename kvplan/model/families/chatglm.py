@@ -7,7 +7,8 @@ the output layer (whatever ``vocab_size`` says), ``ffn_hidden_size`` for the MLP
 positions.
 
 As vLLM builds it: head size hidden_size / num_attention_heads (``kv_channels`` is not read: a
-config where it differs is refused, the checkpoint would not load); KV heads
+config where it differs is refused, the checkpoint would not load, as is one with ChatGLM's own
+``quantization_bit`` weights); KV heads
 ``multi_query_group_num`` with ``multi_query_attention``, else one per query head; one fused
 query_key_value projection, biased with ``add_bias_linear`` or ``add_qkv_bias``, and a dense
 output biased with ``add_bias_linear``; a gated SiLU MLP (dense_h_to_4h: hidden -> 2 x
@@ -68,6 +69,9 @@ class ChatGLM(Family):
         if c.raw("vision_config") is not None:
             raise c.error("vision_config", "is given: vLLM's ChatGLM is text-only (a GLM-4V checkpoint needs "
                           "--hf-overrides '{\"architectures\": [\"GLM4VForCausalLM\"]}', which kvplan has no rules for)")
+        if c.int("quantization_bit", default=0, minimum=0, maximum=64):
+            raise c.error("quantization_bit", f"is {c.raw('quantization_bit')}: the checkpoint holds ChatGLM's own "
+                          "cpm_kernels-quantized weights, which vLLM's chatglm.py does not load")
         linear_bias = c.flag("add_bias_linear", False)
         fields: dict[str, Any] = {
             "qkv_bias": linear_bias or c.flag("add_qkv_bias", False),

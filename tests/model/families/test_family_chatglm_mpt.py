@@ -89,6 +89,7 @@ def test_chatglm_bias_and_norm_switches():
     ("kv_channels", 64, "kv_channels"),
     ("post_layer_norm", False, "post_layer_norm"),
     ("multi_query_group_num", "2", "multi_query_group_num"),
+    ("quantization_bit", 4, "quantization_bit"),  # chatglm2-6b-int4's cpm_kernels weights
 ])
 def test_chatglm_keys_it_cannot_size_are_exit_2(tmp_path, key, value, named):
     assert named in _refused(tmp_path, {**_published_glm4(), key: value})
