@@ -40,17 +40,16 @@ FAMILY_APPROXIMATE = {
     "rule (`exact: false` until a real start checks it)",
     "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
     "until a real start checks it)",
+    "MPTForCausalLM": "vLLM 0.33.0 no longer serves it (registry: supported until v0.28.0): exit 2 with "
+    "`--vllm-version 0.33.0`",
+    "MptForCausalLM": "as MPTForCausalLM",
+    "InternVLChatModel": "a text backbone kvplan has no family for (InternLM2): sized as an unknown decoder, "
+    "`exact: false`; Qwen2 / Qwen3 / Qwen3-MoE / Llama backbones and the InternViT tower are exact (hand count)",
 }
 
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
 # model file read for each); the rest are sized from the standard keys, ``exact: false``.
 NO_FAMILY = {
-    "ChatGLMModel": "KV groups under `multi_query_group_num`, head dim under `kv_channels`, vocabulary under "
-    "`padded_vocab_size`: exit 2 naming them",
-    "ChatGLMForConditionalGeneration": "as ChatGLMModel: exit 2",
-    "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
-    "(missing `num_hidden_layers`)",
-    "MPTForCausalLM": "as MptForCausalLM: exit 2",
     "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
     "Lfm2MoeForCausalLM": "short-conv layers and experts: exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
