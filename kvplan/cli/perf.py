@@ -254,7 +254,8 @@ def run_perf(f: PerfFlags) -> int:
         from kvplan.perf.tune import TUNE_REQUESTS, recommend
 
         rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
-                        num_requests=min(f.num_requests, TUNE_REQUESTS))
+                        num_requests=min(f.num_requests, TUNE_REQUESTS),
+                        efficiency=model.efficiency if model is not None else None)
         if not slo.meets(result.summary) and rec.best is None:
             code = EXIT_FAIL
     from kvplan.render import perf as render_perf

@@ -9,13 +9,13 @@ The step time (seconds per engine step) is the caller's function of a StepBatch.
 from kvplan.perf.batch import PrefillChunk, StepBatch, StepTime, constant_step_time, linear_step_time
 from kvplan.perf.blocks import GroupSpec, groups_from_layout
 from kvplan.perf.emulator import EngineConfig, Emulator, RequestRecord, SimulationResult, StepRecord, simulate
-from kvplan.perf.metrics import Distribution, Summary, is_stable, kv_usage_over_time, percentile, saturation_rate, summarize
+from kvplan.perf.metrics import Distribution, Summary, kv_usage_over_time, percentile, summarize
 from kvplan.perf.workload import ClosedLoop, Lengths, OpenLoop, RequestSpec, SharedPrefix, make_requests
 
 __all__ = [
     "ClosedLoop", "Distribution", "Emulator", "EngineConfig", "GroupSpec", "Lengths", "OpenLoop",
     "PrefillChunk", "RequestRecord", "RequestSpec", "SharedPrefix", "SimulationResult", "StepBatch",
-    "StepRecord", "StepTime", "Summary", "constant_step_time", "groups_from_layout", "is_stable",
-    "kv_usage_over_time", "linear_step_time", "make_requests", "percentile", "saturation_rate",
+    "StepRecord", "StepTime", "Summary", "constant_step_time", "groups_from_layout",
+    "kv_usage_over_time", "linear_step_time", "make_requests", "percentile",
     "simulate", "summarize",
 ]

@@ -1,6 +1,6 @@
 """Serving metrics of an emulated run, defined as vLLM's benchmark client defines them
-(vllm bench serve, vLLM benchmarks/serve.py calculate_metrics), and the saturation-rate
-finder.
+(vllm bench serve, vLLM benchmarks/serve.py calculate_metrics). The saturation rate is
+kvplan/perf/serving.py find_saturation's.
 
 * TTFT: first token time - send time. E2E: last token time - send time.
 * TPOT per request: (E2E - TTFT) / (output_tokens - 1), requests with one output token left out.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 from kvplan.errors import KvplanError
 from kvplan.perf.emulator import SimulationResult
@@ -153,57 +152,3 @@ def summarize(result: SimulationResult) -> Summary:
 def kv_usage_over_time(result: SimulationResult) -> list[tuple[float, float]]:
     """(step end time s, held blocks / usable blocks) per step."""
     return [(s.end_s, s.kv_blocks_used / result.kv_blocks_usable) for s in result.steps]
-
-
-def is_stable(result: SimulationResult, tolerance: float = 0.02) -> bool:
-    """Whether an open-loop run kept up with its arrivals: over the middle half of the sending
-    window (from the 25th to the 75th percentile send time), requests finished at least
-    (1 - tolerance) times as fast as they arrived. An overloaded engine finishes at its capacity,
-    below the arrival rate, and its queue grows without bound."""
-    arrivals = sorted(r.arrival_s for r in result.requests)
-    n = len(arrivals)
-    if n < 8:
-        raise KvplanError("saturation: needs at least 8 requests per rate")
-    lo, hi = arrivals[n // 4], arrivals[(3 * n) // 4]
-    if hi <= lo:
-        return False
-    arrived = sum(1 for a in arrivals if lo <= a < hi)
-    finished = sum(1 for r in result.requests if lo <= r.finish_s < hi)
-    return finished >= (1.0 - tolerance) * arrived
-
-
-def saturation_rate(
-    run_at: Callable[[float], SimulationResult],
-    low: float,
-    high: float,
-    *,
-    rel_tol: float = 0.02,
-    tolerance: float = 0.02,
-    max_iter: int = 30,
-    stable: Callable[[SimulationResult], bool] | None = None,
-) -> float:
-    """The highest open-loop request rate (requests/s) in [low, high] whose run is stable
-    (is_stable), by bisection on a log scale; ``run_at(rate)`` runs the same seeded workload at
-    ``rate``. Returns ``low`` when even ``low`` is unstable (the caller should lower it) and
-    ``high`` when ``high`` is stable. ``stable``: another stability rule (default is_stable
-    with ``tolerance``).
-
-    Raises:
-        KvplanError: not 0 < low < high.
-    """
-    if not 0 < low < high:
-        raise KvplanError(f"saturation: needs 0 < low < high, got {low}, {high}")
-    ok = stable or (lambda r: is_stable(r, tolerance))
-    if not ok(run_at(low)):
-        return low
-    if ok(run_at(high)):
-        return high
-    for _ in range(max_iter):
-        if high / low <= 1 + rel_tol:
-            break
-        mid = math.sqrt(low * high)
-        if ok(run_at(mid)):
-            low = mid
-        else:
-            high = mid
-    return low

@@ -14,17 +14,17 @@ Units: seconds (float), requests/s, tokens/s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kvplan.errors import EXIT_FAIL, KvplanError
 from kvplan.perf.blocks import groups_from_layout
 from kvplan.perf.emulator import EngineConfig, SimulationResult, simulate
-from kvplan.perf.metrics import Summary, is_stable, kv_usage_over_time, summarize
+from kvplan.perf.metrics import Summary, kv_usage_over_time, summarize
 from kvplan.perf.workload import ClosedLoop, Lengths, OpenLoop, SharedPrefix, make_requests
 
 UNCALIBRATED_LABEL = "uncalibrated (physics priors)"
-# Open-loop runs of the saturation search send this many requests at most (each rate is one run).
+# The latency-against-load runs of the saturation search send this many requests at most (one run per rate).
 SATURATION_REQUESTS = 200
 
 
@@ -82,9 +82,23 @@ def calibration_of(efficiency) -> Calibration:
     return Calibration("fitted", f"fitted on {len(on)} records ({shown})", efficiency.source)
 
 
-def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> EngineConfig:
+def with_request_path(config: EngineConfig, efficiency) -> EngineConfig:
+    """``config`` with the coefficients' request path (kvplan/perf/coefficients.py Efficiency):
+    ``request_latency_ms`` (send -> WAITING: HTTP, the API server, the hop to the engine core)
+    and ``request_serial_ms`` (the API server's time per request, one at a time) as the emulator's
+    arrival_latency_s / arrival_service_s. ``efficiency`` None: no request path (a bare engine,
+    e.g. a constant step time in tests)."""
+    if efficiency is None:
+        return config
+    return replace(config, arrival_latency_s=efficiency.request_latency_ms / 1e3,
+                   arrival_service_s=efficiency.request_serial_ms / 1e3)
+
+
+def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                  efficiency=None) -> EngineConfig:
     """The emulator's engine for a plan that starts: its pool, groups and resolved flags
-    (``max_num_seqs`` / ``max_num_batched_tokens`` override the plan's, for the same pool).
+    (``max_num_seqs`` / ``max_num_batched_tokens`` override the plan's, for the same pool), and
+    the request path of ``efficiency`` (with_request_path; None: none).
 
     Raises:
         KvplanError: the plan does not start (exit 1, vLLM's reason), or a KV-cache group the
@@ -93,7 +107,7 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
     if not plan.fits:
         raise KvplanError(f"vLLM would not start: {plan.failure}", exit_code=EXIT_FAIL)
     e = plan.effective
-    return EngineConfig(
+    return with_request_path(EngineConfig(
         num_gpu_blocks=plan.num_gpu_blocks,
         block_size=plan.block_size,
         max_model_len=int(e["max_model_len"]),
@@ -103,7 +117,7 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
         enable_prefix_caching=bool(e["enable_prefix_caching"]),
         async_scheduling=bool(e["async_scheduling"]),
         vllm_version=str(e["vllm_version"]),
-    )
+    ), efficiency)
 
 
 # Layer kinds of a hybrid model that the step-time model and the scheduler emulator do not model,
@@ -185,109 +199,102 @@ def check_lengths(lengths: Lengths, max_model_len: int) -> None:
 
 @dataclass(frozen=True)
 class Saturation:
-    """The saturation rate and the open-loop runs that found it.
+    """The saturation rate: the highest request rate the engine sustains, and the runs that found
+    it and show latency against load.
 
     Attributes:
-        rate: the highest stable open-loop rate found, requests/s (metrics.is_stable by bisection).
-        requests: requests each rate's run sent.
-        points: (request rate, stable, Summary) per run, ascending rate (latency against load).
-        bounded: False when the search stopped at the edge of the rates it tried.
-        lower_bound: a higher rate read as overloaded on a run too short to tell (judged): the
-            true rate may be higher.
+        rate: requests/s, the most completions per second of the closed-loop runs (steady-state
+            window, see closed_loop_capacity); open-loop arrivals below it are served in the long
+            run, above it the waiting queue grows without bound.
+        requests: requests each open-loop (latency against load) run sent.
+        points: (request rate, stable, Summary) per open-loop run at fractions of ``rate``,
+            ascending (stable = the rate is below the saturation rate).
+        concurrency: requests in flight of the closed-loop run that reached ``rate``.
+        bounded: False when the concurrency search stopped while the throughput still rose
+            (the true rate may be higher).
+        lower_bound: kept for the JSON schema; always False (the closed-loop search needs no
+            long open-loop runs to tell).
     """
 
     rate: float
     requests: int
     points: tuple[tuple[float, bool, Summary], ...]
+    concurrency: int = 0
     bounded: bool = True
     lower_bound: bool = False
 
     @property
     def caveat(self) -> str:
-        """The approximation this search makes (every output names it)."""
-        if self.lower_bound:
-            return (
-                f"saturation rate: a lower bound: {self.requests}-request open-loop runs are too short to tell "
-                "whether a higher rate is stable (fewer than 10x the requests in flight); raise kvplan perf --num-requests"
-            )
-        return f"saturation rate: bisection on {self.requests}-request open-loop runs (metrics.is_stable)"
+        """How the rate was found (every output names it)."""
+        edge = "" if self.bounded else "; the search stopped while throughput still rose, the true rate may be higher"
+        return (f"saturation rate: the emulated engine's highest sustained throughput (closed loop, up to "
+                f"{self.concurrency} requests in flight){edge}")
 
 
-def judged(result: SimulationResult, n: int) -> bool:
-    """Whether an open-loop run of ``n`` requests is long enough for metrics.is_stable to tell:
-    its window (the middle half of the sending times) must start after the first requests could
-    finish, i.e. the first quarter of the requests must outnumber those in flight
-    (Little's law: completed requests/s x mean E2E)."""
-    s = summarize(result)
-    in_flight = s.request_throughput * s.e2e.mean
-    return math.isfinite(in_flight) and n >= 4 * in_flight
+# Load fractions of the saturation rate the latency-against-load runs use, and the closed loop's
+# smallest concurrency and length (in multiples of its concurrency) of the capacity search.
+LOAD_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.1, 1.5)
+_CAPACITY_START = 8
+_CAPACITY_RUN = 3
+# The capacity search stops when doubling the concurrency adds less than this fraction.
+_CAPACITY_GAIN = 0.02
 
 
-def queue_drains(result: SimulationResult) -> bool:
-    """The waiting queue was empty after scheduling in at least half the steps of the middle half
-    of the sending window: arrivals are admitted as they come, nothing piles up (metrics.is_stable
-    alone counts finishes against arrivals, and Poisson noise between two windows of a short run
-    can exceed its 2 % tolerance when nothing queues)."""
-    arrivals = sorted(r.arrival_s for r in result.requests)
-    n = len(arrivals)
-    lo, hi = arrivals[n // 4], arrivals[(3 * n) // 4]
-    window = [st for st in result.steps if lo <= st.start_s < hi]
-    return bool(window) and sum(1 for st in window if st.num_waiting == 0) >= 0.5 * len(window)
+def closed_loop_capacity(result: SimulationResult, concurrency: int) -> float:
+    """Completions per second (requests/s) of a closed-loop run in its steady-state window: the
+    finishes after the ``concurrency``-th (the first requests, sent together, have all been
+    replaced) up to the (n - concurrency)-th (after it the tail runs with fewer requests in
+    flight), over the time between those two finishes. Requests of one length finish in waves of
+    ``concurrency``; the window then spans whole waves. The whole run when it is too short.
+
+    Raises:
+        KvplanError: fewer than 2 requests finished.
+    """
+    finishes = sorted(r.finish_s for r in result.requests)
+    n = len(finishes)
+    if n < 2:
+        raise KvplanError("saturation: needs at least 2 finished requests")
+    a, b = concurrency - 1, n - concurrency - 1
+    if b - a >= max(8, concurrency // 2) and finishes[b] > finishes[a]:
+        return (b - a) / (finishes[b] - finishes[a])
+    start = min(r.arrival_s for r in result.requests)
+    return n / (finishes[-1] - start) if finishes[-1] > start else math.inf
 
 
 def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths, *, seed: int = 0,
-                    shared_prefix: SharedPrefix | None = None, guess: float, num_requests: int = SATURATION_REQUESTS,
-                    rel_tol: float = 0.05) -> Saturation:
-    """The open-loop rate where the engine stops keeping up (metrics.is_stable), searched on a
-    log scale around ``guess`` requests/s (bracketed by halving/doubling, at most 6 times each
-    way, then bisection to ``rel_tol``), ``num_requests`` seeded requests per rate.
+                    shared_prefix: SharedPrefix | None = None, num_requests: int = SATURATION_REQUESTS) -> Saturation:
+    """The saturation rate of ``config`` for requests of ``lengths``: the highest steady-state
+    throughput of closed-loop runs at concurrency 8, 16, 32, ... up to --max-num-seqs, stopping
+    once doubling adds less than 2 % or the KV pool could not hold all the requests in flight
+    (more would only queue or preempt). In queueing terms this is the service capacity: with Poisson
+    arrivals below it the V1 scheduler's batches grow until they keep up (vLLM's throughput rises
+    with the number of running requests), above it nothing can. Then ``num_requests``-request
+    open-loop runs at LOAD_FRACTIONS of it give latency against load.
 
-    Raises:
-        KvplanError: guess not > 0, num_requests < 8.
+    Units: requests/s. Raises:
+        KvplanError: num_requests < 8.
+    Rule source: the emulator's V1 scheduler (per vLLM version), no stability heuristic.
     """
-    if not (guess > 0 and math.isfinite(guess)):
-        raise KvplanError(f"saturation: needs a positive starting rate, got {guess}")
+    if num_requests < 8:
+        raise KvplanError(f"saturation: needs at least 8 requests per run, got {num_requests}")
+    best, best_c, c, bounded = 0.0, 0, min(_CAPACITY_START, config.max_num_seqs), True
+    while True:
+        reqs = tuple(make_requests(_CAPACITY_RUN * c, lengths, seed=seed, shared_prefix=shared_prefix))
+        res = simulate(config, step_time, ClosedLoop(reqs, c))
+        x = closed_loop_capacity(res, c)
+        gained = x > best * (1 + _CAPACITY_GAIN)
+        if x > best:
+            best, best_c = x, c
+        pool_bound = max((st.num_running for st in res.steps), default=0) < c
+        if not gained or pool_bound or c >= config.max_num_seqs:
+            break
+        c = min(2 * c, config.max_num_seqs)
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
-    runs: dict[float, tuple[bool, Summary]] = {}
-    unjudged: list[float] = []
-
-    def stable(rate: float) -> bool:
-        if rate not in runs:
-            res = simulate(config, step_time, OpenLoop(reqs, rate, seed=seed))
-            long_enough = judged(res, num_requests)
-            ok = is_stable(res) or (long_enough and queue_drains(res))
-            if not ok and not long_enough:
-                unjudged.append(rate)  # read as overloaded, but the run could not tell
-            runs[rate] = (ok, summarize(res))
-        return runs[rate][0]
-
-    low, high = guess / 2, guess * 2
-    bounded = True
-    for _ in range(6):
-        if stable(low):
-            break
-        high, low = low, low / 2
-    else:
-        bounded = False
-    for _ in range(6):
-        if not stable(high):
-            break
-        low, high = high, high * 2
-    else:
-        bounded = False
-    if bounded:
-        while high / low > 1 + rel_tol:  # bisection on a log scale (as metrics.saturation_rate)
-            mid = math.sqrt(low * high)
-            if stable(mid):
-                low = mid
-            else:
-                high = mid
-        rate = low
-    else:
-        rate = high if stable(high) else low
-    points = tuple((r, s, summ) for r, (s, summ) in sorted(runs.items()))
-    lower_bound = any(r > rate for r in unjudged)
-    return Saturation(rate, num_requests, points, bounded, lower_bound)
+    points = []
+    for f in LOAD_FRACTIONS:
+        rate = f * best
+        points.append((rate, f < 1.0, summarize(simulate(config, step_time, OpenLoop(reqs, rate, seed=seed)))))
+    return Saturation(best, num_requests, tuple(points), best_c, bounded)
 
 
 @dataclass(frozen=True)
@@ -332,7 +339,7 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     """
     check_modelled(plan)
     check_shared_prefix(shared_prefix, lengths)
-    cfg = config or engine_config(plan)
+    cfg = config or engine_config(plan, efficiency=step_model.efficiency if step_model is not None else None)
     check_lengths(lengths, cfg.max_model_len)
     timer = step_time or step_model.seconds
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
@@ -340,20 +347,8 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     summ = summarize(res)
     sat = None
     if saturation:
-        # is_stable compares finishes and arrivals over the middle half of the sending window,
-        # which must start well after the first requests finish: 10x the requests in flight
-        # (Little's law: throughput x mean E2E), at least SATURATION_REQUESTS, at most num_requests.
-        in_flight = summ.request_throughput * summ.e2e.mean if math.isfinite(summ.e2e.mean) else 0.0
-        wanted = max(SATURATION_REQUESTS, math.ceil(10 * in_flight))
-        n = max(SATURATION_REQUESTS, min(num_requests, wanted))
         sat = find_saturation(cfg, timer, lengths, seed=seed, shared_prefix=shared_prefix,
-                              guess=max(summ.request_throughput, 1e-6), num_requests=n)
-        if n < wanted and not sat.lower_bound:
-            # runs shorter than 10x the requests in flight: a rate read as overloaded may not be,
-            # so the rate found is only a lower bound (never "stable" up to it on short evidence)
-            from dataclasses import replace
-
-            sat = replace(sat, lower_bound=True)
+                              num_requests=max(8, min(num_requests, SATURATION_REQUESTS)))
     labels = tuple(step_model.labels) if step_model is not None else ()
     short = short_run_note(load, num_requests)
     labels = labels + ((short,) if short else ())

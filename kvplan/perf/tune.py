@@ -87,7 +87,8 @@ def _rank(c: Candidate, defaults: tuple[int, int]) -> tuple:
 
 
 def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: int = 0,
-              shared_prefix: SharedPrefix | None = None, num_requests: int = TUNE_REQUESTS, replan=None) -> Recommendation:
+              shared_prefix: SharedPrefix | None = None, num_requests: int = TUNE_REQUESTS, replan=None,
+              efficiency=None) -> Recommendation:
     """Search the grid for the pair maximising goodput under ``slo``.
 
     Args:
@@ -96,10 +97,12 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
             depend on these two flags, only the schedule and the pool do.
         replan: ``f(max_num_seqs, max_num_batched_tokens) -> Plan`` (default: kvplan's estimate
             with the plan's other flags; tests pass a fixed pool).
+        efficiency: the step model's coefficients, for the request path (serving.with_request_path;
+            None: none).
     Raises:
         KvplanError: the starting plan does not start (exit 1); bad lengths (exit 2).
     """
-    base = engine_config(plan)
+    base = engine_config(plan, efficiency=efficiency)
     check_lengths(lengths, base.max_model_len)
     if replan is None:
         replan = _replanner(plan)
@@ -117,7 +120,7 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
         if not p.fits:
             out.append(Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), p, skipped=p.failure))
             continue
-        cfg = engine_config(p, max_num_seqs=seqs, max_num_batched_tokens=mbt)
+        cfg = engine_config(p, max_num_seqs=seqs, max_num_batched_tokens=mbt, efficiency=efficiency)
         summ = summarize(simulate(cfg, step_time, load.workload(reqs, seed)))
         out.append(Candidate(seqs, mbt, p.num_gpu_blocks, summ, slo.meets(summ), slo.goodput(summ), slo.worst_ratio(summ), p))
     out.sort(key=lambda c: _rank(c, defaults))

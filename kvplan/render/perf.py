@@ -76,6 +76,7 @@ def saturation_dict(sat) -> dict | None:
         "rate": _num(sat.rate),
         "bounded": sat.bounded,
         "lower_bound": sat.lower_bound,
+        "concurrency": sat.concurrency,
         "requests": sat.requests,
         "points": [
             {"request_rate": _num(r), "stable": st, "ttft_p50_s": _num(s.ttft.p50), "ttft_p99_s": _num(s.ttft.p99),
@@ -222,8 +223,9 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
         sat = r.saturation
         bound = "" if sat.bounded else " (at the edge of the rates tried)"
         at_least = ">= " if sat.lower_bound else ""
-        console.print(f"  saturation: {at_least}{sat.rate:.2f} req/s open loop ({sat.requests}-request runs){bound}", soft_wrap=True)
-        lat = "; ".join(f"{r:.2f} req/s {'stable' if st else 'overloaded'}: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
+        console.print(f"  saturation: {at_least}{sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
+                      f"in flight){bound}", soft_wrap=True)
+        lat = "; ".join(f"{r:.2f} req/s {'below' if st else 'above'} saturation: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
                         for r, st, s_ in sat.points)
         console.print(f"  latency against load: {lat}", soft_wrap=True)
     if slo is not None:

@@ -101,11 +101,14 @@ class SaturationPoint(_Strict):
 
 
 class Saturation(_Strict):
-    rate: Num = Field(description="highest stable open-loop rate found, requests/s")
-    bounded: bool = Field(description="false when the search stopped at the edge of the rates it tried")
-    lower_bound: bool = Field(description="true when a higher rate read as overloaded on a run too short to tell")
-    requests: int = Field(ge=1, description="requests per open-loop run")
-    points: list[SaturationPoint] = Field(description="every rate run: latency against load")
+    rate: Num = Field(description="the highest sustained throughput of the emulated engine, requests/s "
+                      "(closed loop, steady state): Poisson arrivals below it are served, above it the queue grows")
+    bounded: bool = Field(description="false when the concurrency search stopped while throughput still rose")
+    lower_bound: bool = Field(description="always false (kept for compatibility: the rate is not a lower bound)")
+    concurrency: int = Field(ge=0, description="requests in flight of the closed-loop run that reached the rate")
+    requests: int = Field(ge=1, description="requests per open-loop (latency against load) run")
+    points: list[SaturationPoint] = Field(description="open-loop runs at fractions of the rate: latency against load "
+                                          "(stable = below the saturation rate)")
 
 
 class Check(_Strict):

@@ -151,14 +151,13 @@ def test_estimate_perf_sends_at_least_four_times_the_concurrency():
     assert estimate_requests(10) == 1000
 
 
-def test_saturation_on_runs_shorter_than_ten_times_in_flight_is_a_lower_bound():
-    # 32 in flight want 320-request saturation runs; --num-requests 100 caps them at 200
+def test_saturation_json_names_the_closed_loop_concurrency():
     code, out, err = run_cli("perf", M, "--input-len", "128", "--output-len", "8", "--concurrency", "32",
                              "--num-requests", "100", "--format", "json", *V)
     assert code == 0, err
     sat = json.loads(out)["saturation"]
-    assert sat["requests"] == 200
-    assert sat["lower_bound"] is True
+    assert sat["requests"] == 100 and sat["lower_bound"] is False and sat["concurrency"] >= 8
+    assert [p["stable"] for p in sat["points"]] == [True, True, True, True, False, False]
 
 
 # --- 5. unquoted --workload ---------------------------------------------------------------------
@@ -176,28 +175,3 @@ def test_other_extra_arguments_get_no_workload_hint():
     assert "--workload" not in err
 
 
-def test_saturation_runs_capped_below_ten_times_in_flight_make_a_lower_bound(monkeypatch):
-    # constant 10 ms steps, 128/16, a closed loop at 30: Little's law puts ~30 requests in flight,
-    # so the saturation runs want 10 x 30 = 300 requests. --num-requests 150 caps them at
-    # max(200, 150) = 200 < 300 -> a lower bound, even when the search itself judged every run;
-    # 400 requests give runs of 10x the measured in-flight (~286) -> not.
-    from kvplan.capacity.options import plan_from_options
-    from kvplan.perf import serving
-    from kvplan.perf.batch import constant_step_time
-    from kvplan.perf.workload import Lengths
-
-    seen = []
-
-    def judged_search(*a, num_requests, **kw):
-        seen.append(num_requests)
-        return serving.Saturation(1.0, num_requests, (), True, False)
-
-    monkeypatch.setattr(serving, "find_saturation", judged_search)
-    plan = plan_from_options(model=M, gpu="H200", gpu_memory=None, gpu_profiles=None, revision=None, vllm_version="0.26.0")[0]
-    short = serving.predict(plan, None, Lengths.fixed(128, 16), serving.Load("closed", 30), num_requests=150,
-                            step_time=constant_step_time(0.010))
-    long = serving.predict(plan, None, Lengths.fixed(128, 16), serving.Load("closed", 30), num_requests=400,
-                           step_time=constant_step_time(0.010))
-    assert seen[0] == 200 and 270 <= seen[1] <= 300  # ramp-up and drain keep it a little under 30
-    assert short.saturation.lower_bound is True
-    assert long.saturation.lower_bound is False

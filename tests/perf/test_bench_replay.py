@@ -164,6 +164,25 @@ def test_stable_versus_overloaded_outside_the_band(replays):
     assert not R.measured_stable(p) and not R.predicted_stable(next(r for r in rows if r.point == p.name).result)
 
 
+def test_kvplans_saturation_rate_is_the_measured_capacity(replays):
+    # kvplan perf's saturation rate (serving.find_saturation: the emulated engine's highest
+    # sustained closed-loop throughput) for the sweep's shape against the measured capacity (the
+    # most req/s of the record's closed-loop points at 2048/256, concurrency <= 256; vLLM may
+    # sustain a little more at higher concurrency, hence the wider upper side). Then every
+    # open-loop rate outside 0.9-1.1x of the capacity is on the same side of both.
+    for name, lo, hi in (("llama3.1-8b", 0.95, 1.15), ("qwen3-30b-a3b", 0.95, 1.25)):
+        rec, eng, _ = replays[name]
+        cap = R.measured_capacity(rec, 2048, 256)
+        sat = R.predicted_saturation(eng, 2048, 256, num_requests=8)
+        assert lo <= sat / cap <= hi, (name, sat, cap)
+        for p in rec.points:
+            if p.workload.mode == "open" and not 0.9 <= p.workload.rate / cap <= 1.1:
+                assert (p.workload.rate < sat) == (p.workload.rate < cap), (name, p.name)
+    rec, eng, _ = replays["llama3.1-8b"]
+    p = next(p for p in rec.points if p.name == "open-2x-2048x256")
+    assert not R.measured_stable(p) and p.workload.rate > R.predicted_saturation(eng, 2048, 256, num_requests=8)
+
+
 def test_kept_up_by_hand():
     # 20 requests sent 0.1 s apart, each done 0.5 s later: kept up
     sends = [0.1 * k for k in range(20)]

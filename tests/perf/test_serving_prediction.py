@@ -46,15 +46,24 @@ def test_constant_step_closed_loop_by_hand():
     assert s.preemptions == 0
 
 
-def test_saturation_is_bracketed_and_stable_below_it():
+def test_saturation_is_the_closed_loop_capacity_and_said():
     r = predict(_plan(max_num_seqs=4), None, Lengths.fixed(128, 16), Load("closed", 4), num_requests=200,
                 step_time=constant_step_time(0.010))
     sat = r.saturation
-    # 4 seats, 16 steps of 10 ms per request (plus a step of lag per finish): at most 4 / 0.16 = 25 req/s
-    assert sat.bounded and 0 < sat.rate <= 25.0
-    assert all(st for rate, st, _ in sat.points if rate <= sat.rate)
-    assert any(not st for rate, st, _ in sat.points if rate > sat.rate)
-    assert any("saturation rate" in a for a in r.approximate)
+    # 4 seats, 16 steps of 10 ms per request (plus a step of lag per finish under async
+    # scheduling): at most 4 / 0.16 = 25 req/s, at least 4 / 0.17
+    assert 4 / 0.17 - 1e-9 <= sat.rate <= 25.0 and sat.concurrency == 4
+    assert all(st for rate, st, _ in sat.points if rate < sat.rate)
+    assert all(not st for rate, st, _ in sat.points if rate > sat.rate)
+    assert any("saturation rate: the emulated engine's highest sustained throughput" in a for a in r.approximate)
+
+
+def test_the_product_applies_the_request_path_of_its_coefficients():
+    p = _plan()
+    eff = Efficiency(request_latency_ms=7.0, request_serial_ms=0.5)
+    cfg = engine_config(p, efficiency=eff)
+    assert (cfg.arrival_latency_s, cfg.arrival_service_s) == (pytest.approx(0.007), pytest.approx(0.0005))
+    assert (engine_config(p).arrival_latency_s, engine_config(p).arrival_service_s) == (0.0, 0.0)
 
 
 def test_calibration_labels():

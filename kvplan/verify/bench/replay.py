@@ -36,6 +36,7 @@ from kvplan.gpus import bundled_profiles, find_gpu
 from kvplan.perf.blocks import groups_from_layout
 from kvplan.perf.emulator import EngineConfig, SimulationResult, simulate
 from kvplan.perf.metrics import summarize
+from kvplan.perf.serving import with_request_path
 from kvplan.perf.step_time import StepModel, step_model
 from kvplan.perf.workload import ClosedLoop, RequestSpec, TraceLoop
 from kvplan.sources import load_spec
@@ -129,20 +130,13 @@ def engine_for(rec: BenchRecord, efficiency=None) -> Engine:
     measured = int(logged) if isinstance(logged, int) or (isinstance(logged, str) and logged.isdigit()) else None
     model = step_model(spec, gpu, args, vllm_version=rec.vllm_version, efficiency=efficiency,
                        async_scheduling=eff.get("async_scheduling"))
-    config = front_end(config, model.efficiency)
+    config = with_request_path(config, model.efficiency)
     return Engine(config, model, p.num_gpu_blocks, measured)
-
-
-def front_end(config: EngineConfig, efficiency) -> EngineConfig:
-    """``config`` with the coefficients' request path: request_latency_ms and
-    request_serial_ms as the emulator's arrival_latency_s / arrival_service_s."""
-    return replace(config, arrival_latency_s=efficiency.request_latency_ms / 1e3,
-                   arrival_service_s=efficiency.request_serial_ms / 1e3)
 
 
 def with_efficiency(engine: Engine, efficiency) -> Engine:
     """The same engine with other coefficients (step model and request path)."""
-    return replace(engine, model=engine.model.with_efficiency(efficiency), config=front_end(engine.config, efficiency))
+    return replace(engine, model=engine.model.with_efficiency(efficiency), config=with_request_path(engine.config, efficiency))
 
 
 def measured_figures(point: PointRecord) -> dict[str, float | None]:
@@ -239,8 +233,7 @@ def kept_up(sends: list[float], finishes: list[float], tolerance: float = 0.1) -
     by its unloaded latency D (the median send-to-finish time of the requests sent first, the
     first quarter: no queue had built yet). An overloaded server finishes at most its capacity
     per second, below the arrival rate, and its latency grows, so fewer finish there. Stable
-    when finished >= (1 - tolerance) x A. Unlike perf/metrics.py is_stable (a long run in steady
-    state) it does not need the run to be long against the latency: the records send for ~8 s
+    when finished >= (1 - tolerance) x A. It does not need the run to be long against the latency: the records send for ~8 s
     and a 2048/256 request takes 1-5 s.
 
     Raises:
@@ -285,16 +278,12 @@ def measured_capacity(rec: BenchRecord, input_len: int, output_len: int) -> floa
 
 def predicted_saturation(engine: Engine, input_len: int, output_len: int, num_requests: int = 200,
                          seed: int = 0) -> float:
-    """kvplan's saturation rate (requests/s) for fixed ``input_len``/``output_len`` requests: the
-    highest Poisson rate whose emulated run is stable (kvplan/perf/metrics.py saturation_rate),
-    searched between 0.05 and 1000 requests/s; a run is stable by ``predicted_stable`` (the
-    rule the measured points are judged by)."""
-    from kvplan.perf.metrics import saturation_rate
-    from kvplan.perf.workload import OpenLoop
+    """kvplan's saturation rate (requests/s) for fixed ``input_len``/``output_len`` requests, as
+    ``kvplan perf`` finds it (kvplan/perf/serving.py find_saturation: the emulated engine's highest
+    sustained closed-loop throughput), on the record's engine and request path."""
+    from kvplan.perf.serving import find_saturation
+    from kvplan.perf.workload import Lengths
 
-    specs = tuple(RequestSpec(input_len, output_len) for _ in range(num_requests))
-
-    def run_at(rate: float) -> SimulationResult:
-        return simulate(engine.config, engine.model.seconds, OpenLoop(specs, rate, seed))
-
-    return saturation_rate(run_at, 0.05, 1000.0, stable=predicted_stable)
+    sat = find_saturation(engine.config, engine.model.seconds, Lengths.fixed(input_len, output_len),
+                          seed=seed, num_requests=num_requests)
+    return sat.rate
