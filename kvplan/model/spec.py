@@ -220,6 +220,13 @@ class ModelSpec(_Frozen):
     num_hidden_layers: int = Field(gt=0)
     attention: AttentionShape
     layer_kinds: tuple[LayerKind, ...]
+    # per layer, its attention shape where layers differ (MiMo-V2-Flash's sliding layers have
+    # their own KV heads, Gemma-4's full layers their own head size); empty = ``attention`` on
+    # every layer. Read through ``attention_of(i)``: KV bytes per token, pages, weights.
+    layer_attention: tuple[AttentionShape, ...] = ()
+    # per layer, whether its attention has learned per-head sink logits in the model dtype
+    # (MiMo-V2-Flash's sliding layers); empty = none. gpt-oss's fp32 sinks are ``attention_sinks``.
+    sink_layers: tuple[bool, ...] = ()
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     mla: MLAShape | None = None
@@ -302,6 +309,15 @@ class ModelSpec(_Frozen):
     def max_len_limit(self) -> int:
         """The largest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (tokens)."""
         return max(self.max_model_len_limit or 0, self.derived_max_model_len)
+
+    def attention_of(self, i: int) -> AttentionShape:
+        """The attention shape of layer ``i`` (``layer_attention`` where given, else ``attention``)."""
+        return self.layer_attention[i] if self.layer_attention else self.attention
+
+    @cached_property
+    def per_layer_attention(self) -> bool:
+        """Some layer's attention shape differs from ``attention`` (see ``layer_attention``)."""
+        return any(a != self.attention for a in self.layer_attention)
 
     def has_ffn(self, i: int) -> bool:
         """Layer ``i`` has a feed-forward (see ``ffn_layers``)."""

@@ -84,6 +84,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Mamba2ForCausalLM": ("mamba", "MAMBA2"),
     "FalconH1ForCausalLM": ("falcon_h1", "FALCON_H1"),
     "Lfm2ForCausalLM": ("lfm2", "LFM2"),
+    "MiMoV2FlashForCausalLM": ("mimo_v2", "MIMO_V2_FLASH"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -150,6 +151,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "mamba2": "Mamba2ForCausalLM",
     "falcon_h1": "FalconH1ForCausalLM",
     "lfm2": "Lfm2ForCausalLM",
+    "mimo_v2_flash": "MiMoV2FlashForCausalLM",
 }
 
 

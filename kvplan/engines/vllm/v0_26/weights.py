@@ -281,8 +281,14 @@ def weight_bytes_per_rank(
                 t.add("indexer", _linear(WeightContext(1, db, ctx.quant, ctx.machete), m.q_lora_rank, d * n))
                 t.add("indexer", _linear(ctx, h, d + n, quantizable=False) + 2 * d * db)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+            if spec.layer_attention:
+                # this layer's own heads and K/V head sizes (ModelSpec.layer_attention)
+                a = spec.attention_of(i)
+                q_heads = a.num_attention_heads // tp
+                kv_heads = max(1, a.num_key_value_heads // tp)
             q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
-            qkv_out = q_out + 2 * kv_heads * a.head_dim
+            # QKVParallelLinear: V rows of head_dim_v (v_head_size; = head_dim for most models)
+            qkv_out = q_out + kv_heads * (a.head_dim + a.head_dim_v)
             t.add("attn", _linear(ctx, h, qkv_out, bias=spec.qkv_bias, n_shards=3))
             t.add("attn", _linear(ctx, q_heads * a.head_dim_v, h))
             if spec.o_bias:
@@ -294,6 +300,8 @@ def weight_bytes_per_rank(
                 t.add("attn", 2 * a.head_dim * db)
             if spec.attention_sinks:
                 t.add("attn", q_heads * 4)
+            if i < len(spec.sink_layers) and spec.sink_layers[i]:
+                t.add("attn", q_heads * db)  # per-head sink logits in the model dtype (mimo_v2.py)
         elif kind == LayerKind.LINEAR and spec.gdn is not None:
             g = spec.gdn
             key_dim = g.num_k_heads * g.head_k_dim

@@ -41,4 +41,6 @@ RULES = replace(
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
+    # 0.33.0's mimo_v2.py passes the cache config to its attention layers: --kv-cache-dtype applies
+    kv_cache_dtype_ignored=frozenset(),
 )
