@@ -40,6 +40,11 @@ FAMILY_APPROXIMATE = {
     "rule (`exact: false` until a real start checks it)",
     "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
     "until a real start checks it)",
+    "MiMoV2FlashForCausalLM": "activation peak: the full-attention layers' shape (`exact: false` until a real "
+    "start checks it); vLLM 0.26.0 keeps its KV cache in the model dtype whatever --kv-cache-dtype says",
+    "Gemma4ForConditionalGeneration": "vLLM 0.26.0 cannot start it (exit 2 saying so); on 0.33.0 the activation "
+    "peak of the dense MLP + MoE block follows the MoE rule (`exact: false`); KV-shared layers, per-layer "
+    "input embeddings and audio towers: exit 2",
 }
 
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
@@ -58,7 +63,6 @@ NO_FAMILY = {
     "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",
     "DeepseekV32ForCausalLM": "sparse MLA with an indexer cache (`index_*` keys): exit 2",
     "GlmMoeDsaForCausalLM": "sparse MLA with an indexer cache: exit 2",
-    "Gemma4ForConditionalGeneration": "per-layer head dims and K=V layers: exit 2",
     "Qwen3_5ForConditionalGeneration": "Gated DeltaNet layers (`linear_*` keys): exit 2",
     "Qwen3_5MoeForConditionalGeneration": "Gated DeltaNet layers and experts: exit 2",
 }

@@ -245,6 +245,9 @@ class ModelSpec(_Frozen):
     # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
     ssm_state_dtype: str | None = None
     moe: MoESpec | None = None
+    # parameters per MoE layer beside the router matrix and its bias, in the model dtype
+    # (Gemma-4's per-dimension router input scale and per-expert output scale: hidden + experts)
+    moe_router_extra_params: int = Field(default=0, ge=0)
     # DeepSeek-V3.2 sparse-MLA lightning indexer: its key head size, heads, top-k tokens, and which
     # layers build one (each keeps its own per-token key cache beside the MLA latent); 0/() = none
     indexer_head_dim: int = 0
@@ -266,6 +269,9 @@ class ModelSpec(_Frozen):
     max_model_len_limit: int | None = None
     rope_max_position: int | None = None  # rows of the rotary cos/sin cache vLLM builds
     rope_caches: int = 1  # distinct rotary caches (Gemma-3: local + global)
+    # the width of each distinct rotary cache where they differ (Gemma-4: 256 sliding, 512 full);
+    # empty = ``rope_caches`` caches of ``rotary_dim``
+    rope_cache_dims: tuple[int, ...] = ()
     rotary_dim: int | None = None
     attention_sinks: bool = False
     logit_softcapping: bool = False  # final_logit_softcapping (Gemma-2): tanh-capped logits

@@ -22,9 +22,9 @@ vLLM builds no shared expert (``n_shared_experts`` is not read). Other layers: a
 ``intermediate_size``. The router's fp32 dtype (``moe_router_dtype``) is the engine's quirk
 (engines/vllm/v0_26/family_quirks.py).
 
-Rule source: vLLM 0.26.0 model_executor/models/mimo_v2.py (MiMoV2Attention,
+Rule source: vLLM model_executor/models/mimo_v2.py (MiMoV2Attention,
 MiMoV2FlashDecoderLayer is_compressed_softmax_layer / is_moe_layer, MiMoV2MoE, MiMoV2MLP);
-0.33.0's file builds the same shapes.
+the newer version's file builds the same shapes.
 """
 
 from __future__ import annotations

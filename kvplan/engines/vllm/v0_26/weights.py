@@ -156,6 +156,8 @@ def _rope_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     rotary module (vLLM caches them; rotary_embedding/base.py). YaRN builds original_max * factor rows."""
     if not spec.rotary_dim or not spec.rope_max_position:
         return 0
+    if spec.rope_cache_dims:  # caches of differing widths (Gemma-4)
+        return spec.rope_max_position * sum(spec.rope_cache_dims) * dtype_bytes
     return spec.rope_max_position * spec.rotary_dim * dtype_bytes * spec.rope_caches
 
 
@@ -358,6 +360,8 @@ def weight_bytes_per_rank(
             router_db = 4 if fq_r.router_fp32 else db
             bias_db = 4 if (fq_r.router_bias_fp32 or fq_r.router_fp32) else db
             t.add("router", h * moe.num_experts * router_db + (moe.num_experts * bias_db if moe.router_bias else 0))
+            if spec.moe_router_extra_params:
+                t.add("router", spec.moe_router_extra_params * db)
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
                 up = 2 * si if moe.gated else si
