@@ -181,6 +181,8 @@ def cases():
     mimoc, cut = cut_layers(mimo, 8, "309B does not fit; layers 0-7: full attention on 0 and 5, dense MLP on 0, "
                                      "7 MoE layers (hybrid_layer_pattern and moe_layer_freq cut to match)")
     add("mimo-v2-flash-8L_eager", mimoc, s, E(32768), cut)
+    lm, s = model_config("LiquidAI__LFM2-8B-A1B")
+    add("lfm2-8b-a1b_eager", lm, s, E(32768))
     return out
 
 

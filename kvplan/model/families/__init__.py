@@ -85,6 +85,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "FalconH1ForCausalLM": ("falcon_h1", "FALCON_H1"),
     "Lfm2ForCausalLM": ("lfm2", "LFM2"),
     "MiMoV2FlashForCausalLM": ("mimo_v2", "MIMO_V2_FLASH"),
+    "Lfm2MoeForCausalLM": ("lfm2", "LFM2_MOE"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -152,6 +153,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "falcon_h1": "FalconH1ForCausalLM",
     "lfm2": "Lfm2ForCausalLM",
     "mimo_v2_flash": "MiMoV2FlashForCausalLM",
+    "lfm2_moe": "Lfm2MoeForCausalLM",
 }
 
 

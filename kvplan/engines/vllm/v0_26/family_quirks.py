@@ -133,6 +133,8 @@ QUIRKS: dict[str, FamilyQuirks] = {
     # mimo_v2.py MiMoV2MoE.gate: an nn.Linear in moe_router_dtype (default float32), its
     # e_score_correction_bias the same dtype
     "mimo_v2_flash": FamilyQuirks(router_fp32=True),
+    # lfm2_moe.py: gate.e_score_correction_bias is fp32 (the gate itself in the model dtype)
+    "lfm2_moe": FamilyQuirks(router_bias_fp32=True),
     "mimo_v2": FamilyQuirks(router_fp32=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
