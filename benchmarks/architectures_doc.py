@@ -42,6 +42,8 @@ FAMILY_APPROXIMATE = {
     "until a real start checks it)",
     "Lfm2MoeForCausalLM": "activation of the short-conv layers: not modelled, the MoE rule's peak is used "
     "(`exact: false` until a real start checks it)",
+    "Zamba2ForCausalLM": "activation peak of the shared attention blocks and Mamba-2 mixers: the generic rule "
+    "(`exact: false` until a real start checks it)",
     "MiMoV2FlashForCausalLM": "activation peak: the full-attention layers' shape (`exact: false` until a real "
     "start checks it); vLLM 0.26.0 keeps its KV cache in the model dtype whatever --kv-cache-dtype says",
     "Gemma4ForConditionalGeneration": "vLLM 0.26.0 cannot start it (exit 2 saying so); on 0.33.0 the activation "
@@ -58,7 +60,6 @@ NO_FAMILY = {
     "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
     "(missing `num_hidden_layers`)",
     "MPTForCausalLM": "as MptForCausalLM: exit 2",
-    "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
     "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",
     "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",

@@ -183,6 +183,8 @@ def cases():
     add("mimo-v2-flash-8L_eager", mimoc, s, E(32768), cut)
     lm, s = model_config("LiquidAI__LFM2-8B-A1B")
     add("lfm2-8b-a1b_eager", lm, s, E(32768))
+    zb, s = model_config("Zyphra__Zamba2-7B")
+    add("zamba2-7b_eager", zb, s, E(4096))
     return out
 
 

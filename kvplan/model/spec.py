@@ -128,6 +128,27 @@ class ShortConvShape(_Frozen):
     bias: bool = False
 
 
+class SharedBlocksShape(_Frozen):
+    """Zamba2's shared transformer blocks: ``num_blocks`` attention + MLP blocks whose weights
+    every hybrid layer reuses in turn (layer j of the hybrid layers uses block j mod num_blocks),
+    each use with its own low-rank adapters and its own KV cache.
+
+    Attributes:
+        num_blocks: shared blocks (``num_mem_blocks``).
+        input_size: width the attention reads (``attention_hidden_size``: the hidden state
+            concatenated with the embeddings, 2 x hidden).
+        adapter_rank: rank of each use's LoRA adapters (``adapter_rank``).
+        attention_adapters: each use also adapts q, k and v (``use_shared_attention_adapter``).
+        bias: the projections have biases (``add_bias_linear``).
+    """
+
+    num_blocks: int = Field(gt=0)
+    input_size: int = Field(gt=0)
+    adapter_rank: int = Field(gt=0)
+    attention_adapters: bool = False
+    bias: bool = False
+
+
 class MoESpec(_Frozen):
     """Mixture-of-experts feed-forward shape.
 
@@ -235,6 +256,9 @@ class ModelSpec(_Frozen):
     # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
     # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
     attention_free: bool = False
+    # Zamba2: the FULL layers are hybrid layers that run one of these shared blocks (weights
+    # counted once per block) beside their own Mamba-2 mixer (``parallel_mamba``)
+    shared_blocks: SharedBlocksShape | None = None
     # LFM2: the layers of kind MAMBA are short-convolution mixers of this shape (no Mamba shape)
     short_conv: ShortConvShape | None = None
     # each attention layer also runs a Mamba mixer (``mamba``) beside it, summed into the same

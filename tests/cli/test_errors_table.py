@@ -435,6 +435,13 @@ ROWS: list[Row] = [
         ("config key 'num_kv_shared_layers' is 4: kvplan has no rules yet for Gemma-4's KV-shared layers",),
     ),
     Row(
+        "zamba2-default-pattern",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Zamba2ForCausalLM"], model_type="zamba2"))],
+        2,
+        ("config.json has no 'layers_block_type' and transformers' Zamba2Config default pattern has 54 layers, "
+         "not num_hidden_layers",),
+    ),
+    Row(
         "mimo-pattern-missing",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["MiMoV2FlashForCausalLM"],
                                                       model_type="mimo_v2_flash"))],

@@ -86,6 +86,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "Lfm2ForCausalLM": ("lfm2", "LFM2"),
     "MiMoV2FlashForCausalLM": ("mimo_v2", "MIMO_V2_FLASH"),
     "Lfm2MoeForCausalLM": ("lfm2", "LFM2_MOE"),
+    "Zamba2ForCausalLM": ("zamba2", "ZAMBA2"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -154,6 +155,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "lfm2": "Lfm2ForCausalLM",
     "mimo_v2_flash": "MiMoV2FlashForCausalLM",
     "lfm2_moe": "Lfm2MoeForCausalLM",
+    "zamba2": "Zamba2ForCausalLM",
 }
 
 

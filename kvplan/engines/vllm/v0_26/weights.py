@@ -161,6 +161,36 @@ def _rope_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     return spec.rope_max_position * spec.rotary_dim * dtype_bytes * spec.rope_caches
 
 
+def _shared_block_use(t: "WeightTally", ctx: WeightContext, spec: ModelSpec) -> None:
+    """One hybrid layer's own weights beside the shared block it runs (vLLM 0.26.0 zamba2.py):
+    the hidden x hidden ``linear`` (ReplicatedLinear) and its LoRA adapters -- the MLP's (A:
+    hidden -> rank, B: rank -> 2 x intermediate) and, with attention adapters, q/k/v's (A: input
+    -> rank, B: rank -> input); A gathers its output, so it is split by TP like B."""
+    sb, h, tp = spec.shared_blocks, spec.hidden_size, ctx.tp
+    t.add("hybrid_linear", _linear(WeightContext(1, ctx.dtype_bytes, ctx.quant, ctx.machete), h, h))
+    r = sb.adapter_rank
+    t.add("shared_adapters", _linear(ctx, h, r // tp) + _linear(ctx, r, 2 * spec.intermediate_size // tp, n_shards=2))
+    if sb.attention_adapters:
+        t.add("shared_adapters", 3 * (_linear(ctx, sb.input_size, r // tp) + _linear(ctx, r, sb.input_size // tp)))
+
+
+def _shared_blocks(t: "WeightTally", ctx: WeightContext, spec: ModelSpec) -> None:
+    """The shared transformer blocks, once each (vLLM 0.26.0 zamba2.py Zamba2AttentionDecoderLayer):
+    qkv (input -> 3 x heads x head_dim, multi-head) and o_proj without biases, a GeLU-gated MLP
+    (biases with ``add_bias_linear``), input_layernorm
+    over the input width and pre_ff_layernorm over the hidden width."""
+    sb, a, h, tp, db = spec.shared_blocks, spec.attention, spec.hidden_size, ctx.tp, ctx.dtype_bytes
+    heads = a.num_attention_heads // tp
+    ir = spec.intermediate_size // tp
+    per_block = (
+        _linear(ctx, sb.input_size, 3 * heads * a.head_dim, n_shards=3)  # no biases on the attention
+        + _linear(ctx, heads * a.head_dim, h)
+        + _linear(ctx, h, 2 * ir, bias=sb.bias, n_shards=2) + _linear(ctx, ir, h, bias=sb.bias)
+        + (sb.input_size + h) * db
+    )
+    t.add("shared_blocks", sb.num_blocks * per_block)
+
+
 def text_only(spec: ModelSpec, limit_mm_per_prompt: str | None) -> bool:
     """vLLM runs a multimodal model text-only: ``--limit-mm-per-prompt`` (normalized JSON of
     modality -> count, kvplan.engines.vllm.args) gives 0 for every modality its processor takes
@@ -282,6 +312,8 @@ def weight_bytes_per_rank(
                 d, n = spec.indexer_head_dim, spec.indexer_heads
                 t.add("indexer", _linear(WeightContext(1, db, ctx.quant, ctx.machete), m.q_lora_rank, d * n))
                 t.add("indexer", _linear(ctx, h, d + n, quantizable=False) + 2 * d * db)
+        elif kind == LayerKind.FULL and spec.shared_blocks is not None:
+            _shared_block_use(t, ctx, spec)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
             if spec.layer_attention:
                 # this layer's own heads and K/V head sizes (ModelSpec.layer_attention)
@@ -378,6 +410,8 @@ def weight_bytes_per_rank(
                 t.add("mlp", _linear(ctx, h, ir, bias=spec.mlp_bias) + _linear(ctx, ir, h))
                 if spec.mlp_bias:
                     t.add("mlp", h * db)
+    if spec.shared_blocks is not None and any(spec.layer_kinds[i] == LayerKind.FULL for i in layers):
+        _shared_blocks(t, ctx, spec)
     fq = quirks(spec.model_type)
     if fq.extra_bytes_per_layer:
         t.add("vllm_extra", fq.extra_bytes_per_layer * len(layers))
