@@ -49,17 +49,16 @@ FAMILY_APPROXIMATE = {
     "Gemma4ForConditionalGeneration": "vLLM 0.26.0 cannot start it (exit 2 saying so); on 0.33.0 the activation "
     "peak of the dense MLP + MoE block follows the MoE rule (`exact: false`); KV-shared layers, per-layer "
     "input embeddings and audio towers: exit 2",
+    "MPTForCausalLM": "vLLM 0.33.0 no longer serves it (registry: supported until v0.28.0): exit 2 with "
+    "`--vllm-version 0.33.0`",
+    "MptForCausalLM": "as MPTForCausalLM",
+    "InternVLChatModel": "a text backbone kvplan has no family for (InternLM2): sized as an unknown decoder, "
+    "`exact: false`; Qwen2 / Qwen3 / Qwen3-MoE / Llama backbones and the InternViT tower are exact (hand count)",
 }
 
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
 # model file read for each); the rest are sized from the standard keys, ``exact: false``.
 NO_FAMILY = {
-    "ChatGLMModel": "KV groups under `multi_query_group_num`, head dim under `kv_channels`, vocabulary under "
-    "`padded_vocab_size`: exit 2 naming them",
-    "ChatGLMForConditionalGeneration": "as ChatGLMModel: exit 2",
-    "MptForCausalLM": "layer count under `n_layers` (with `d_model`, `n_heads`, `expansion_ratio`): exit 2 "
-    "(missing `num_hidden_layers`)",
-    "MPTForCausalLM": "as MptForCausalLM: exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
     "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",
     "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",

@@ -176,6 +176,17 @@ def cases():
                                 ("tiiuae__falcon-7b", "falcon-7b_eager", 2048)):
         c, s = model_config(cfg_name)
         add(case, c, s, E(mml))
+    # famf (issue 12): the old-key / multimodal families. GLM-4-9B-chat's config loads through vLLM's
+    # own ChatGLMConfig; MPT-7B needs vLLM 0.26.0 (0.33.0 removed MPT); InternVL3-1B is remote code:
+    # vLLM needs trust_remote_code and the checkpoint's configuration_internvl_chat.py and
+    # configuration_intern_vit.py next to config.json (copy them into the case folder first, the
+    # device cannot fetch them), text-only (image and video 0) so no processor files are read.
+    glm4, s = model_config("THUDM__glm-4-9b-chat")
+    add("glm4-9b-chat_eager", glm4, s, E(32768))
+    mpt, s = model_config("mosaicml__mpt-7b")
+    add("mpt-7b_eager", mpt, s, E(2048))
+    ivl, s = model_config("OpenGVLab__InternVL3-1B")
+    add("internvl3-1b_eager", ivl, s, E(32768, limit_mm_per_prompt={"image": 0, "video": 0}, trust_remote_code=True))
     # fame (issue 12): the hybrid / per-layer families
     mimo, s = model_config("XiaomiMiMo__MiMo-V2-Flash")
     mimoc, cut = cut_layers(mimo, 8, "309B does not fit; layers 0-7: full attention on 0 and 5, dense MLP on 0, "

@@ -93,8 +93,10 @@ class _Cfg:
         self.where = where
         self.prefix = prefix
         self.top_keys = top_keys
+        self.aliases: dict[str, str] = {}  # standard key -> the key as written (Family.attribute_map)
 
     def name(self, key: str) -> str:
+        key = self.aliases.get(key, key)
         return key if key in self.top_keys else self.prefix + key
 
     def error(self, key: str, what: str) -> KvplanError:

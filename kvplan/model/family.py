@@ -30,6 +30,12 @@ class Family:
         transformers_class: the transformers config class named in notes on filled defaults.
         transformers_defaults: values that class fills in for keys config.json may omit (vLLM
             sees them), filled before any read.
+        attribute_map: standard key -> the key this config class stores it under (transformers'
+            ``attribute_map``: MPT's ``n_layers`` is ``num_hidden_layers``); read under the
+            standard name, and messages name the key as the file spells it; a standard key the
+            config gives wins (it sets the own key).
+        derived_keys: standard key -> the key whose value the config class copies into it when
+            the config omits it (ChatGLMConfig: vocab_size = padded_vocab_size), read the same way.
         normally_omitted: of those, keys the published config.json itself leaves out (no note).
         hybrid_keys: keys shaping the cache/state/weights of a hybrid model, with the class
             default used when absent (a note lists the ones missing).
@@ -62,6 +68,8 @@ class Family:
     known: bool = True
     transformers_class: str = "PretrainedConfig"
     transformers_defaults: dict[str, Any] = {}
+    attribute_map: dict[str, str] = {}
+    derived_keys: dict[str, str] = {}
     normally_omitted: frozenset[str] = frozenset()
     hybrid_keys: dict[str, Any] = {}
     qwen_style_sliding_window: bool = False
@@ -147,6 +155,13 @@ class Family:
         ``vision_config`` (the top-level config ``top``, the text model's ``text_hidden``); by
         default ``vision_tower_params(vc)``."""
         return self.vision_tower_params(vc)
+
+    def for_model_type(self, model_type: str) -> "Family | None":
+        """The family that sizes a config of this architecture whose (text) ``model_type`` is
+        ``model_type``: this one when it claims the type, else None (the registry then uses the
+        type's default architecture). A multimodal wrapper whose text model can be any of several
+        decoders (InternVL's ``llm_config``) returns the variant for that decoder."""
+        return self if model_type in self.model_types else None
 
     def has_o_bias(self, attention_bias: bool) -> bool:
         """o_proj has a bias: always for some families, else with ``attention_bias``."""

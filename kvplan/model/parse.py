@@ -224,6 +224,23 @@ def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: 
     )
 
 
+def _refuse_removed(where: str, architecture: str, vllm_version: str) -> None:
+    """Exit 2 for an architecture the vLLM version no longer serves (its rules'
+    ``removed_architectures``, from that version's registry.py _PREVIOUSLY_SUPPORTED_MODELS).
+
+    Raises:
+        KvplanError: when ``architecture`` is one of them."""
+    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
+
+    until = versions.select(vllm_version).removed_architectures.get(architecture)
+    if until:
+        raise KvplanError(
+            f"{where}: vLLM {vllm_version} no longer serves {architecture}: its registry says it was supported "
+            f"until v{until} and refuses to load it",
+            hint="size it for an older vLLM that serves it (--vllm-version)",
+        )
+
+
 def _refuse_unread_keys(c: _Cfg, architecture: str, model_type: str) -> None:
     """For a config with no kvplan family: exit 2 naming every key that changes sizing and that
     the generic decoder does not read (kvplan.model.sizing_keys), instead of sizing it as dense.
@@ -368,16 +385,25 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
             encoder_decoder=top.flag("is_encoder_decoder", False) or c.flag("is_encoder_decoder", False),
             registered=False, vllm_version=version,
         )
+    _refuse_removed(where, architecture, version)
     family = family_for(architecture, model_type)
     if family.unsupported or _start_failure(model_type, version):
         _refuse_unsupported(where, architecture, model_type, family.unsupported, version)
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)
     filled: list[str] = []
+    # an own key whose standard name the config gives takes that value, not the class default
+    set_by_standard = {own for standard, own in family.attribute_map.items() if c.has(standard)}
     for key, value in family.transformers_defaults.items():
-        if c.data.get(key) is None:
+        if c.data.get(key) is None and key not in set_by_standard:
             c.data = {**c.data, key: value}
             filled.append(key)
+    for standard, own in {**family.attribute_map, **family.derived_keys}.items():
+        # transformers' attribute_map: a standard name the config gives is the value (it sets the
+        # class's own key); otherwise the own key, or the class's default for it, is read
+        if not c.has(standard) and c.has(own):
+            c.data = {**c.data, standard: c.data[own]}
+            c.aliases[standard] = own
     if not archs and not snapshot:
         notes.append(_no_architectures_note(config, architecture, version))
 

@@ -488,6 +488,35 @@ ROWS: list[Row] = [
         ("config key 'conv_dim' (1024) must equal hidden_size (4096): vLLM's LFM2 short conv projects the hidden "
          "state with conv_dim inputs",),
     ),
+    Row(
+        "chatglm-kv-channels",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["ChatGLMModel"], model_type="chatglm", kv_channels=64))],
+        2,
+        ("config key 'kv_channels' is 64, but vLLM's ChatGLM head size is always hidden_size / num_attention_heads (128)",),
+    ),
+    Row(
+        "mpt-without-alibi",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["MPTForCausalLM"], model_type="mpt",
+                                                      attn_config={"alibi": False})), "--vllm-version", "0.26.0"],
+        2,
+        ("config key 'attn_config.alibi' is false: vLLM's MPT supports ALiBi positions only (mpt.py asserts alibi)",),
+    ),
+    Row(
+        "architecture-removed-by-vllm",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["MPTForCausalLM"], model_type="mpt")),
+                   "--vllm-version", "0.33.0"],
+        2,
+        ("no longer serves MPTForCausalLM: its registry says it was supported until v0.28.0 and refuses to load it",),
+    ),
+    Row(
+        "internvl-select-layer",
+        lambda t: ["estimate", _config_dir(t, {
+            "architectures": ["InternVLChatModel"], "model_type": "internvl_chat", "llm_config": LLAMA_CFG,
+            "select_layer": 24, "vision_config": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                                                  "patch_size": 14, "image_size": 448, "norm_type": "layer_norm"}})],
+        2,
+        ("config key 'select_layer' must be a layer index within the 24 vision layers, got 24",),
+    ),
     # -- safetensors next to config.json -------------------------------------------------------
     Row(
         "safetensors-unknown-dtype",

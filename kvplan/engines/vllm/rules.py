@@ -159,6 +159,9 @@ class VllmRules:
         kv_cache_dtype_ignored: model types whose model file builds its attention without the
             cache config, so the KV cache keeps the model dtype whatever --kv-cache-dtype says.
             Not inherited by a later version.
+        removed_architectures: architecture -> the last vLLM release that served it, for the
+            architectures this version's registry no longer serves (registry.py
+            _PREVIOUSLY_SUPPORTED_MODELS) and kvplan has a family for: the parse refuses them.
     """
 
     version: str
@@ -180,6 +183,7 @@ class VllmRules:
     scheduler: ModuleType | None = None
     start_failures: dict = field(default_factory=dict)
     kv_cache_dtype_ignored: frozenset = frozenset()
+    removed_architectures: dict = field(default_factory=dict)
 
     def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:
         """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with

@@ -8,8 +8,9 @@ names to ``FAMILIES`` as (module, attribute) (and its model types to ``DEFAULT_A
 configs that omit ``architectures``).
 
 How a config finds its family (``family_for``): the family registered for its architecture when
-that family claims the config's ``model_type``, else the family of the model type's default
-architecture; the rules follow ``model_type``, as they always have. A model type with no family
+that family claims the config's ``model_type`` (``Family.for_model_type``: a multimodal wrapper
+such as InternVL answers with the variant for its text decoder's type), else the family of the
+model type's default architecture; the rules follow ``model_type``, as they always have. A model type with no family
 is sized as the generic decoder (``known`` False: the parse notes that kvplan has no rules).
 """
 
@@ -87,6 +88,11 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "MiMoV2FlashForCausalLM": ("mimo_v2", "MIMO_V2_FLASH"),
     "Lfm2MoeForCausalLM": ("lfm2", "LFM2_MOE"),
     "Zamba2ForCausalLM": ("zamba2", "ZAMBA2"),
+    "ChatGLMModel": ("chatglm", "CHATGLM"),
+    "ChatGLMForConditionalGeneration": ("chatglm", "CHATGLM"),
+    "MPTForCausalLM": ("mpt", "MPT_FAMILY"),
+    "MptForCausalLM": ("mpt", "MPT_FAMILY"),
+    "InternVLChatModel": ("internvl", "INTERNVL"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -156,6 +162,9 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "mimo_v2_flash": "MiMoV2FlashForCausalLM",
     "lfm2_moe": "Lfm2MoeForCausalLM",
     "zamba2": "Zamba2ForCausalLM",
+    "chatglm": "ChatGLMModel",
+    "mpt": "MPTForCausalLM",
+    "internvl_chat": "InternVLChatModel",
 }
 
 
@@ -196,8 +205,9 @@ def family_for(architecture: str, model_type: str) -> Family:
     """The family whose rules size a config of ``architecture`` and ``model_type`` (see the
     module docstring); the generic decoder (``known`` False) for a model type with no family."""
     family = _load(FAMILIES.get(architecture))
-    if family is not None and model_type in family.model_types:
-        return family
+    chosen = family.for_model_type(model_type) if family is not None else None
+    if chosen is not None:
+        return chosen
     family = _load(FAMILIES.get(DEFAULT_ARCHITECTURE.get(model_type, "")))
     if family is not None:
         return family
