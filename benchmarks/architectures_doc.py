@@ -40,6 +40,15 @@ FAMILY_APPROXIMATE = {
     "rule (`exact: false` until a real start checks it)",
     "Lfm2ForCausalLM": "activation of the short-conv layers: not modelled, the MLP's peak is used (`exact: false` "
     "until a real start checks it)",
+    "Lfm2MoeForCausalLM": "activation of the short-conv layers: not modelled, the MoE rule's peak is used "
+    "(`exact: false` until a real start checks it)",
+    "Zamba2ForCausalLM": "activation peak of the shared attention blocks and Mamba-2 mixers: the generic rule "
+    "(`exact: false` until a real start checks it)",
+    "MiMoV2FlashForCausalLM": "activation peak: the full-attention layers' shape (`exact: false` until a real "
+    "start checks it); vLLM 0.26.0 keeps its KV cache in the model dtype whatever --kv-cache-dtype says",
+    "Gemma4ForConditionalGeneration": "vLLM 0.26.0 cannot start it (exit 2 saying so); on 0.33.0 the activation "
+    "peak of the dense MLP + MoE block follows the MoE rule (`exact: false`); KV-shared layers, per-layer "
+    "input embeddings and audio towers: exit 2",
     "MPTForCausalLM": "vLLM 0.33.0 no longer serves it (registry: supported until v0.28.0): exit 2 with "
     "`--vllm-version 0.33.0`",
     "MptForCausalLM": "as MPTForCausalLM",
@@ -50,14 +59,11 @@ FAMILY_APPROXIMATE = {
 # Why an architecture with no family is refused or what kvplan cannot read in it (vLLM 0.26.0's
 # model file read for each); the rest are sized from the standard keys, ``exact: false``.
 NO_FAMILY = {
-    "Zamba2ForCausalLM": "Mamba-2 + shared attention blocks (`mamba_*`, `hybrid_layer_ids`): exit 2",
-    "Lfm2MoeForCausalLM": "short-conv layers and experts: exit 2",
     "KimiLinearForCausalLM": "KDA linear attention + MLA (`linear_attn_config`, `kv_lora_rank`): exit 2",
     "NemotronHForCausalLM": "Mamba-2 / attention / MoE pattern (`hybrid_override_pattern`): exit 2",
     "NemotronHPuzzleForCausalLM": "as NemotronHForCausalLM: exit 2",
     "DeepseekV32ForCausalLM": "sparse MLA with an indexer cache (`index_*` keys): exit 2",
     "GlmMoeDsaForCausalLM": "sparse MLA with an indexer cache: exit 2",
-    "Gemma4ForConditionalGeneration": "per-layer head dims and K=V layers: exit 2",
     "Qwen3_5ForConditionalGeneration": "Gated DeltaNet layers (`linear_*` keys): exit 2",
     "Qwen3_5MoeForConditionalGeneration": "Gated DeltaNet layers and experts: exit 2",
 }

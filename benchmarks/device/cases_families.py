@@ -91,7 +91,7 @@ def cut_layers(cfg, n, note, text_key=None):
     t = c[text_key] if text_key else c
     old = t["num_hidden_layers"]
     t["num_hidden_layers"] = n
-    for k in ("layer_types", "mlp_only_layers"):
+    for k in ("layer_types", "mlp_only_layers", "hybrid_layer_pattern", "moe_layer_freq"):
         if isinstance(t.get(k), list) and len(t[k]) == old:
             t[k] = t[k][:n]
     if isinstance(t.get("hybrid_override_pattern"), str):
@@ -187,6 +187,15 @@ def cases():
     add("mpt-7b_eager", mpt, s, E(2048))
     ivl, s = model_config("OpenGVLab__InternVL3-1B")
     add("internvl3-1b_eager", ivl, s, E(32768, limit_mm_per_prompt={"image": 0, "video": 0}, trust_remote_code=True))
+    # fame (issue 12): the hybrid / per-layer families
+    mimo, s = model_config("XiaomiMiMo__MiMo-V2-Flash")
+    mimoc, cut = cut_layers(mimo, 8, "309B does not fit; layers 0-7: full attention on 0 and 5, dense MLP on 0, "
+                                     "7 MoE layers (hybrid_layer_pattern and moe_layer_freq cut to match)")
+    add("mimo-v2-flash-8L_eager", mimoc, s, E(32768), cut)
+    lm, s = model_config("LiquidAI__LFM2-8B-A1B")
+    add("lfm2-8b-a1b_eager", lm, s, E(32768))
+    zb, s = model_config("Zyphra__Zamba2-7B")
+    add("zamba2-7b_eager", zb, s, E(4096))
     return out
 
 

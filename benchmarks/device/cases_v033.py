@@ -33,7 +33,15 @@ def cases():
     g = json.load(open(os.path.join(ROOT, "tests", "data", "vllm-0.26.0-h200", "granite4h-small_eager.json")))
     out["granite4h-small_eager"] = (g["config"], g["engine_args"], "llm",
                                     "tests/data/vllm-0.26.0-h200/granite4h-small_eager.json config")
-    return [(n,) + out[n] for n in ORDER]
+    # fame (issue 12): Gemma-4 with per-layer attention shapes, which 0.26.0 cannot start; its
+    # config is the KVPLAN_CONFIG of that failed 0.26.0 start (an aiconfigurator copy of the Hub file)
+    log = os.path.join(ROOT, "tests", "data", "vllm-0.26.0-h200", "families", "gemma4-26b-a4b_eager.log")
+    line = next(l for l in open(log, errors="replace") if l.startswith("KVPLAN_CONFIG "))
+    out["gemma4-26b-a4b_eager"] = (json.loads(line.split(" ", 1)[1]),
+                                   {"enforce_eager": True, "max_model_len": 32768,
+                                    "limit_mm_per_prompt": {"image": 0, "video": 0}}, "llm",
+                                   "tests/data/vllm-0.26.0-h200/families/gemma4-26b-a4b_eager.log KVPLAN_CONFIG")
+    return [(n,) + out[n] for n in ORDER + ["gemma4-26b-a4b_eager"]]
 
 
 def main():

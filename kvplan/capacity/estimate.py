@@ -373,6 +373,13 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     kv_dtype = args.kv_cache_dtype
     if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
         kv_dtype = "fp8"
+    if kv_dtype != "auto" and spec.model_type in rules.kv_cache_dtype_ignored:
+        note(
+            NoteKind.MODEL_SOURCE,
+            f"--kv-cache-dtype {kv_dtype}: vLLM {rules.version}'s {spec.architecture} builds its attention "
+            "without the cache config, so its KV cache keeps the model dtype (sized so)"
+        )
+        kv_dtype = "auto"
     if gpu.is_estimate:
         note(
             NoteKind.GPU_MEMORY_ESTIMATED,

@@ -200,18 +200,26 @@ def _notes_on_defaults(c: _Cfg, family: Family, filled: list[str], notes: list[s
     )
 
 
-def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: str, vllm_version: str) -> None:
-    """Exit 2 for a family kvplan registers only to refuse (``Family.unsupported``), saying first
-    when the vLLM version itself cannot start it (its family_quirks ``start_failure``).
+def _start_failure(model_type: str, vllm_version: str) -> str | None:
+    """Why ``vllm_version`` cannot start ``model_type`` at all (its family_quirks
+    ``START_FAILURES``), or None."""
+    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
+
+    return versions.select(vllm_version).start_failures.get(model_type)
+
+
+def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: str | None, vllm_version: str) -> None:
+    """Exit 2 for a family kvplan registers only to refuse (``Family.unsupported``) or that the
+    vLLM version itself cannot start (its family_quirks ``start_failure``, said first).
 
     Raises:
         KvplanError: always."""
-    from kvplan.engines.vllm import versions  # the engine owns version facts; read lazily
-
-    failure = versions.select(vllm_version).start_failures.get(model_type)
-    said = f"vLLM {vllm_version} does not start it: {failure}; and " if failure else ""
+    failure = _start_failure(model_type, vllm_version)
+    said = f"vLLM {vllm_version} does not start it: {failure}" if failure else ""
+    if said and reason:
+        said += "; and "
     raise KvplanError(
-        f"{where}: {architecture} (model_type {model_type!r}): {said}{reason}",
+        f"{where}: {architecture} (model_type {model_type!r}): {said}{reason or ''}",
         hint="no kvplan figure is given rather than a guessed one",
     )
 
@@ -379,7 +387,7 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         )
     _refuse_removed(where, architecture, version)
     family = family_for(architecture, model_type)
-    if family.unsupported:
+    if family.unsupported or _start_failure(model_type, version):
         _refuse_unsupported(where, architecture, model_type, family.unsupported, version)
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)

@@ -128,6 +128,27 @@ class ShortConvShape(_Frozen):
     bias: bool = False
 
 
+class SharedBlocksShape(_Frozen):
+    """Zamba2's shared transformer blocks: ``num_blocks`` attention + MLP blocks whose weights
+    every hybrid layer reuses in turn (layer j of the hybrid layers uses block j mod num_blocks),
+    each use with its own low-rank adapters and its own KV cache.
+
+    Attributes:
+        num_blocks: shared blocks (``num_mem_blocks``).
+        input_size: width the attention reads (``attention_hidden_size``: the hidden state
+            concatenated with the embeddings, 2 x hidden).
+        adapter_rank: rank of each use's LoRA adapters (``adapter_rank``).
+        attention_adapters: each use also adapts q, k and v (``use_shared_attention_adapter``).
+        bias: the projections have biases (``add_bias_linear``).
+    """
+
+    num_blocks: int = Field(gt=0)
+    input_size: int = Field(gt=0)
+    adapter_rank: int = Field(gt=0)
+    attention_adapters: bool = False
+    bias: bool = False
+
+
 class MoESpec(_Frozen):
     """Mixture-of-experts feed-forward shape.
 
@@ -220,6 +241,13 @@ class ModelSpec(_Frozen):
     num_hidden_layers: int = Field(gt=0)
     attention: AttentionShape
     layer_kinds: tuple[LayerKind, ...]
+    # per layer, its attention shape where layers differ (MiMo-V2-Flash's sliding layers have
+    # their own KV heads, Gemma-4's full layers their own head size); empty = ``attention`` on
+    # every layer. Read through ``attention_of(i)``: KV bytes per token, pages, weights.
+    layer_attention: tuple[AttentionShape, ...] = ()
+    # per layer, whether its attention has learned per-head sink logits in the model dtype
+    # (MiMo-V2-Flash's sliding layers); empty = none. gpt-oss's fp32 sinks are ``attention_sinks``.
+    sink_layers: tuple[bool, ...] = ()
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     mla: MLAShape | None = None
@@ -228,6 +256,9 @@ class ModelSpec(_Frozen):
     # no layer attends (vLLM's IsAttentionFree models: Mamba, Mamba-2): vLLM treats it as
     # attention-free, not hybrid (no hybrid block-size alignment, no prefix caching)
     attention_free: bool = False
+    # Zamba2: the FULL layers are hybrid layers that run one of these shared blocks (weights
+    # counted once per block) beside their own Mamba-2 mixer (``parallel_mamba``)
+    shared_blocks: SharedBlocksShape | None = None
     # LFM2: the layers of kind MAMBA are short-convolution mixers of this shape (no Mamba shape)
     short_conv: ShortConvShape | None = None
     # each attention layer also runs a Mamba mixer (``mamba``) beside it, summed into the same
@@ -238,6 +269,9 @@ class ModelSpec(_Frozen):
     # and how vLLM uses it is version-specific (engines/vllm/v0_XX/family_quirks.py).
     ssm_state_dtype: str | None = None
     moe: MoESpec | None = None
+    # parameters per MoE layer beside the router matrix and its bias, in the model dtype
+    # (Gemma-4's per-dimension router input scale and per-expert output scale: hidden + experts)
+    moe_router_extra_params: int = Field(default=0, ge=0)
     # DeepSeek-V3.2 sparse-MLA lightning indexer: its key head size, heads, top-k tokens, and which
     # layers build one (each keeps its own per-token key cache beside the MLA latent); 0/() = none
     indexer_head_dim: int = 0
@@ -259,6 +293,9 @@ class ModelSpec(_Frozen):
     max_model_len_limit: int | None = None
     rope_max_position: int | None = None  # rows of the rotary cos/sin cache vLLM builds
     rope_caches: int = 1  # distinct rotary caches (Gemma-3: local + global)
+    # the width of each distinct rotary cache where they differ (Gemma-4: 256 sliding, 512 full);
+    # empty = ``rope_caches`` caches of ``rotary_dim``
+    rope_cache_dims: tuple[int, ...] = ()
     rotary_dim: int | None = None
     attention_sinks: bool = False
     logit_softcapping: bool = False  # final_logit_softcapping (Gemma-2): tanh-capped logits
@@ -302,6 +339,15 @@ class ModelSpec(_Frozen):
     def max_len_limit(self) -> int:
         """The largest --max-model-len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN (tokens)."""
         return max(self.max_model_len_limit or 0, self.derived_max_model_len)
+
+    def attention_of(self, i: int) -> AttentionShape:
+        """The attention shape of layer ``i`` (``layer_attention`` where given, else ``attention``)."""
+        return self.layer_attention[i] if self.layer_attention else self.attention
+
+    @cached_property
+    def per_layer_attention(self) -> bool:
+        """Some layer's attention shape differs from ``attention`` (see ``layer_attention``)."""
+        return any(a != self.attention for a in self.layer_attention)
 
     def has_ffn(self, i: int) -> bool:
         """Layer ``i`` has a feed-forward (see ``ffn_layers``)."""

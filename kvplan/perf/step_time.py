@@ -405,15 +405,16 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
     q_heads = a.num_attention_heads // tp
     groups: dict[tuple, int] = {}
     recurrent = 0
-    for kind in spec.layer_kinds:
+    for i, kind in enumerate(spec.layer_kinds):
         if kind == LayerKind.MLA and spec.mla is not None:
             m = spec.mla
             key = (rules.kv_spec.mla_per_token_bytes(spec, kv_b), 0,
                    2 * q_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim),
                    2 * q_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim))
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
-            flops = 2 * q_heads * (a.head_dim + a.head_dim_v)
-            key = (rules.kv_spec.attention_per_token_bytes(spec, tp, kv_b), _window(spec, kind), flops, flops)
+            la = spec.attention_of(i)  # the layer's own heads and head sizes (ModelSpec.layer_attention)
+            flops = 2 * (la.num_attention_heads // tp) * (la.head_dim + la.head_dim_v)
+            key = (rules.kv_spec.attention_per_token_bytes(spec, tp, kv_b, layer=i), _window(spec, kind), flops, flops)
             if kind == LayerKind.CHUNKED:
                 approx.append("chunked local attention is costed as a sliding window of the chunk size (upper bound)")
         elif kind in (LayerKind.LINEAR, LayerKind.MAMBA):

@@ -424,8 +424,29 @@ ROWS: list[Row] = [
                                                       model_type="gemma4_text")), "--vllm-version", "0.26.0"],
         2,
         ("Gemma4ForConditionalGeneration (model_type 'gemma4_text'): vLLM 0.26.0 does not start it: with "
-         "transformers 5.17 its config reader raises AmbiguousGlobalPerLayerAttributeError",
-         "kvplan has no rules yet for Gemma-4's per-layer attention"),
+         "transformers 5.17 its config reader raises AmbiguousGlobalPerLayerAttributeError",),
+    ),
+    Row(
+        "family-key-no-rules-yet",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Gemma4ForConditionalGeneration"],
+                                                      model_type="gemma4_text", num_kv_shared_layers=4)),
+                   "--vllm-version", "0.33.0"],
+        2,
+        ("config key 'num_kv_shared_layers' is 4: kvplan has no rules yet for Gemma-4's KV-shared layers",),
+    ),
+    Row(
+        "zamba2-default-pattern",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["Zamba2ForCausalLM"], model_type="zamba2"))],
+        2,
+        ("config.json has no 'layers_block_type' and transformers' Zamba2Config default pattern has 54 layers, "
+         "not num_hidden_layers",),
+    ),
+    Row(
+        "mimo-pattern-missing",
+        lambda t: ["estimate", _config_dir(t, _llama(architectures=["MiMoV2FlashForCausalLM"],
+                                                      model_type="mimo_v2_flash"))],
+        2,
+        ("config.json is missing required key 'hybrid_layer_pattern' (vLLM's MiMo-V2 reads it for every layer)",),
     ),
     Row(
         "hybrid-override-pattern-bad",

@@ -156,6 +156,9 @@ class VllmRules:
         scheduler: module: the V1 scheduler's policy (``POLICY``) the perf emulator applies.
         start_failures: model_type -> why this version cannot start that family at all (one
             line; the parse refuses such a config with it). Not inherited by a later version.
+        kv_cache_dtype_ignored: model types whose model file builds its attention without the
+            cache config, so the KV cache keeps the model dtype whatever --kv-cache-dtype says.
+            Not inherited by a later version.
         removed_architectures: architecture -> the last vLLM release that served it, for the
             architectures this version's registry no longer serves (registry.py
             _PREVIOUSLY_SUPPORTED_MODELS) and kvplan has a family for: the parse refuses them.
@@ -179,6 +182,7 @@ class VllmRules:
     real_starts: ModuleType
     scheduler: ModuleType | None = None
     start_failures: dict = field(default_factory=dict)
+    kv_cache_dtype_ignored: frozenset = frozenset()
     removed_architectures: dict = field(default_factory=dict)
 
     def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:

@@ -24,7 +24,7 @@ from typing import Any
 from kvplan.errors import KvplanError
 from kvplan.model.config import _Cfg, _show
 from kvplan.model.family import Family
-from kvplan.model.spec import Approximation, ApproximationKind, LayerKind, ShortConvShape
+from kvplan.model.spec import Approximation, ApproximationKind, LayerKind, MoESpec, ShortConvShape
 
 
 class Lfm2(Family):
@@ -105,3 +105,50 @@ class Lfm2(Family):
 
 
 LFM2 = Lfm2()
+
+
+class Lfm2Moe(Lfm2):
+    """LFM2-MoE (Lfm2MoeForCausalLM): LFM2's short-conv / attention layers (``layer_types``) with
+    a SwiGLU MLP of ``intermediate_size`` as given (no LFM2 width adjustment) on the first
+    ``num_dense_layers`` layers and a MoE on the rest: ``num_experts`` gated experts of
+    ``moe_intermediate_size``, top ``num_experts_per_tok``, a router in the model dtype and,
+    with ``use_expert_bias``, an fp32 correction bias (the engine's quirk). vLLM ties the LM
+    head to the embedding whatever ``tie_word_embeddings`` says.
+
+    Rule source: vLLM model_executor/models/lfm2_moe.py (Lfm2MoeMlp, Lfm2MoeSparseMoeBlock,
+    Lfm2MoeAttention, Lfm2MoeForCausalLM.lm_head.tie_weights); transformers 5.x
+    configuration_lfm2_moe.py."""
+
+    model_types = ("lfm2_moe",)
+    transformers_class = "Lfm2MoeConfig"
+    transformers_defaults = {"vocab_size": 65536, "max_position_embeddings": 128000}
+    hybrid_keys = {"conv_L_cache": 3, "num_dense_layers": 2}
+
+    def intermediate_size(self, c: _Cfg, hidden: int) -> int:
+        return c.int("intermediate_size", default=7168)
+
+    def moe(self, c: _Cfg, n_layers: int) -> tuple[MoESpec | None, tuple[bool, ...]]:
+        dense = c.int("num_dense_layers", default=2, minimum=0)
+        layers = tuple(i >= dense for i in range(n_layers))
+        if not any(layers):
+            return None, layers
+        e = c.int("num_experts", default=32)
+        return MoESpec(
+            num_experts=e,
+            top_k=c.int("num_experts_per_tok", default=4, maximum=e),
+            moe_intermediate_size=c.int("moe_intermediate_size", default=1792),
+            router_bias=c.flag("use_expert_bias", True),
+        ), layers
+
+    def spec_fields(self, c: _Cfg, hidden: int, n_layers: int) -> dict[str, Any]:
+        out = super().spec_fields(c, hidden, n_layers)
+        out["tie_word_embeddings"] = True  # lfm2_moe.py: lm_head.tie_weights(embed_tokens), always
+        out["approximations"] = (Approximation(
+            kind=ApproximationKind.PARTIAL_RULES,
+            reason="LFM2-MoE short-conv layers: their transient activation tensors are not modelled (the "
+                   "MoE rule's peak is used; no real start recorded yet)",
+        ),)
+        return out
+
+
+LFM2_MOE = Lfm2Moe()

@@ -39,4 +39,5 @@ RULES = VllmRules(
     real_starts=real_starts,
     scheduler=scheduler,
     start_failures=family_quirks.START_FAILURES,
+    kv_cache_dtype_ignored=family_quirks.KV_CACHE_DTYPE_IGNORED,
 )

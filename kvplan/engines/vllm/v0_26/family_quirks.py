@@ -29,6 +29,11 @@ GEMMA4_START_FAILURE = (
 # model_type -> why vLLM 0.26.0 cannot start it (VllmRules.start_failures; not reused by 0.33.0,
 # whose config converter reads per-layer configs).
 START_FAILURES = {"gemma4": GEMMA4_START_FAILURE, "gemma4_text": GEMMA4_START_FAILURE}
+# model_type -> its attention layers are built without the cache config, so they keep the
+# model dtype's KV cache whatever --kv-cache-dtype says (VllmRules.kv_cache_dtype_ignored):
+# vLLM 0.26.0 mimo_v2.py MiMoV2FlashDecoderLayer builds MiMoV2Attention without cache_config,
+# and layers/attention/attention.py Attention then takes kv_cache_dtype "auto".
+KV_CACHE_DTYPE_IGNORED = frozenset({"mimo_v2_flash", "mimo_v2"})
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,12 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "ernie4_5_moe": FamilyQuirks(router_fp32=True),  # ernie45_moe.py gate params_dtype=torch.float32
     "gemma2": FamilyQuirks(gemma_style_activation=True),
+    # mimo_v2.py MiMoV2MoE.gate: an nn.Linear in moe_router_dtype (default float32), its
+    # e_score_correction_bias the same dtype
+    "mimo_v2_flash": FamilyQuirks(router_fp32=True),
+    # lfm2_moe.py: gate.e_score_correction_bias is fp32 (the gate itself in the model dtype)
+    "lfm2_moe": FamilyQuirks(router_bias_fp32=True),
+    "mimo_v2": FamilyQuirks(router_fp32=True),
     "gemma3": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
     "gemma3_text": FamilyQuirks(gemma_style_activation=True, extra_bytes_first_stage=GEMMA3_EXTRA_BYTES),
 }

@@ -271,10 +271,14 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
 
 
-def attention_per_token_bytes(spec: ModelSpec, tp: int, dtype_bytes: int) -> int:
-    """K+V bytes one token takes in one standard attention layer on one rank."""
-    heads = kv_heads_per_rank(spec.attention.num_key_value_heads, tp)
-    return heads * (spec.attention.head_dim + spec.attention.head_dim_v) * dtype_bytes
+def attention_per_token_bytes(spec: ModelSpec, tp: int, dtype_bytes: int, layer: int | None = None) -> int:
+    """K+V bytes one token takes in one standard attention layer on one rank: KV heads on the
+    rank x (K head size + V head size) x bytes per element (vLLM 0.26.0 kv_cache_interface.py
+    AttentionSpec.real_page_size_bytes, ``head_size + head_size_v``). ``layer``: that layer's own
+    shape (ModelSpec.attention_of); None = the model-wide ``attention``."""
+    a = spec.attention if layer is None else spec.attention_of(layer)
+    heads = kv_heads_per_rank(a.num_key_value_heads, tp)
+    return heads * (a.head_dim + a.head_dim_v) * dtype_bytes
 
 
 def mla_per_token_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
@@ -366,10 +370,14 @@ def layer_cache_specs(
         spec_for_layer_kind.get(k, MambaSpec).stores_per_token_kv for k in spec.layer_kinds if k != LayerKind.NONE
     )
     out: list[LayerCacheSpec] = []
-    for kind in spec.layer_kinds:
+    model_attn_tok = attn_tok
+    for i, kind in enumerate(spec.layer_kinds):
         cls = spec_for_layer_kind.get(kind)
         if cls is None:
             continue  # LayerKind.NONE keeps no cache.
+        if spec.layer_attention and not spec.uses_mla:
+            # this layer's own KV heads and K/V head sizes (MiMo-V2-Flash, Gemma-4)
+            attn_tok = attention_per_token_bytes(spec, tp, kv_dtype_bytes_, layer=i)
         if cls.one_state_block:
             # The state page is padded to the attention page when attention layers share the pool.
             page = attn_tok * effective_block if attends else mamba_page
@@ -382,6 +390,7 @@ def layer_cache_specs(
             out.append(cls(effective_block, attn_tok * effective_block, chunk_size=chunk, per_token_bytes=attn_tok))
     # Falcon-H1: each attention layer's parallel Mamba mixer is its own cache layer (vLLM
     # falcon_h1.py names it layer num_hidden_layers + i), after the per-layer specs
+    attn_tok = model_attn_tok
     if spec.parallel_mamba:
         page = attn_tok * effective_block if attends else mamba_page
         state_cls = spec_for_layer_kind.get(LayerKind.MAMBA, MambaSpec)

@@ -156,7 +156,39 @@ def _rope_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     rotary module (vLLM caches them; rotary_embedding/base.py). YaRN builds original_max * factor rows."""
     if not spec.rotary_dim or not spec.rope_max_position:
         return 0
+    if spec.rope_cache_dims:  # caches of differing widths (Gemma-4)
+        return spec.rope_max_position * sum(spec.rope_cache_dims) * dtype_bytes
     return spec.rope_max_position * spec.rotary_dim * dtype_bytes * spec.rope_caches
+
+
+def _shared_block_use(t: "WeightTally", ctx: WeightContext, spec: ModelSpec) -> None:
+    """One hybrid layer's own weights beside the shared block it runs (vLLM 0.26.0 zamba2.py):
+    the hidden x hidden ``linear`` (ReplicatedLinear) and its LoRA adapters -- the MLP's (A:
+    hidden -> rank, B: rank -> 2 x intermediate) and, with attention adapters, q/k/v's (A: input
+    -> rank, B: rank -> input); A gathers its output, so it is split by TP like B."""
+    sb, h, tp = spec.shared_blocks, spec.hidden_size, ctx.tp
+    t.add("hybrid_linear", _linear(WeightContext(1, ctx.dtype_bytes, ctx.quant, ctx.machete), h, h))
+    r = sb.adapter_rank
+    t.add("shared_adapters", _linear(ctx, h, r // tp) + _linear(ctx, r, 2 * spec.intermediate_size // tp, n_shards=2))
+    if sb.attention_adapters:
+        t.add("shared_adapters", 3 * (_linear(ctx, sb.input_size, r // tp) + _linear(ctx, r, sb.input_size // tp)))
+
+
+def _shared_blocks(t: "WeightTally", ctx: WeightContext, spec: ModelSpec) -> None:
+    """The shared transformer blocks, once each (vLLM 0.26.0 zamba2.py Zamba2AttentionDecoderLayer):
+    qkv (input -> 3 x heads x head_dim, multi-head) and o_proj without biases, a GeLU-gated MLP
+    (biases with ``add_bias_linear``), input_layernorm
+    over the input width and pre_ff_layernorm over the hidden width."""
+    sb, a, h, tp, db = spec.shared_blocks, spec.attention, spec.hidden_size, ctx.tp, ctx.dtype_bytes
+    heads = a.num_attention_heads // tp
+    ir = spec.intermediate_size // tp
+    per_block = (
+        _linear(ctx, sb.input_size, 3 * heads * a.head_dim, n_shards=3)  # no biases on the attention
+        + _linear(ctx, heads * a.head_dim, h)
+        + _linear(ctx, h, 2 * ir, bias=sb.bias, n_shards=2) + _linear(ctx, ir, h, bias=sb.bias)
+        + (sb.input_size + h) * db
+    )
+    t.add("shared_blocks", sb.num_blocks * per_block)
 
 
 def text_only(spec: ModelSpec, limit_mm_per_prompt: str | None) -> bool:
@@ -280,9 +312,17 @@ def weight_bytes_per_rank(
                 d, n = spec.indexer_head_dim, spec.indexer_heads
                 t.add("indexer", _linear(WeightContext(1, db, ctx.quant, ctx.machete), m.q_lora_rank, d * n))
                 t.add("indexer", _linear(ctx, h, d + n, quantizable=False) + 2 * d * db)
+        elif kind == LayerKind.FULL and spec.shared_blocks is not None:
+            _shared_block_use(t, ctx, spec)
         elif kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED):
+            if spec.layer_attention:
+                # this layer's own heads and K/V head sizes (ModelSpec.layer_attention)
+                a = spec.attention_of(i)
+                q_heads = a.num_attention_heads // tp
+                kv_heads = max(1, a.num_key_value_heads // tp)
             q_out = q_heads * a.head_dim * (2 if spec.attn_output_gate else 1)
-            qkv_out = q_out + 2 * kv_heads * a.head_dim
+            # QKVParallelLinear: V rows of head_dim_v (v_head_size; = head_dim for most models)
+            qkv_out = q_out + kv_heads * (a.head_dim + a.head_dim_v)
             t.add("attn", _linear(ctx, h, qkv_out, bias=spec.qkv_bias, n_shards=3))
             t.add("attn", _linear(ctx, q_heads * a.head_dim_v, h))
             if spec.o_bias:
@@ -294,6 +334,8 @@ def weight_bytes_per_rank(
                 t.add("attn", 2 * a.head_dim * db)
             if spec.attention_sinks:
                 t.add("attn", q_heads * 4)
+            if i < len(spec.sink_layers) and spec.sink_layers[i]:
+                t.add("attn", q_heads * db)  # per-head sink logits in the model dtype (mimo_v2.py)
         elif kind == LayerKind.LINEAR and spec.gdn is not None:
             g = spec.gdn
             key_dim = g.num_k_heads * g.head_k_dim
@@ -350,6 +392,8 @@ def weight_bytes_per_rank(
             router_db = 4 if fq_r.router_fp32 else db
             bias_db = 4 if (fq_r.router_bias_fp32 or fq_r.router_fp32) else db
             t.add("router", h * moe.num_experts * router_db + (moe.num_experts * bias_db if moe.router_bias else 0))
+            if spec.moe_router_extra_params:
+                t.add("router", spec.moe_router_extra_params * db)
             if moe.shared_intermediate_size:
                 si = moe.shared_intermediate_size // tp
                 up = 2 * si if moe.gated else si
@@ -366,6 +410,8 @@ def weight_bytes_per_rank(
                 t.add("mlp", _linear(ctx, h, ir, bias=spec.mlp_bias) + _linear(ctx, ir, h))
                 if spec.mlp_bias:
                     t.add("mlp", h * db)
+    if spec.shared_blocks is not None and any(spec.layer_kinds[i] == LayerKind.FULL for i in layers):
+        _shared_blocks(t, ctx, spec)
     fq = quirks(spec.model_type)
     if fq.extra_bytes_per_layer:
         t.add("vllm_extra", fq.extra_bytes_per_layer * len(layers))

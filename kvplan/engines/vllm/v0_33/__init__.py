@@ -41,6 +41,8 @@ RULES = replace(
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
+    # 0.33.0's mimo_v2.py passes the cache config to its attention layers: --kv-cache-dtype applies
+    kv_cache_dtype_ignored=frozenset(),
     # vLLM 0.33.0 model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: MPT was removed
     # (mpt.py is gone; the registry raises "supported in vLLM until v0.28.0")
     removed_architectures={"MPTForCausalLM": "0.28.0", "MptForCausalLM": "0.28.0"},
