@@ -43,10 +43,12 @@ DATA = ROOT / "tests" / "data" / "bench" / "vllm-0.26.0-h200"
 DEFAULT_RECORDS = [DATA / f"{n}.json.gz" for n in ("llama3.1-8b", "qwen3-30b-a3b", "llama3.1-70b-fp8")]
 DEFAULT_OUT = ROOT / "kvplan" / "perf" / "coefficients.yaml"
 NAMES = ("bandwidth_fraction", "matmul_fraction", "step_overhead_ms", "per_request_us", "request_latency_ms",
-         "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
+         "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction",
+         "eager_layer_us", "eager_moe_layer_us")
 BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "matmul_fraction": (0.05, 1.0), "moe_bandwidth_fraction": (0.02, 1.0),
           "moe_matmul_fraction": (0.02, 1.0), "step_overhead_ms": (0.0, 20.0), "per_request_us": (0.0, 500.0),
-          "request_latency_ms": (0.0, 50.0), "request_serial_ms": (0.0, 20.0), "per_layer_us": (0.0, 200.0), "moe_layer_us": (0.0, 500.0)}
+          "request_latency_ms": (0.0, 50.0), "request_serial_ms": (0.0, 20.0), "per_layer_us": (0.0, 200.0), "moe_layer_us": (0.0, 500.0),
+          "eager_layer_us": (0.0, 5000.0), "eager_moe_layer_us": (0.0, 5000.0)}
 OBJECTIVE = ("tpot_p50", "ttft_p50", "output_tok_s")
 SPLIT_RULE = ("fit: closed-loop 128/512 and 8192/64 points of the Llama-3.1-8B and Qwen3-30B-A3B records; "
               "held out: every 2048/256 point, every open-loop point, the whole Llama-3.1-70B FP8 record")

@@ -16,6 +16,11 @@ Five numbers turn the vendor peaks into time (kvplan/perf/step_time.py):
     moe_bandwidth_fraction / moe_matmul_fraction
                           the same fractions for the routed experts' grouped GEMMs (MoE only;
                           None = the dense ones)
+    eager_layer_us        host time per decoder layer to launch a step that runs outside a CUDA
+                          graph (more tokens than vLLM captures, or --enforce-eager): the GPU
+                          cannot finish such a step before the host has issued all its kernels
+    eager_moe_layer_us    the extra launch time of a MoE layer in such a step (the routed
+                          experts' Python path: top-k, alignment, two grouped GEMMs, the sum)
     request_latency_ms    time from the client's send to the request waiting in the engine core's
                           queue (HTTP, the API server's input processing, IPC); the emulator
                           delays every arrival by it (kvplan/perf/emulator.py), so it adds to TTFT
@@ -30,7 +35,8 @@ The PRIORS are not measurements; every result computed with them is labelled "un
     serving step's mixed shapes do worse; the lower end is taken.
   * step_overhead_ms 1.5 and per_request_us 10: the order of vLLM's V1 per-step CPU work and
     per-request bookkeeping seen in public profiles; no particular reading.
-  * request_serial_ms, per_layer_us and moe_layer_us 0: off until fitted.
+  * request_serial_ms, per_layer_us, moe_layer_us, eager_layer_us and eager_moe_layer_us 0: off
+    until fitted.
   * request_latency_ms 2: the order of a local HTTP request through a Python API server.
   * allreduce_latency_us 8: the order of a small NCCL/custom all-reduce on NVLink.
 
@@ -51,7 +57,8 @@ from kvplan.errors import KvplanError
 
 FITTED_NAMES = ("bandwidth_fraction", "matmul_fraction", "step_overhead_ms", "per_request_us")
 # fitted through the emulator only (benchmarks/calibrate_perf.py), not by the step-time fitter
-EMULATOR_NAMES = ("request_latency_ms", "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction")
+EMULATOR_NAMES = ("request_latency_ms", "request_serial_ms", "per_layer_us", "moe_layer_us", "moe_bandwidth_fraction", "moe_matmul_fraction",
+                  "eager_layer_us", "eager_moe_layer_us")
 DATA_FILE = "coefficients.yaml"
 
 
@@ -72,6 +79,8 @@ class Efficiency:
     request_serial_ms: float = 0.0
     per_layer_us: float = 0.0
     moe_layer_us: float = 0.0
+    eager_layer_us: float = 0.0
+    eager_moe_layer_us: float = 0.0
     moe_bandwidth_fraction: float | None = None
     moe_matmul_fraction: float | None = None
     allreduce_latency_us: float = 8.0
@@ -87,7 +96,7 @@ class Efficiency:
             if not (0 < v <= 1.5):
                 raise KvplanError(f"step-time coefficient {name}: {v!r} is not a fraction in (0, 1.5]")
         for name in ("step_overhead_ms", "per_request_us", "request_latency_ms", "request_serial_ms", "per_layer_us",
-                     "moe_layer_us", "allreduce_latency_us"):
+                     "moe_layer_us", "eager_layer_us", "eager_moe_layer_us", "allreduce_latency_us"):
             if getattr(self, name) < 0:
                 raise KvplanError(f"step-time coefficient {name}: {getattr(self, name)!r} is negative")
 
@@ -150,7 +159,7 @@ def parse_entries(text: str, origin: str) -> dict[tuple[str, str], Efficiency]:
             raise KvplanError(f"{origin}: fits[{i}].coefficients: expected numbers") from None
         on = entry.get("fitted_on") or []
         source = (
-            f"fitted by benchmarks/fit_perf.py on {len(on)} record(s) ({', '.join(map(str, on[:3]))}"
+            f"fitted by {str(entry.get('fitted_by') or 'benchmarks/fit_perf.py').split(' ')[0]} on {len(on)} record(s) ({', '.join(map(str, on[:3]))}"
             f"{', ...' if len(on) > 3 else ''}) at {entry.get('fitted_at', '?')}"
         )
         out[(str(entry["gpu"]), str(entry["vllm_version"]))] = Efficiency(

@@ -165,6 +165,9 @@ class StepModel:
         host_overlap: async scheduling: a step lasts max(GPU, host) instead of their sum.
         num_layers: decoder layers (the per-layer fixed GPU time counts them).
         num_moe_layers: of them with routed experts (the MoE layer's extra fixed GPU time).
+        cuda_graph_max_tokens: the most scheduled tokens vLLM runs as a captured CUDA graph (0:
+            --enforce-eager, no graphs); a larger step is launched kernel by kernel and lasts at
+            least the eager launch time (eager_layer_us, eager_moe_layer_us).
     """
 
     name: str
@@ -191,6 +194,7 @@ class StepModel:
     host_overlap: bool = False
     num_layers: int = 0
     num_moe_layers: int = 0
+    cuda_graph_max_tokens: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -273,6 +277,8 @@ class StepModel:
         fixed = e.step_overhead_ms + (e.per_layer_us * self.num_layers + e.moe_layer_us * self.num_moe_layers) / 1e3
         over = fixed + host
         gpu = max(dense_w_ms, dense_lin_ms) + max(exp_w_ms, exp_lin_ms) + max(kv_ms, attn_ms) + ar + fixed
+        if tokens > self.cuda_graph_max_tokens:  # launched kernel by kernel: the host's issue time bounds it
+            gpu = max(gpu, (e.eager_layer_us * self.num_layers + e.eager_moe_layer_us * self.num_moe_layers) / 1e3)
         total = max(gpu, host) if self.host_overlap else gpu + host
         return StepTerms(dense_w_ms + exp_w_ms, dense_lin_ms + exp_lin_ms, kv_ms, attn_ms, ar, over, total, w + ew, kv,
                          lin + el, attn, touched, tokens, requests, exp_w_ms, exp_lin_ms)
@@ -459,4 +465,5 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         if async_scheduling is None else bool(async_scheduling),
         num_layers=layers,
         num_moe_layers=sum(1 for x in spec.moe_layers if x) if experts else 0,
+        cuda_graph_max_tokens=rules.runner.cuda_graph_max_tokens(args, gpu.compute_capability),
     )

@@ -5,7 +5,7 @@ direction). Sizes follow vLLM 0.26.0's weight rules, so every model is built wit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -177,3 +177,35 @@ def test_every_bundled_gpu_has_a_sourced_bandwidth():
         assert g.perf is not None and g.perf.memory_bandwidth_bytes_per_s, g.id
         assert g.perf.source, g.id
         assert math.isfinite(g.perf.memory_bandwidth_bytes_per_s)
+
+
+def test_a_step_outside_the_cuda_graphs_lasts_at_least_the_eager_launch_time(h200):
+    # Llama-3-8B, 32 dense layers, eager_layer_us 1000: a step vLLM launches kernel by kernel
+    # lasts at least 32 x 1000 us = 32 ms. With the defaults vLLM captures graphs up to 512
+    # tokens (min(2 x max_num_seqs, 512, max_num_batched_tokens)): a 512-token prefill replays a
+    # graph and is timed by its bytes and FLOPs alone (2 x 6.98e9 x 512 / 989e12 = 7.2 ms plus
+    # the lm_head and attention), a 513-token one is launched eagerly and takes the 32 ms floor.
+    spec, _ = load_spec("meta-llama/Meta-Llama-3-8B")
+    eff = replace(IDEAL, eager_layer_us=1000.0)
+    m = step_model(spec, h200, vllm_version=V, efficiency=eff)
+    assert m.cuda_graph_max_tokens == 512
+    in_graph = m.request_terms([(512, 0)]).total_ms
+    assert 7.2 < in_graph < 9.0
+    assert m.request_terms([(513, 0)]).total_ms == pytest.approx(32.0)
+    # --enforce-eager: no graphs, every step (a single decode too) has the floor
+    eager = step_model(spec, h200, EngineArgs(enforce_eager=True), vllm_version=V, efficiency=eff)
+    assert eager.cuda_graph_max_tokens == 0
+    assert eager.request_terms([(1, 100)]).total_ms == pytest.approx(32.0)
+
+
+def test_cuda_graph_capture_ceiling_follows_the_versions_rule():
+    from kvplan.engines.vllm.v0_26 import runner as r26
+    from kvplan.engines.vllm.v0_33 import runner as r33
+
+    assert r26.cuda_graph_max_tokens(EngineArgs()) == 512
+    assert r26.cuda_graph_max_tokens(EngineArgs(max_num_seqs=64)) == 128  # 2 x 64
+    assert r26.cuda_graph_max_tokens(EngineArgs(max_num_batched_tokens=256)) == 256
+    assert r26.cuda_graph_max_tokens(EngineArgs(enforce_eager=True)) == 0
+    assert r33.cuda_graph_max_tokens(EngineArgs(), "9.0") == 512
+    assert r33.cuda_graph_max_tokens(EngineArgs(), "10.0") == 1024  # data-centre Blackwell
+    assert r33.cuda_graph_max_tokens(EngineArgs(max_num_seqs=300), "10.0") == 600

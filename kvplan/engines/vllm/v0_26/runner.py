@@ -47,3 +47,29 @@ def cudagraph_bytes(spec: ModelSpec, *, enforce_eager: bool, num_layers: int) ->
     if uses_v2_runner(spec):
         return captured, 0
     return captured, CUDAGRAPH_V1_ESTIMATE_BYTES
+
+
+# The largest CUDA-graph capture size when the user sets none (vLLM 0.26.0 config/vllm.py
+# _set_cudagraph_sizes): twice the decode batch, at most 512 and at most the token budget.
+MAX_CUDAGRAPH_CAPTURE_SIZE = 512
+
+
+def cuda_graph_max_tokens(args, compute_capability: str | None = None, *, ceiling: int = MAX_CUDAGRAPH_CAPTURE_SIZE) -> int:
+    """The most scheduled tokens one step may hold and still replay a captured CUDA graph, in
+    tokens; 0 under --enforce-eager (no graphs). ``args``: EngineArgs; an unset --max-num-seqs or
+    --max-num-batched-tokens is at least 256 / 512 under every 0.26.0 default, so it does not
+    bind. ``compute_capability``: unused in 0.26.0 (one ceiling for every GPU); ``ceiling``: the
+    default largest capture size (later versions pass theirs). Rule source: vLLM 0.26.0
+    config/vllm.py _set_cudagraph_sizes
+    (min(max_num_seqs x (1 + speculative tokens) x 2, 512, max_num_batched_tokens); kvplan models
+    no speculative decoding)."""
+    if getattr(args, "enforce_eager", False):
+        return 0
+    size = ceiling
+    seqs = getattr(args, "max_num_seqs", None)
+    mbt = getattr(args, "max_num_batched_tokens", None)
+    if seqs:
+        size = min(size, 2 * int(seqs))
+    if mbt:
+        size = min(size, int(mbt))
+    return size

@@ -21,6 +21,7 @@ extrapolation's minimum for the FULL graphs it does not capture (49 x 1 MiB).
 
 from __future__ import annotations
 
+from kvplan.engines.vllm.v0_26 import runner as _v026
 from kvplan.engines.vllm.v0_26.runner import CUDAGRAPH_BASE_BYTES, CUDAGRAPH_BYTES_PER_LAYER
 from kvplan.model.spec import ModelSpec
 
@@ -46,3 +47,12 @@ def cudagraph_bytes(spec: ModelSpec, *, enforce_eager: bool, num_layers: int) ->
     captured = CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * num_layers
     estimate = captured + (DEFAULT_CAPTURE_SIZES - FULL_GRAPH_PROFILING_SAMPLES) * MIN_PER_GRAPH_BYTES
     return captured, estimate
+
+
+def cuda_graph_max_tokens(args, compute_capability: str | None = None) -> int:
+    """The most scheduled tokens one step may hold and still replay a captured CUDA graph (0 under
+    --enforce-eager): 0.26.0's rule with 0.33.0's default ceiling, 1024 on data-centre Blackwell
+    (compute capability 10.x) and 512 elsewhere. Rule source: vLLM 0.33.0 config/vllm.py
+    _set_cudagraph_sizes (default_max_graph_size)."""
+    ceiling = 1024 if (compute_capability or "").startswith("10.") else 512
+    return _v026.cuda_graph_max_tokens(args, ceiling=ceiling)
