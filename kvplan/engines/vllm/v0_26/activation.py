@@ -39,7 +39,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kvplan.engines.vllm.v0_26.family_quirks import GEMMA_STYLE, MLP_KEEPS_GATE_UP, quirks  # noqa: F401
+from kvplan.engines.vllm.v0_26.family_quirks import (  # noqa: F401
+    GEMMA_STYLE,
+    MLP_KEEPS_GATE_UP,
+    quirks,
+    transformers_backend_held_elements,
+)
 from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
 from kvplan.model.spec import LayerKind, ModelSpec
 
@@ -202,7 +207,9 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
         mixer_bytes = (
             3.0 * h + heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2 + m.kv_lora_rank + heads * m.v_head_dim
         ) * act_bytes
-    return max(ffn, mixer_bytes)
+    # the Transformers backend's loop holds its embeddings and rotary cos/sin through both
+    held = transformers_backend_held_elements(spec.architecture, h, spec.attention.head_dim) * act_bytes
+    return max(ffn + held if ffn else 0.0, mixer_bytes + held if mixer_bytes else 0.0)
 
 
 def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, layers: range) -> int:
