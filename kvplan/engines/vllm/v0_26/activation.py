@@ -177,8 +177,8 @@ def mlp_bytes_per_token(
 # its rsqrt per group. Around it live the layer's residual and normed input (mamba2.py
 # Mamba2DecoderLayer: 2 hidden-size tensors), the in_proj output (2 d_inner + 2 n_groups
 # d_state + heads, the gate a view of it) and the SSM output (d_inner), in the activation dtype.
-# families/mamba-codestral-7b_eager: 135,424 B per token by this rule, the worker's exact peak
-# 2,253,389,824 B = 33,554,432 + 16384 x 135,488 (64 B per token, 1 MiB, above it).
+# families/mamba-codestral-7b_eager: 135,488 B per token by this rule, the worker's exact peak
+# 2,253,389,824 B = 33,554,432 + 16384 x 135,488 to the byte.
 MAMBA1_PROFILE_HIDDEN_TENSORS = 3
 MAMBA1_PROFILE_INNER_TENSORS = 3
 MAMBA2_NORM_FP32_COPIES = 2
