@@ -14,6 +14,10 @@ Forward stage, elements per token live at the peak (H hidden, I intermediate per
   MoE (modular Triton fused-MoE, fused_moe/experts/triton_moe.py workspace_shapes):
       5.5H + top_k * (max(Ie, H) + max(2Ie, H)) + 5.5 * shared_intermediate
   Gated DeltaNet (Qwen3-Next):  3H + 12.9 fp32 copies of value_dim
+  Mamba-1 (profiling pass, no scan):  3H + 3 d_inner
+  Mamba-2 with its gated RMSNorm in torch:  2H + in_proj + d_inner, + 2 fp32 copies of d_inner
+  Cohere's parallel block:  the gate_up-keeping MLP + the attention output (5H + 3I)
+  Transformers backend (OLMo-2, SmolLM3, StarCoder2):  + H + 2 head_dim held by its loop
 With torch.compile (no --enforce-eager) on the V2 runner: T * (3I + 0.31H) * 2 B + 95,500 B * H.
 
 Sampler stage (v1/worker/gpu/model_runner.py vs v1/worker/gpu_model_runner.py
