@@ -551,6 +551,15 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     first_layout = stages[0].layout
     page = first_layout.groups[0].page_size_bytes if first_layout.groups else 0
     group0_block = first_layout.groups[0].block_size if first_layout.groups else block_size
+    prefix_caching = (
+        args.enable_prefix_caching if args.enable_prefix_caching is not None
+        else getattr(defaults, "default_prefix_caching", lambda s: not s.is_hybrid)(spec)
+    )
+    if spec.attention_free:
+        # the state group's reported block size (vLLM's mamba_block_size; kv_spec rule)
+        group0_block = rules.kv_spec.attention_free_block_size(
+            group0_block, max_model_len, enable_prefix_caching=prefix_caching
+        )
 
     # failure modes, in vLLM's order
     failure = None
@@ -695,10 +704,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
         "vllm_version": args.vllm_version,
         "usage": args.usage,
-        "enable_prefix_caching": (
-            args.enable_prefix_caching if args.enable_prefix_caching is not None
-            else getattr(defaults, "default_prefix_caching", lambda s: not s.is_hybrid)(spec)
-        ),
+        "enable_prefix_caching": prefix_caching,
         "model_runner": "v2" if v2 else "v1",
         "async_scheduling": async_sched,
     }

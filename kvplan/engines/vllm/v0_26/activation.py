@@ -14,6 +14,10 @@ Forward stage, elements per token live at the peak (H hidden, I intermediate per
   MoE (modular Triton fused-MoE, fused_moe/experts/triton_moe.py workspace_shapes):
       5.5H + top_k * (max(Ie, H) + max(2Ie, H)) + 5.5 * shared_intermediate
   Gated DeltaNet (Qwen3-Next):  3H + 12.9 fp32 copies of value_dim
+  Mamba-1 (profiling pass, no scan):  3H + 3 d_inner
+  Mamba-2 with its gated RMSNorm in torch:  2H + in_proj + d_inner, + 2 fp32 copies of d_inner
+  Cohere's parallel block:  the gate_up-keeping MLP + the attention output (5H + 3I)
+  Transformers backend (OLMo-2, SmolLM3, StarCoder2):  + H + 2 head_dim held by its loop
 With torch.compile (no --enforce-eager) on the V2 runner: T * (3I + 0.31H) * 2 B + 95,500 B * H.
 
 Sampler stage (v1/worker/gpu/model_runner.py vs v1/worker/gpu_model_runner.py
@@ -39,7 +43,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kvplan.engines.vllm.v0_26.family_quirks import GEMMA_STYLE, MLP_KEEPS_GATE_UP, quirks  # noqa: F401
+from kvplan.engines.vllm.v0_26.family_quirks import (  # noqa: F401
+    GEMMA_STYLE,
+    MLP_KEEPS_GATE_UP,
+    quirks,
+    transformers_backend_held_elements,
+)
 from kvplan.engines.vllm.v0_26.runner import uses_v2_runner
 from kvplan.model.spec import LayerKind, ModelSpec
 
@@ -161,6 +170,44 @@ def mlp_bytes_per_token(
     return ffn_bytes
 
 
+# In the profiling forward neither Mamba mixer runs its conv or scan: without attention metadata
+# mamba_mixer2.py conv_ssm_forward only warms the SSD kernels up on a one-chunk dummy and copies
+# the x/B/C part, and mamba_mixer.py forward_impl returns early (rule in _layer_bytes_per_token).
+# Mamba-2 mixer whose gated RMSNorm runs in torch (vLLM 0.26.0 layers/mamba/mamba_mixer2.py
+# Mixer2RMSNormGated.forward_cuda falls back to forward_native unless n_groups is 1 and divides
+# by TP): ``x * silu(gate.to(float32))`` makes x an fp32 [T, d_inner] tensor, and each following
+# step (the grouped variance, the rescale, the cast back) holds a second fp32 or two bf16
+# copies beside it, so 2 fp32 copies of d_inner are live at its peak, plus the fp32 variance and
+# its rsqrt per group. Around it live the layer's residual and normed input (mamba2.py
+# Mamba2DecoderLayer: 2 hidden-size tensors), the in_proj output (2 d_inner + 2 n_groups
+# d_state + heads, the gate a view of it) and the SSM output (d_inner), in the activation dtype.
+# families/mamba-codestral-7b_eager: 135,488 B per token by this rule, the worker's exact peak
+# 2,253,389,824 B = 33,554,432 + 16384 x 135,488 to the byte.
+MAMBA1_PROFILE_HIDDEN_TENSORS = 3
+MAMBA1_PROFILE_INNER_TENSORS = 3
+MAMBA2_NORM_FP32_COPIES = 2
+MAMBA2_NORM_FP32_PER_GROUP = 2
+
+
+def mamba2_native_gated_norm(spec: ModelSpec, tp: int) -> bool:
+    """Whether a Mamba-2 layer's gated RMSNorm takes vLLM's torch path (forward_native): it has a
+    norm and n_groups is not 1 or does not divide by ``tp`` (mamba_mixer2.py forward_cuda)."""
+    m = spec.mamba
+    return m is not None and m.version == 2 and m.gated_norm_weight and (m.n_groups != 1 or m.n_groups % tp != 0)
+
+
+def mamba2_native_norm_bytes_per_token(spec: ModelSpec, tp: int, act_bytes: int) -> float:
+    """Bytes per token live at a Mamba-2 layer's peak when its gated RMSNorm runs in torch
+    (MAMBA2_NORM_* above; d_inner, groups and heads per TP rank). Source: vLLM 0.26.0
+    layers/mamba/mamba_mixer2.py MambaMixer2.forward and Mixer2RMSNormGated.forward_native."""
+    m = spec.mamba
+    d_in = m.intermediate_size / tp
+    groups = m.n_groups / tp
+    in_proj = 2 * d_in + 2 * groups * m.state_size + m.num_heads / tp
+    held = (2.0 * spec.hidden_size + in_proj + d_in) * act_bytes
+    return held + 4.0 * (MAMBA2_NORM_FP32_COPIES * d_in + MAMBA2_NORM_FP32_PER_GROUP * groups)
+
+
 def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8_act_quant: int = 0) -> float:
     """Live bytes per token at the peak inside decoder layer ``i`` (eager).
 
@@ -188,6 +235,16 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
         g = spec.gdn
         value_dim = g.num_v_heads * g.head_v_dim / tp
         mixer_bytes = 3.0 * h * act_bytes + GDN_FP32_VALUE_COPIES * value_dim * 4
+    elif kind == LayerKind.MAMBA and spec.mamba is not None and mamba2_native_gated_norm(spec, tp):
+        mixer_bytes = mamba2_native_norm_bytes_per_token(spec, tp, act_bytes)
+    elif kind == LayerKind.MAMBA and spec.mamba is not None and spec.mamba.version == 1:
+        # Mamba-1 in the profiling run (no attention metadata): mamba_mixer.py forward_impl
+        # returns out_proj(contiguous copy of the x half of in_proj) without conv or scan, so the
+        # layer holds residual + normed input + in_proj (2 d_inner) + the copy (d_inner) + the
+        # output (H). families/mamba-2.8b_eager: 46,080 B per token, below its sampler stage,
+        # which then sets the peak (100,736 B under the worker's exact 875,388,928 B).
+        d_in = spec.mamba.intermediate_size / tp
+        mixer_bytes = (MAMBA1_PROFILE_HIDDEN_TENSORS * h + MAMBA1_PROFILE_INNER_TENSORS * d_in) * act_bytes
     elif kind == LayerKind.MAMBA and spec.mamba is not None:
         d_in = spec.mamba.intermediate_size / tp
         mixer_bytes = (3.0 * h + 4.0 * d_in) * act_bytes
@@ -202,7 +259,9 @@ def _layer_bytes_per_token(spec: ModelSpec, i: int, tp: int, act_bytes: int, fp8
         mixer_bytes = (
             3.0 * h + heads * (m.qk_nope_head_dim + m.qk_rope_head_dim) * 2 + m.kv_lora_rank + heads * m.v_head_dim
         ) * act_bytes
-    return max(ffn, mixer_bytes)
+    # the Transformers backend's loop holds its embeddings and rotary cos/sin through both
+    held = transformers_backend_held_elements(spec.architecture, h, spec.attention.head_dim) * act_bytes
+    return max(ffn + held if ffn else 0.0, mixer_bytes + held if mixer_bytes else 0.0)
 
 
 def moe_workspace_bytes(spec: ModelSpec, tp: int, tokens: int, act_bytes: int, layers: range) -> int:

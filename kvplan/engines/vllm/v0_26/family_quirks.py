@@ -58,7 +58,10 @@ class FamilyQuirks:
             beyond the fused add+RMSNorm path, because the layer norms are torch LayerNorms and
             the residual add is a separate tensor (phimoe.py PhiMoEDecoderLayer: 1; exaone4.py
             Exaone4DecoderLayer, post-norm ``residual + norm(mlp(x))``: 1, which reproduces the
-            worker's exact peak of families/exaone4-32b_eager, 3,397,403,136 B).
+            worker's exact peak of families/exaone4-32b_eager, 3,397,403,136 B; commandr.py
+            CohereDecoderLayer runs attention and MLP in parallel on the same normed input and
+            adds ``residual + attn + mlp`` at the end, so the attention output stays alive
+            through the MLP: 1).
         router_fp32_scratch: the MoE routing function keeps an fp32 [tokens, num_experts]
             tensor live at the feed-forward peak (phimoe.py sparsemixer).
         router_fp32: the MoE router (gate) weight is an fp32 nn.Linear, its correction bias fp32
@@ -116,6 +119,12 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "phimoe": FamilyQuirks(lm_head_bias=True, unfused_norm_hidden_tensors=1.0, router_fp32_scratch=True),
     "glm4_moe_lite": FamilyQuirks(mlp_keeps_gate_up=True, router_fp32=True, mla_bf16_absorbed_copies=False),
     "exaone4": FamilyQuirks(unfused_norm_hidden_tensors=1.0),
+    # commandr.py (Cohere, Cohere2): CohereMLP keeps gate_up through down_proj, and the parallel
+    # block keeps the attention output alive through the MLP. With both, the dense rule gives
+    # 5H + 3I = 63,488 elements per token, the worker's exact peak of families/aya-23-8b_eager
+    # (2,113,946,112 B at 16384 tokens, to the byte); without them 0.25 GiB under.
+    "cohere": FamilyQuirks(mlp_keeps_gate_up=True, unfused_norm_hidden_tensors=1.0),
+    "cohere2": FamilyQuirks(mlp_keeps_gate_up=True, unfused_norm_hidden_tensors=1.0),
     # qwen3_vl.py Qwen3LLMModel is Qwen3Model (Qwen2MLP keeps gate_up): families/qwen3-vl-8b_eager
     # peak 1,778,401,792 B = the Qwen3 rule exactly (one hidden tensor short without it).
     "qwen3_vl": FamilyQuirks(mlp_keeps_gate_up=True),
@@ -171,3 +180,29 @@ DEFAULT_V2_ARCHITECTURES = frozenset(
 # Backward-compatible sets (activation.py's names before the table).
 MLP_KEEPS_GATE_UP = frozenset(k for k, q in QUIRKS.items() if q.mlp_keeps_gate_up)
 GEMMA_STYLE = frozenset(k for k, q in QUIRKS.items() if q.gemma_style_activation)
+
+
+# The Transformers modeling backend (model_executor/models/transformers/, registry.py
+# _TRANSFORMERS_SUPPORTED_MODELS; architectures.TRANSFORMERS_BACKEND_TEXT) runs transformers'
+# own decoder loop: its model forward keeps ``inputs_embeds`` (one hidden-size tensor per
+# token) referenced for the whole pass and computes the rotary ``cos`` and ``sin`` once, each
+# ``head_dim`` wide in the activation dtype (transformers 5.17 modeling_smollm3.py
+# SmolLM3Model.forward / SmolLM3RotaryEmbedding, the same in olmo2 and starcoder2), beside what
+# vLLM's own Llama-style layer holds. With them the dense rule reproduces the worker's exact peak
+# of families/smollm3-3b_eager (1,392,525,824 B at 16384 tokens, to the byte: 4H + 3I + 2 x 128
+# elements per token) and families/starcoder2-3b_eager within 1 MiB (64 B per token under).
+# Only the backend architectures whose transformers modeling file was read for this hold it;
+# GPTBigCode (learned positions added to the embeddings) and OLMo-1 keep the plain rule.
+TRANSFORMERS_BACKEND_HIDDEN_TENSORS = 1
+TRANSFORMERS_BACKEND_ROTARY_TENSORS = 2
+TRANSFORMERS_BACKEND_ROTARY_LOOP = frozenset({"Olmo2ForCausalLM", "SmolLM3ForCausalLM", "Starcoder2ForCausalLM"})
+
+
+def transformers_backend_held_elements(architecture: str, hidden_size: int, head_dim: int) -> int:
+    """Elements per token the Transformers backend's decoder loop keeps live through every layer
+    of the forward: the embeddings (``hidden_size``) and the rotary cos/sin (2 x ``head_dim``)
+    for the architectures of TRANSFORMERS_BACKEND_ROTARY_LOOP, 0 for any other (vLLM 0.26.0's
+    own model files, e.g. llama.py, free or fuse them)."""
+    if architecture not in TRANSFORMERS_BACKEND_ROTARY_LOOP:
+        return 0
+    return TRANSFORMERS_BACKEND_HIDDEN_TENSORS * hidden_size + TRANSFORMERS_BACKEND_ROTARY_TENSORS * head_dim

@@ -312,6 +312,19 @@ def hybrid_block_size(mamba_page: int, attn_tok: int, block_size: int, *, kernel
     return max(block_size, needed)
 
 
+def attention_free_block_size(block_size: int, max_model_len: int, *, enable_prefix_caching: bool) -> int:
+    """The block size (tokens) of an attention-free model's state group (Mamba, Mamba-2 with no
+    attention layer), as vLLM reports it: each Mamba layer's cache spec takes
+    ``cache_config.mamba_block_size`` (model_executor/layers/mamba/abstract.py
+    get_kv_cache_spec), which, when the user sets none, is ``max_model_len`` without prefix
+    caching and ``block_size`` with it (vLLM 0.26.0 model_executor/models/config.py
+    MambaModelConfig.verify_and_update_config; 0.33.0 the same). A state group holds one page per
+    request whatever the block size, so only the reported figure changes. Checked on
+    families/mamba-2.8b_eager (4,096 at --max-model-len 4096) and families/mamba-codestral-7b_eager
+    (32,768)."""
+    return block_size if enable_prefix_caching else max_model_len
+
+
 def sliding_window_block_size(block_size: int, kernel_block_alignment: int) -> int:
     """A sliding layer's block (tokens): the smallest kernel block; unification scales it back up."""
     return kernel_block_alignment

@@ -49,6 +49,7 @@ from kvplan.engines.vllm.v0_26.kv_spec import (  # noqa: F401  (unchanged)
     MLAAttentionSpec,
     SlidingWindowSpec,
     _cdiv,
+    attention_free_block_size,
     attention_per_token_bytes,
     kv_dtype_bytes,
     kv_heads_per_rank,
