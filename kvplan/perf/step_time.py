@@ -68,6 +68,8 @@ from kvplan.perf.coefficients import Efficiency, coefficients_for
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
 UNCALIBRATED = "uncalibrated: efficiency priors, not fitted on measurements of this GPU"
+EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time comes from the "
+                   "large (ungraphed) steps of CUDA-graph runs, no eager run was fitted")
 TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
 
 
@@ -202,6 +204,8 @@ class StepModel:
         out = [] if self.efficiency.calibrated else [UNCALIBRATED]
         if self.tp > 1:
             out.append(TP_UNCALIBRATED)
+        if self.cuda_graph_max_tokens == 0:
+            out.append(EAGER_UNCHECKED)
         return tuple(out) + self.approximations
 
     def with_efficiency(self, efficiency: Efficiency) -> "StepModel":

@@ -209,3 +209,11 @@ def test_cuda_graph_capture_ceiling_follows_the_versions_rule():
     assert r33.cuda_graph_max_tokens(EngineArgs(), "9.0") == 512
     assert r33.cuda_graph_max_tokens(EngineArgs(), "10.0") == 1024  # data-centre Blackwell
     assert r33.cuda_graph_max_tokens(EngineArgs(max_num_seqs=300), "10.0") == 600
+
+
+def test_enforce_eager_predictions_say_no_eager_run_was_fitted(h200):
+    from kvplan.perf.step_time import EAGER_UNCHECKED
+
+    spec, _ = load_spec("meta-llama/Meta-Llama-3-8B")
+    assert EAGER_UNCHECKED in step_model(spec, h200, EngineArgs(enforce_eager=True), vllm_version=V).labels
+    assert EAGER_UNCHECKED not in step_model(spec, h200, vllm_version=V).labels
