@@ -55,7 +55,11 @@ class Load:
         return OpenLoop(requests, float(self.value), seed=seed)
 
     def describe(self) -> str:
-        return f"closed loop, concurrency {int(self.value)}" if self.kind == "closed" else f"open loop, {self.value:g} requests/s (Poisson)"
+        if self.kind == "closed":
+            return f"closed loop, concurrency {int(self.value)}"
+        if math.isinf(self.value):
+            return "open loop, every request sent at once"
+        return f"open loop, {self.value:g} requests/s (Poisson)"
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,14 @@ def short_run_note(load: Load, num_requests: int) -> str | None:
             "raise --num-requests")
 
 
+def overload_note(rate: float, saturation: float) -> str:
+    """The caveat of an open loop above the saturation rate: its queue grows without bound, so its
+    latencies grow with the run's length (--num-requests), not to a steady value."""
+    what = "every request at once" if math.isinf(rate) else f"--request-rate {rate:g} req/s"
+    return (f"overloaded: {what} is above the saturation rate {saturation:.2f} req/s; the waiting queue grows "
+            "without bound, so TTFT and E2E grow with --num-requests (no steady state)")
+
+
 def check_lengths(lengths: Lengths, max_model_len: int) -> None:
     """Every request (prompt + output) fits --max-model-len (vLLM refuses a longer one).
 
@@ -207,8 +219,8 @@ class Saturation:
             window, see closed_loop_capacity); open-loop arrivals below it are served in the long
             run, above it the waiting queue grows without bound.
         requests: requests each open-loop (latency against load) run sent.
-        points: (request rate, stable, Summary) per open-loop run at fractions of ``rate``,
-            ascending (stable = the rate is below the saturation rate).
+        points: (request rate, stable, Summary) per open-loop run at LOAD_FRACTIONS of ``rate``,
+            ascending (all below it: stable).
         concurrency: requests in flight of the closed-loop run that reached ``rate``.
         bounded: False when the concurrency search stopped while the throughput still rose
             (the true rate may be higher).
@@ -231,9 +243,11 @@ class Saturation:
                 f"{self.concurrency} requests in flight){edge}")
 
 
-# Load fractions of the saturation rate the latency-against-load runs use, and the closed loop's
-# smallest concurrency and length (in multiples of its concurrency) of the capacity search.
-LOAD_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.1, 1.5)
+# Load fractions of the saturation rate the latency-against-load runs use (below it only: above it
+# the queue grows without bound, so a finite run's latency says only how long the run was), and
+# the closed loop's smallest concurrency and length (in multiples of its concurrency) of the
+# capacity search.
+LOAD_FRACTIONS = (0.25, 0.5, 0.75, 0.9)
 _CAPACITY_START = 8
 _CAPACITY_RUN = 3
 # The capacity search stops when doubling the concurrency adds less than this fraction.
@@ -265,8 +279,9 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
                     shared_prefix: SharedPrefix | None = None, num_requests: int = SATURATION_REQUESTS) -> Saturation:
     """The saturation rate of ``config`` for requests of ``lengths``: the highest steady-state
     throughput of closed-loop runs at concurrency 8, 16, 32, ... up to --max-num-seqs, stopping
-    once doubling adds less than 2 % or the KV pool could not hold all the requests in flight
-    (more would only queue or preempt). In queueing terms this is the service capacity: with Poisson
+    once doubling adds less than 2 % (twice in a row for mixed lengths, whose short runs are
+    noisy) or the KV pool could not hold all the requests in flight (more would only queue or
+    preempt). In queueing terms this is the service capacity: with Poisson
     arrivals below it the V1 scheduler's batches grow until they keep up (vLLM's throughput rises
     with the number of running requests), above it nothing can. Then ``num_requests``-request
     open-loop runs at LOAD_FRACTIONS of it give latency against load.
@@ -278,15 +293,16 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
     if num_requests < 8:
         raise KvplanError(f"saturation: needs at least 8 requests per run, got {num_requests}")
     best, best_c, c, bounded = 0.0, 0, min(_CAPACITY_START, config.max_num_seqs), True
+    flat = 0  # doublings in a row that added less than _CAPACITY_GAIN (mixed lengths make one noisy)
     while True:
         reqs = tuple(make_requests(_CAPACITY_RUN * c, lengths, seed=seed, shared_prefix=shared_prefix))
         res = simulate(config, step_time, ClosedLoop(reqs, c))
         x = closed_loop_capacity(res, c)
-        gained = x > best * (1 + _CAPACITY_GAIN)
+        flat = 0 if x > best * (1 + _CAPACITY_GAIN) else flat + 1
         if x > best:
             best, best_c = x, c
         pool_bound = max((st.num_running for st in res.steps), default=0) < c
-        if not gained or pool_bound or c >= config.max_num_seqs:
+        if flat >= (1 if lengths.description.startswith("fixed ") else 2) or pool_bound or c >= config.max_num_seqs:
             break
         c = min(2 * c, config.max_num_seqs)
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
@@ -350,6 +366,8 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
         sat = find_saturation(cfg, timer, lengths, seed=seed, shared_prefix=shared_prefix,
                               num_requests=max(8, min(num_requests, SATURATION_REQUESTS)))
     labels = tuple(step_model.labels) if step_model is not None else ()
+    if sat is not None and load.kind == "open" and load.value > sat.rate:
+        labels = labels + (overload_note(load.value, sat.rate),)
     short = short_run_note(load, num_requests)
     labels = labels + ((short,) if short else ())
     approx = tuple(dict.fromkeys(labels + tuple(res.approximate) + tuple(a.reason for a in plan.approximations)

@@ -68,8 +68,8 @@ from kvplan.perf.coefficients import Efficiency, coefficients_for
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
 UNCALIBRATED = "uncalibrated: efficiency priors, not fitted on measurements of this GPU"
-EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time comes from the "
-                   "large (ungraphed) steps of CUDA-graph runs, no eager run was fitted")
+EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
+                   "ungraphed steps of CUDA-graph runs and checked on one 4-layer eager record only")
 TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
 
 

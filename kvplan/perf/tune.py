@@ -143,6 +143,8 @@ def _replanner(plan):
 
 # Requests per option when `plan --slo` screens its options (one closed-loop run each).
 PLAN_REQUESTS = 200
+# A plan option's run sends at least this many times its concurrency (serving.CLOSED_LOOP_MIN_RATIO):
+# fewer is mostly one wave of ramp-up and drain, not the steady state the SLO is about.
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
                    shared_prefix: SharedPrefix | None = None, num_requests: int = PLAN_REQUESTS,
                    seed: int = 0, step_timer=None) -> list[OptionPerf]:
     """Serve ``lengths`` on each `plan` option (kvplan/capacity/search.py Option) in a closed loop
-    at its share of the target concurrency and check the SLO, in the options' order.
+    at its share of the target concurrency and check the SLO, in the options' order; each run
+    sends max(``num_requests``, 3 x its concurrency) requests (steady state, not one wave).
 
     Args:
         step_timer: ``plan -> (StepModel | None, seconds(StepBatch))`` (default: the step model
@@ -180,7 +183,7 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     """
     import math
 
-    from kvplan.perf.serving import check_modelled, predict
+    from kvplan.perf.serving import CLOSED_LOOP_MIN_RATIO, check_modelled, predict
 
     if step_timer is None:
         from kvplan.perf.step_time import step_model
@@ -195,7 +198,8 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
         try:
             check_modelled(o.plan)  # a hybrid model: kvplan's limitation, said as such
             model, timer = step_timer(o.plan)
-            r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=num_requests, seed=seed,
+            n = max(num_requests, CLOSED_LOOP_MIN_RATIO * conc)
+            r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=n, seed=seed,
                         shared_prefix=shared_prefix, saturation=False, step_time=timer)
         except KvplanError as e:
             out.append(OptionPerf(conc, None, False, "not predicted", (), e.message))

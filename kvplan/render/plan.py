@@ -93,6 +93,18 @@ def to_dict(result, flags, capacity=None, wl=None, perf=None) -> dict:
     return out
 
 
+def _dropped(perf, by) -> str:
+    """How many options `plan --slo` dropped: those that ran and missed the SLO, and those the
+    serving model could not evaluate (pipeline parallelism, hybrid layers), said apart."""
+    missed = perf["missed"]
+    refused = [o for o in missed if by.get(id(o)) is not None and by[id(o)].summary is None]
+    ran = len(missed) - len(refused)
+    parts = [f"{ran} option(s) that miss it dropped"]
+    if refused:
+        parts.append(f"{len(refused)} not evaluated ({by[id(refused[0])].refused})")
+    return "; ".join(parts)
+
+
 def _perf_cells(p) -> tuple[str, str]:
     if p is None or p.summary is None:
         return ("-", "-")
@@ -188,7 +200,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             console.print(
                 f"ttft99 / tpot50: TTFT p99 / TPOT p50 in ms, in a closed loop at each option's share of --concurrency, {wl.workload.description}; "
                 f"{'; '.join(labels)}; every option shown meets --slo {perf['slo'].text} "
-                f"({len(perf['missed'])} option(s) that miss it dropped)", soft_wrap=True,
+                f"({_dropped(perf, by)})", soft_wrap=True,
             )
         lines: dict[str, list[int]] = {}
         nodes: dict[str, int] = {}

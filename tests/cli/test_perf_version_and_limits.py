@@ -157,7 +157,17 @@ def test_saturation_json_names_the_closed_loop_concurrency():
     assert code == 0, err
     sat = json.loads(out)["saturation"]
     assert sat["requests"] == 100 and sat["lower_bound"] is False and sat["concurrency"] >= 8
-    assert [p["stable"] for p in sat["points"]] == [True, True, True, True, False, False]
+    assert [p["stable"] for p in sat["points"]] == [True, True, True, True]
+    assert [round(p["request_rate"] / sat["rate"], 6) for p in sat["points"]] == [0.25, 0.5, 0.75, 0.9]
+
+
+def test_an_open_loop_above_the_saturation_rate_says_it_is_overloaded():
+    code, out, err = run_cli("perf", M, "--input-len", "128", "--output-len", "8", "--request-rate", "100000",
+                             "--num-requests", "64", "--format", "json", *V)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["saturation"]["rate"] < 100000
+    assert any(a.startswith("overloaded: --request-rate 100000 req/s is above the saturation rate") for a in d["approximate"])
 
 
 # --- 5. unquoted --workload ---------------------------------------------------------------------

@@ -71,9 +71,10 @@ def test_saturation_rate_is_the_arithmetic_capacity_of_one_seat():
     sat = find_saturation(cfg, constant_step_time(1.0), Lengths.fixed(8, 1), num_requests=8)
     assert sat.rate == pytest.approx(1.0)
     assert sat.concurrency == 1 and sat.bounded and not sat.lower_bound
-    # latency against load at fixed fractions of the rate; "stable" = below it
-    assert [round(r, 6) for r, _, _ in sat.points] == [0.25, 0.5, 0.75, 0.9, 1.1, 1.5]
-    assert [st for _, st, _ in sat.points] == [True, True, True, True, False, False]
+    # latency against load at fixed fractions of the rate, all below it (above it a finite run's
+    # latency only says how long the run was)
+    assert [round(r, 6) for r, _, _ in sat.points] == [0.25, 0.5, 0.75, 0.9]
+    assert all(st for _, st, _ in sat.points)
 
 
 def test_saturation_rate_of_four_seats_by_hand():
