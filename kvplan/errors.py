@@ -34,6 +34,12 @@ class KvplanError(Exception):
         return self.message if not self.hint else f"{self.message} ({self.hint})"
 
 
+class VllmRefuses(KvplanError):
+    """The chosen vLLM version itself refuses the model (it no longer serves the architecture, or
+    fails while reading its config): bad input for ``estimate`` (exit 2: another --vllm-version),
+    a finding for ``check`` (the deployment as written does not start)."""
+
+
 class EnvironmentMissing(KvplanError):
     """No GPU, no vLLM, or the wrong vLLM version: exit code 3."""
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, VllmRefuses
 from kvplan.model.config import (  # noqa: F401  (re-exported: importers read the config readers from here)
     _DEFAULT_LIMIT,
     _DTYPES,
@@ -218,7 +218,7 @@ def _refuse_unsupported(where: str, architecture: str, model_type: str, reason: 
     said = f"vLLM {vllm_version} does not start it: {failure}" if failure else ""
     if said and reason:
         said += "; and "
-    raise KvplanError(
+    raise (VllmRefuses if failure else KvplanError)(
         f"{where}: {architecture} (model_type {model_type!r}): {said}{reason or ''}",
         hint="no kvplan figure is given rather than a guessed one",
     )
@@ -234,7 +234,7 @@ def _refuse_removed(where: str, architecture: str, vllm_version: str) -> None:
 
     until = versions.select(vllm_version).removed_architectures.get(architecture)
     if until:
-        raise KvplanError(
+        raise VllmRefuses(
             f"{where}: vLLM {vllm_version} no longer serves {architecture}: its registry says it was supported "
             f"until v{until} and refuses to load it",
             hint="size it for an older vLLM that serves it (--vllm-version)",

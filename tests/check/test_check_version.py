@@ -300,3 +300,26 @@ def test_the_version_shows_in_human_github_and_junit(tmp_path):
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     case = cases["Deployment/chat container vllm :: vllm-version"]
     assert case.find("failure") is not None and "0.34.0" in case.find("failure").get("message")
+
+
+def test_a_model_the_images_vllm_no_longer_serves_is_a_finding_not_an_unreadable_model(tmp_path):
+    # vLLM 0.33.0's registry lists MPTForCausalLM as supported only until v0.28.0: the deployment
+    # as written does not start, so check reports engine-rejects (exit 1), not model-unresolved
+    # (exit 2, "kvplan cannot read the model's config"). The same model on a 0.26.0 image passes.
+    cfg = json.load(open("tests/data/model_configs/mosaicml__mpt-7b.json"))["config"]
+    (tmp_path / "mpt").mkdir()
+    (tmp_path / "mpt" / "config.json").write_text(json.dumps(cfg))
+    for tag, code_expected in (("v0.33.0", 1), ("v0.26.0", 0)):
+        path = write(tmp_path, f"{tag}/Dockerfile", f"""
+            FROM vllm/vllm-openai:{tag}
+            # kvplan: gpu=H200
+            CMD ["vllm", "serve", "{tmp_path / 'mpt'}", "--max-model-len", "2048"]
+        """)
+        code, doc, _ = check(path)
+        ids = {d["check_id"] for d in doc["diagnostics"] if d["severity"] == "error"}
+        assert code == code_expected, (tag, doc["diagnostics"])
+        assert "model-unresolved" not in ids
+        if code_expected:
+            assert "engine-rejects" in ids
+            msg = next(d["message"] for d in doc["diagnostics"] if d["check_id"] == "engine-rejects")
+            assert "vLLM 0.33.0 no longer serves MPTForCausalLM" in msg

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kvplan.check.deployment import Deployment
 from kvplan.check.diagnostics import (
     APPROXIMATE,
+    ENGINE_REJECTS,
     KV_HEAD_REPLICATION,
     MAX_MODEL_LEN_LIMIT,
     MODEL_UNRESOLVED,
@@ -19,7 +20,7 @@ from kvplan.check.diagnostics import (
 )
 from kvplan.check.rules.inputs import _EngineInputs
 from kvplan.check.sources.manifest import Targets
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, VllmRefuses
 
 
 def load_spec(ctx, dep: Deployment, targets: Targets, model: str | None, revision: str | None, eng=None):
@@ -29,6 +30,17 @@ def load_spec(ctx, dep: Deployment, targets: Targets, model: str | None, revisio
         return None
     try:
         spec = ctx.spec(model, revision)[0]
+    except VllmRefuses as exc:  # the deployment's vLLM itself refuses the model: it does not start
+        dep.diag(
+            ENGINE_REJECTS,
+            "error",
+            exc.message,
+            line=dep.target_lines.get("model") if targets.model else dep.model_line,
+            key=dep.target_keys.get("model") if targets.model else dep.model_key,
+            hint="serve it with a vLLM image whose version runs this model (the version comes from the image tag, "
+                 "kvplan.yaml vllm_version or --vllm-version)",
+        )
+        return None
     except KvplanError as exc:
         dep.diag(
             MODEL_UNRESOLVED,
