@@ -90,7 +90,7 @@ def perf(
     shared_prefix: Optional[str] = typer.Option(
         None, "--shared-prefix", metavar="FRACTION:TOKENS", help="A share of the requests starting with the same TOKENS-token prefix."
     ),
-    seed: int = typer.Option(0, "--seed", metavar="S", help="Seed of the lengths, prefixes and arrivals."),
+    seed: int = typer.Option(0, "--seed", metavar="S", min=0, help="Seed of the lengths, prefixes and arrivals (>= 0)."),
     slo: Optional[str] = typer.Option(
         None, "--slo", metavar="KEY=TIME,...", help="Latency targets, e.g. ttft_p99=2s,tpot_p50=50ms; adds flag recommendations."
     ),

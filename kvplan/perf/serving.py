@@ -126,9 +126,10 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
 
 # Layer kinds of a hybrid model that the step-time model and the scheduler emulator do not model,
 # and how a message names them (model/spec.py LayerKind values).
-_HYBRID_LAYER_NAMES = {"mamba": "Mamba", "linear_attention": "GDN (linear-attention)", "none": "KV-less ('none')"}
+_HYBRID_LAYER_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "linear_attention": "GDN (linear-attention)",
+                       "none": "KV-less ('none')"}
 # KV-cache group kinds of such models (engines/vllm/vX_Y/allocator.py KVCacheGroup.kind).
-_HYBRID_GROUP_NAMES = {"mamba": "Mamba", "gdn": "GDN (linear-attention)", "linear_attention": "GDN (linear-attention)"}
+_HYBRID_GROUP_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "gdn": "GDN (linear-attention)", "linear_attention": "GDN (linear-attention)"}
 
 
 def check_modelled(plan) -> None:

@@ -45,7 +45,7 @@ ROWS = [
     ("perf-format", ["perf", M, *L, "--format", "yaml"], 2, "error: --format: unknown value 'yaml'"),
     ("perf-does-not-start", ["perf", M, *L, "--gpu-memory-utilization", "0.01"], 1, "error: vLLM would not start: no memory left for the KV cache"),
     ("perf-hybrid-model", ["perf", "ai21labs/Jamba-v0.1", *L], 2,
-     "error: kvplan perf does not model Mamba layers yet (ai21labs/Jamba-v0.1): serving performance is not predicted for hybrid models"),
+     "error: kvplan perf does not model Mamba / short-conv (recurrent-state) layers yet (ai21labs/Jamba-v0.1): serving performance is not predicted for hybrid models"),
     ("perf-shared-prefix-too-long",
      ["perf", M, "--input-len", "100", "--output-len", "8", "--concurrency", "1", "--shared-prefix", "0.5:200"], 2,
      "error: --shared-prefix: the 200-token prefix is longer than the 100-token prompt (--input-len)"),

@@ -18,7 +18,7 @@ from kvplan.model.spec import LayerKind
 M = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
 FAST = ["--input-len", "128", "--output-len", "8", "--concurrency", "2", "--num-requests", "8", "--no-saturation"]
 V = ["--vllm-version", "0.26.0"]
-HYBRID = "kvplan perf does not model Mamba layers yet (ai21labs/Jamba-v0.1): serving performance is not predicted for hybrid models"
+HYBRID = "kvplan perf does not model Mamba / short-conv (recurrent-state) layers yet (ai21labs/Jamba-v0.1): serving performance is not predicted for hybrid models"
 
 
 def _json(*args):
