@@ -124,7 +124,7 @@ def model_checks(ctx, dep: Deployment, spec, args, keys: dict, checks: list[str]
             key=dep.target_keys.get("model") or dep.model_key,
             hint=(
                 "add a kvplan family for the architecture (kvplan/model/families), or verify with a real start"
-                if not spec.exact
+                if any(a.kind.value in ("unknown_family", "unregistered_architecture") for a in reasons)
                 else "verify with a real start (kvplan verify), or remove the unmodelled term the reason names"
             ),
         )
