@@ -44,6 +44,8 @@ FAMILY_APPROXIMATE = {
     "(`exact: false` until a real start checks it)",
     "Zamba2ForCausalLM": "activation peak of the shared attention blocks and Mamba-2 mixers: the generic rule "
     "(`exact: false` until a real start checks it)",
+    "KimiLinearForCausalLM": "activation of the KDA layers: the Gated DeltaNet rule (`exact: false` until a real "
+    "start checks it); weights by hand from vLLM's module tree (transformers has no kimi_linear)",
     "MiMoV2FlashForCausalLM": "activation peak: the full-attention layers' shape (`exact: false` until a real "
     "start checks it); vLLM 0.26.0 keeps its KV cache in the model dtype whatever --kv-cache-dtype says",
     "Gemma4ForConditionalGeneration": "vLLM 0.26.0 cannot start it (exit 2 saying so); on 0.33.0 the activation "

@@ -196,6 +196,16 @@ def cases():
     add("lfm2-8b-a1b_eager", lm, s, E(32768))
     zb, s = model_config("Zyphra__Zamba2-7B")
     add("zamba2-7b_eager", zb, s, E(4096))
+    # famk (issue 12): Kimi-Linear, KDA linear attention + MLA + MoE. Its 1-based kda_layers /
+    # full_attn_layers lists are cut with the layers; vLLM's own KimiLinearConfig reads the config
+    # (no remote code). The bundled fields are partial (no dtype: vLLM's auto gives bfloat16).
+    kl, s = model_config("moonshotai__Kimi-Linear-48B-A3B-Instruct")
+    klc, cut = cut_layers(kl, 8, "48B is ~98 GB in bf16; layers 1-8 (1-based): KDA 1-3 and 5-7, MLA 4 and 8, "
+                                 "dense MLP on 1, MoE on 2-8 (linear_attn_config lists cut to match)")
+    lac = klc["linear_attn_config"]
+    for k in ("kda_layers", "full_attn_layers"):
+        lac[k] = [x for x in lac[k] if x <= 8]
+    add("kimi-linear-48b-a3b-8L_eager", klc, s, E(32768), cut)
     return out
 
 

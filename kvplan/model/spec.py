@@ -96,6 +96,10 @@ class GatedDeltaNetShape(_Frozen):
     head_k_dim: int = Field(gt=0)
     head_v_dim: int = Field(gt=0)
     conv_kernel: int = Field(gt=0)
+    # Kimi Delta Attention (Kimi-Linear): the same state shapes (q, k and v short convs of
+    # num_k_heads x head_k_dim channels each; a heads x head_dim x head_dim recurrent state), but
+    # separate q/k/v projections, low-rank forget/output gates and fp32 conv weights
+    kimi_delta: bool = False
 
 
 class MambaShape(_Frozen):

@@ -481,6 +481,16 @@ ROWS: list[Row] = [
          "transformers' FalconH1Config requires",),
     ),
     Row(
+        "kimi-linear-attn-config-key",
+        lambda t: ["estimate", _config_dir(t, _llama(
+            architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", kv_lora_rank=512, qk_rope_head_dim=64,
+            qk_nope_head_dim=128, v_head_dim=128, mla_use_nope=True,
+            linear_attn_config={"head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4, "num_k_heads": 16,
+                                "kda_layers": [1], "full_attn_layers": list(range(2, 33))}))],
+        2,
+        ("config key 'linear_attn_config.num_k_heads' is not a key kvplan reads",),
+    ),
+    Row(
         "lfm2-conv-dim",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["Lfm2ForCausalLM"], model_type="lfm2",
                                                       conv_dim=1024))],

@@ -93,6 +93,7 @@ FAMILIES: dict[str, tuple[str, str] | Family] = {
     "MPTForCausalLM": ("mpt", "MPT_FAMILY"),
     "MptForCausalLM": ("mpt", "MPT_FAMILY"),
     "InternVLChatModel": ("internvl", "INTERNVL"),
+    "KimiLinearForCausalLM": ("kimi_linear", "KIMI_LINEAR"),
 }
 
 # ``architectures[0]`` for configs that omit it (vLLM resolves these by model_type as well).
@@ -165,6 +166,7 @@ DEFAULT_ARCHITECTURE: dict[str, str] = {
     "chatglm": "ChatGLMModel",
     "mpt": "MPTForCausalLM",
     "internvl_chat": "InternVLChatModel",
+    "kimi_linear": "KimiLinearForCausalLM",
 }
 
 

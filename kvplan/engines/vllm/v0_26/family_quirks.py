@@ -136,6 +136,11 @@ QUIRKS: dict[str, FamilyQuirks] = {
     "qwen3_5_moe_text": FamilyQuirks(mlp_keeps_gate_up=True, ssm_state_dtype_from_config=True),
     # nemotron_h.py: gate.e_score_correction_bias is fp32; the SSM state float32 unless the config says
     "nemotron_h": FamilyQuirks(router_bias_fp32=True, ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
+    # kimi_linear.py: KimiMLP keeps gate_up; its MLA layers are DeepSeek's (unquantized kv_b_proj
+    # views, no copies); the KDA recurrent state is float32 whatever the model dtype
+    # (mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype), the conv state the model dtype
+    "kimi_linear": FamilyQuirks(mlp_keeps_gate_up=True, mla_bf16_absorbed_copies=False,
+                                ssm_state_dtype_from_config=True, ssm_state_dtype_default="float32"),
     "minimax_m2": FamilyQuirks(router_fp32=True),  # minimax_m2.py GateLinear(params_dtype=torch.float32)
     "ernie4_5_moe": FamilyQuirks(router_fp32=True),  # ernie45_moe.py gate params_dtype=torch.float32
     "gemma2": FamilyQuirks(gemma_style_activation=True),

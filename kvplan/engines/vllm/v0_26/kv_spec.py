@@ -243,14 +243,18 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
     """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
 
     vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
-    mamba1_state_shape, mamba2_state_shape, short_conv_state_shape (LFM2); the conv state uses ``state_dtype_bytes`` (the model
+    mamba1_state_shape, mamba2_state_shape, short_conv_state_shape (LFM2),
+    kda_state_shape (Kimi-Linear); the conv state uses ``state_dtype_bytes`` (the model
     dtype unless --mamba-cache-dtype), the SSM (temporal) state ``ssm_dtype_bytes`` (None = the
     same; see ssm_state_dtype_bytes)."""
     sb = state_dtype_bytes if ssm_dtype_bytes is None else ssm_dtype_bytes
     if spec.gdn is not None:
         g = spec.gdn
         conv_dim = g.head_k_dim * g.num_k_heads * 2 + g.head_v_dim * g.num_v_heads
-        conv = (conv_dim // tp) * (g.conv_kernel - 1 + num_spec_tokens)
+        # Kimi Delta Attention (kda_state_shape): the same shapes, but its conv state keeps no
+        # rows for speculative tokens (num_spec is accepted and not used)
+        spec_rows = 0 if g.kimi_delta else num_spec_tokens
+        conv = (conv_dim // tp) * (g.conv_kernel - 1 + spec_rows)
         temporal = (g.num_v_heads // tp) * g.head_v_dim * g.head_k_dim
         return conv * state_dtype_bytes + temporal * sb
     if spec.mamba is not None:

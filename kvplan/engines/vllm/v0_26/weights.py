@@ -336,6 +336,21 @@ def weight_bytes_per_rank(
                 t.add("attn", q_heads * 4)
             if i < len(spec.sink_layers) and spec.sink_layers[i]:
                 t.add("attn", q_heads * db)  # per-head sink logits in the model dtype (mimo_v2.py)
+        elif kind == LayerKind.LINEAR and spec.gdn is not None and spec.gdn.kimi_delta:
+            # Kimi Delta Attention (layers/mamba/gdn/kimi_gdn_linear_attn.py): column-parallel
+            # q/k/v (hidden -> heads x head_dim each), replicated low-rank f_a/g_a (hidden ->
+            # head_dim) into column-parallel f_b/g_b, b_proj (hidden -> heads), fp32 q/k/v
+            # conv weights (never quantized), fp32 dt_bias (heads x head_dim) and A_log
+            # (heads), the gated RMSNorm (head_dim), o_proj
+            g = spec.gdn
+            proj = g.num_v_heads * g.head_v_dim // tp
+            t.add("linear_attn", 3 * _linear(ctx, h, proj))
+            t.add("linear_attn", 2 * (_linear(ctx, h, g.head_v_dim) + _linear(ctx, g.head_v_dim, proj)))
+            t.add("linear_attn", _linear(ctx, h, g.num_v_heads // tp))
+            t.add("linear_attn", 3 * g.conv_kernel * proj * 4)
+            t.add("linear_attn", proj * 4 + (g.num_v_heads // tp) * 4)
+            t.add("linear_attn", g.head_v_dim * db)
+            t.add("linear_attn", _linear(ctx, proj, h))
         elif kind == LayerKind.LINEAR and spec.gdn is not None:
             g = spec.gdn
             key_dim = g.num_k_heads * g.head_k_dim
