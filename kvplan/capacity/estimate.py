@@ -243,13 +243,18 @@ def estimate_approximations(spec: ModelSpec, limit_mm_per_prompt: str | None, ru
       profile_run, both supported versions, the encoder's dummy batch), which kvplan does
       not model;
     * a bundled config snapshot that is not complete (sources/bundled.py find_bundled): keys it
-      lacks take transformers' defaults.
+      lacks take transformers' defaults;
+    * an architecture the version serves from model code kvplan's rules were not checked against
+      (the rules' ``unread_implementations``).
 
     Returns: the reasons, empty when the estimate is exact. Raises nothing."""
     out = list(spec.approximations)
     if spec.is_multimodal and not rules.weights.text_only(spec, limit_mm_per_prompt):
         out.append(Approximation(kind=ApproximationKind.UNMODELLED_MEMORY, reason=multimodal_encoder_reason(spec)))
     out += [Approximation(kind=ApproximationKind.PARTIAL_SNAPSHOT, reason=n) for n in spec.snapshot_notes]
+    unread = getattr(rules, "unread_implementations", {}).get(spec.architecture)
+    if unread:
+        out.append(Approximation(kind=ApproximationKind.PARTIAL_RULES, reason=unread))
     return tuple(out)
 
 

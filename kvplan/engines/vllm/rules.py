@@ -162,6 +162,9 @@ class VllmRules:
         removed_architectures: architecture -> the last vLLM release that served it, for the
             architectures this version's registry no longer serves (registry.py
             _PREVIOUSLY_SUPPORTED_MODELS) and kvplan has a family for: the parse refuses them.
+        unread_implementations: architecture -> why this version serves it from model code
+            kvplan's rules were not checked against (one line); every estimate of it under this
+            version is approximate with that reason. Not inherited by a later version.
     """
 
     version: str
@@ -184,6 +187,7 @@ class VllmRules:
     start_failures: dict = field(default_factory=dict)
     kv_cache_dtype_ignored: frozenset = frozenset()
     removed_architectures: dict = field(default_factory=dict)
+    unread_implementations: dict = field(default_factory=dict)
 
     def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:
         """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with

@@ -126,3 +126,13 @@ def test_without_linear_attn_config_every_layer_is_mla(tmp_path):
     assert spec.layer_kinds == (LayerKind.MLA,) * L and spec.gdn is None
     out = estimate_json(cfg, tmp_path, "--max-model-len", "4096", *V26)
     assert out["kv_cache"]["bytes_per_token"] == L * (512 + 64) * 2
+
+
+def test_on_vllm_0_33_the_unread_kimi_k3_implementation_is_said(tmp_path):
+    # vLLM 0.33.0's registry serves KimiLinearForCausalLM from vllm/models/kimi_k3, code kvplan's
+    # rules were not checked against: the estimate says so (0.26.0's does not)
+    reason = "vLLM 0.33.0 serves Kimi-Linear from a new implementation (vllm/models/kimi_k3)"
+    new = estimate_json(CONFIG, tmp_path, "--max-model-len", "4096", "--vllm-version", "0.33.0")
+    old = estimate_json(CONFIG, tmp_path, "--max-model-len", "4096", *V26)
+    assert new["exact"] is False and reason in json.dumps(new)
+    assert reason not in json.dumps(old)

@@ -46,4 +46,10 @@ RULES = replace(
     # vLLM 0.33.0 model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: MPT was removed
     # (mpt.py is gone; the registry raises "supported in vLLM until v0.28.0")
     removed_architectures={"MPTForCausalLM": "0.28.0", "MptForCausalLM": "0.28.0"},
+    # registry.py maps KimiLinearForCausalLM to vllm/models/kimi_k3 (a new implementation shared
+    # with Kimi-K3), not 0.26.0's model_executor/models/kimi_linear.py that kvplan's family follows
+    unread_implementations={
+        "KimiLinearForCausalLM": "vLLM 0.33.0 serves Kimi-Linear from a new implementation (vllm/models/kimi_k3) "
+                                 "that kvplan's rules (read from 0.26.0's kimi_linear.py) were not checked against",
+    },
 )
