@@ -45,7 +45,7 @@ from kvplan.model.config import (  # noqa: F401  (re-exported: importers read th
 from kvplan.model.families import DEFAULT_ARCHITECTURE, FAMILIES, family_for
 from kvplan.model.family import Family
 from kvplan.model.generative import refuse_non_generative
-from kvplan.model.sizing_keys import unread_sizing_keys
+from kvplan.model.sizing_keys import unread_moe_keys, unread_sizing_keys
 from kvplan.model.quant import MODELLED_QUANT_METHODS, _quantization, _unknown_quant_note  # noqa: F401
 from kvplan.model.spec import Approximation, ApproximationKind, AttentionShape, LayerKind, ModelSpec
 
@@ -241,6 +241,23 @@ def _refuse_removed(where: str, architecture: str, vllm_version: str) -> None:
         )
 
 
+def _refuse_unread_moe_keys(c: _Cfg, architecture: str) -> None:
+    """For a known family whose rules read no experts (a dense family: its ``moe`` hook is the
+    default): exit 2 naming the expert keys a config has (kvplan.model.sizing_keys
+    unread_moe_keys), instead of sizing routed experts as nothing.
+
+    Raises:
+        KvplanError: one line naming the keys as written."""
+    keys = unread_moe_keys(c.data)
+    if keys:
+        raise KvplanError(
+            f"{c.where}: {architecture} is a dense family in kvplan, but config.json has mixture-of-experts keys "
+            f"({', '.join(repr(c.name(k)) for k in keys)}) that its rules do not read; sizing the experts as absent "
+            "would be wrong, so kvplan refuses to guess",
+            hint="check the config's architectures entry; a MoE variant needs its own kvplan family",
+        )
+
+
 def _refuse_unread_keys(c: _Cfg, architecture: str, model_type: str) -> None:
     """For a config with no kvplan family: exit 2 naming every key that changes sizing and that
     the generic decoder does not read (kvplan.model.sizing_keys), instead of sizing it as dense.
@@ -391,6 +408,8 @@ def parse_config(config: dict[str, Any], name: str = "model", *, snapshot: bool 
         _refuse_unsupported(where, architecture, model_type, family.unsupported, version)
     if not family.known:
         _refuse_unread_keys(c, architecture, model_type)
+    elif type(family).moe is Family.moe:
+        _refuse_unread_moe_keys(c, architecture)
     filled: list[str] = []
     # an own key whose standard name the config gives takes that value, not the class default
     set_by_standard = {own for standard, own in family.attribute_map.items() if c.has(standard)}

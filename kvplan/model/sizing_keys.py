@@ -108,3 +108,13 @@ def unread_sizing_keys(data: dict[str, Any]) -> list[tuple[str, str]]:
                 found.append((key, what))
                 break
     return found
+
+
+MOE_LAYOUT = _GROUPS[0][0]
+
+
+def unread_moe_keys(data: dict[str, Any]) -> list[str]:
+    """The keys of one config mapping that shape a mixture-of-experts layout (the first group
+    above), in the file's order: for a known family whose rules read no experts (its ``moe``
+    hook is the dense default), any of them means the config is not the model the family is for."""
+    return [k for k, what in unread_sizing_keys(data) if what == MOE_LAYOUT]

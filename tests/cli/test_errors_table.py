@@ -320,6 +320,15 @@ ROWS: list[Row] = [
          "hint: kvplan sizes an architecture without a family only from the standard keys"),
     ),
     Row(
+        "dense-family-expert-keys",
+        lambda t: ["estimate", _config_dir(t, _llama(num_local_experts=8, num_experts_per_tok=2)), "--vllm-version", "0.26.0"],
+        2,
+        ("LlamaForCausalLM is a dense family in kvplan, but config.json has mixture-of-experts keys "
+         "('num_local_experts', 'num_experts_per_tok') that its rules do not read; sizing the experts as absent would "
+         "be wrong, so kvplan refuses to guess",
+         "hint: check the config's architectures entry; a MoE variant needs its own kvplan family"),
+    ),
+    Row(
         "unknown-family-mla-keys",
         lambda t: ["estimate", _config_dir(t, _llama(architectures=["FooForCausalLM"], model_type="foo",
                                                       kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64))],
