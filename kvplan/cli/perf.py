@@ -299,7 +299,9 @@ def perf_unavailable_note(reason: str) -> str:
 
 def estimate_perf(plan, workload_model, capacity):
     """``estimate --workload ... --perf``: the workload's request lengths in a closed loop at the
-    concurrency kvplan says fits (the capacity report's requests, floored, at least 1), on
+    concurrency kvplan says fits without preemption (the capacity report's requests, or its
+    at-completion sequences if fewer: requests of one length finish in waves, all at their last
+    step at once; floored, at least 1), on
     estimate_requests(concurrency) seeded requests (seed 0), the shared prefix on every request.
 
     Returns:
@@ -324,7 +326,7 @@ def estimate_perf(plan, workload_model, capacity):
         return None, perf_unavailable_note(e.message)
     lengths = Lengths.from_workload(workload_model.workload)
     prefix = SharedPrefix(1.0, workload_model.shared_prefix_tokens) if workload_model.shared_prefix_tokens else None
-    conc = max(1, int(capacity.requests + 1e-9))
+    conc = max(1, int(min(capacity.requests, capacity.kv_sequences_at_completion) + 1e-9))
     model, timer = step_timer(plan)
     return predict(plan, model, lengths, Load("closed", conc), num_requests=estimate_requests(conc), seed=0,
                    shared_prefix=prefix, step_time=timer), None

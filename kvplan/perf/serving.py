@@ -281,8 +281,8 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
     """The saturation rate of ``config`` for requests of ``lengths``: the highest steady-state
     throughput of closed-loop runs at concurrency 8, 16, 32, ... up to --max-num-seqs, stopping
     once doubling adds less than 2 % (twice in a row for mixed lengths, whose short runs are
-    noisy) or the KV pool could not hold all the requests in flight (more would only queue or
-    preempt). In queueing terms this is the service capacity: with Poisson
+    noisy) or the KV pool could not hold all the requests in flight (fewer ran at once, or some
+    were preempted: a preempting run is not counted). In queueing terms this is the service capacity: with Poisson
     arrivals below it the V1 scheduler's batches grow until they keep up (vLLM's throughput rises
     with the number of running requests), above it nothing can. Then ``num_requests``-request
     open-loop runs at LOAD_FRACTIONS of it give latency against load.
@@ -299,10 +299,15 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
         reqs = tuple(make_requests(_CAPACITY_RUN * c, lengths, seed=seed, shared_prefix=shared_prefix))
         res = simulate(config, step_time, ClosedLoop(reqs, c))
         x = closed_loop_capacity(res, c)
+        # the KV pool binds: it could not admit them all, or it preempted (recomputed) some; more
+        # in flight only queue or thrash, and a preempting run is not a sustained rate
+        preempted = any(r.num_preemptions for r in res.requests)
+        pool_bound = preempted or max((st.num_running for st in res.steps), default=0) < c
+        if preempted and best > 0:
+            break
         flat = 0 if x > best * (1 + _CAPACITY_GAIN) else flat + 1
         if x > best:
             best, best_c = x, c
-        pool_bound = max((st.num_running for st in res.steps), default=0) < c
         if flat >= (1 if lengths.description.startswith("fixed ") else 2) or pool_bound or c >= config.max_num_seqs:
             break
         c = min(2 * c, config.max_num_seqs)

@@ -67,7 +67,9 @@ from kvplan.perf.coefficients import Efficiency, coefficients_for
 
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
-UNCALIBRATED = "uncalibrated: efficiency priors, not fitted on measurements of this GPU"
+UNCALIBRATED = "uncalibrated: efficiency priors, no fit for this GPU under this vLLM version"
+QUANT_UNFITTED = ("{dtype} GEMMs: the coefficients were fitted on bf16 runs only; on the held-out Llama-3.1-70B "
+                  "online-FP8 record kvplan's TPOT was 10-15 % low and its throughput 9-22 % high")
 EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
                    "ungraphed steps of CUDA-graph runs and checked on one 4-layer eager record only")
 TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
@@ -206,6 +208,8 @@ class StepModel:
             out.append(TP_UNCALIBRATED)
         if self.cuda_graph_max_tokens == 0:
             out.append(EAGER_UNCHECKED)
+        if self.efficiency.calibrated and self.matmul_dtype not in ("bf16", "fp16"):
+            out.append(QUANT_UNFITTED.format(dtype=self.matmul_dtype))
         return tuple(out) + self.approximations
 
     def with_efficiency(self, efficiency: Efficiency) -> "StepModel":

@@ -83,3 +83,32 @@ def test_plan_slo_nothing_meets_exits_1(gpu_speed_step):
     assert code == 1, err
     text = unwrapped(out)
     assert "none meets --slo tpot_p50=1ms" in text and "its prediction:" in text
+
+
+def test_estimate_perf_runs_at_the_concurrency_that_never_preempts():
+    # Llama-3-8B on H200 (0.26.0, 8192): 1024/256 requests hold 72.4 blocks on average over their
+    # life but 80 at their last step; a closed loop of identical requests finishes in waves, all
+    # at their last step at once, so the run uses the at-completion count (floor 719.1 = 719),
+    # not the steady-state 794 that fills the pool and preempts.
+    import json as _json
+
+    code, out, err = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200", "--vllm-version", "0.26.0",
+                             "--max-model-len", "8192", "--workload", "prompt=1024 output=256", "--perf", "--format", "json")
+    assert code == 0, err
+    d = _json.loads(out)
+    at_completion = d["workload"]["paged"]["kv_sequences_at_completion"]
+    assert d["workload"]["paged"]["requests"] > at_completion
+    assert d["perf"]["workload"]["load"]["concurrency"] == int(at_completion)
+    assert d["perf"]["metrics"]["preemptions"] == 0
+
+
+def test_fitted_predictions_of_fp8_gemms_say_nothing_fp8_was_fitted():
+    import json as _json
+
+    code, out, err = run_cli("perf", "meta-llama/Meta-Llama-3-70B", "--gpu", "H200", "-q", "fp8", "--vllm-version", "0.26.0",
+                             "--input-len", "128", "--output-len", "64", "--concurrency", "4", "--num-requests", "8",
+                             "--no-saturation", "--format", "json")
+    assert code == 0, err
+    d = _json.loads(out)
+    assert d["calibration"]["status"] == "fitted"
+    assert any(a.startswith("fp8 GEMMs: the coefficients were fitted on bf16 runs only") for a in d["approximate"])
