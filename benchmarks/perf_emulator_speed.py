@@ -21,16 +21,7 @@ from kvplan.perf import (  # noqa: E402
     ClosedLoop, EngineConfig, Lengths, OpenLoop, SharedPrefix, linear_step_time, make_requests, simulate,
 )
 
-REF_ITERS = 1_000_000
-RATIO_LIMIT = 20.0
-
-
-def reference() -> float:
-    t = time.perf_counter()
-    acc = 0
-    for i in range(REF_ITERS):
-        acc += i & 7
-    return time.perf_counter() - t
+from speed_reference import RATIO_LIMIT, reference  # noqa: E402
 
 
 def best_of(fn, n=3) -> float:
