@@ -33,10 +33,9 @@ from kvplan.capacity.estimate import plan as plan_for
 from kvplan.engines.vllm.args import ENGINE_ARGS, EngineArgs
 from kvplan.errors import KvplanError
 from kvplan.gpus import bundled_profiles, find_gpu
-from kvplan.perf.blocks import groups_from_layout
 from kvplan.perf.emulator import EngineConfig, SimulationResult, simulate
 from kvplan.perf.metrics import summarize
-from kvplan.perf.serving import with_request_path
+from kvplan.perf.serving import engine_config, with_request_path
 from kvplan.perf.step_time import StepModel, step_model
 from kvplan.perf.workload import ClosedLoop, RequestSpec, TraceLoop
 from kvplan.sources import load_spec
@@ -114,23 +113,11 @@ def engine_for(rec: BenchRecord, efficiency=None) -> Engine:
     p = plan_for(spec, gpu, args)
     if not p.fits:
         raise KvplanError(f"record: kvplan predicts vLLM does not start ({p.failure})")
-    eff = p.effective
-    config = EngineConfig(
-        num_gpu_blocks=p.num_gpu_blocks,
-        block_size=p.block_size,
-        max_model_len=eff["max_model_len"],
-        max_num_batched_tokens=eff["max_num_batched_tokens"],
-        max_num_seqs=eff["max_num_seqs"],
-        groups=groups_from_layout(p.layout),
-        enable_prefix_caching=bool(eff["enable_prefix_caching"]),
-        async_scheduling=eff.get("async_scheduling"),
-        vllm_version=rec.vllm_version,
-    )
     logged = rec.cache_config.get("num_gpu_blocks")
     measured = int(logged) if isinstance(logged, int) or (isinstance(logged, str) and logged.isdigit()) else None
     model = step_model(spec, gpu, args, vllm_version=rec.vllm_version, efficiency=efficiency,
-                       async_scheduling=eff.get("async_scheduling"))
-    config = with_request_path(config, model.efficiency)
+                       async_scheduling=p.effective.get("async_scheduling"))
+    config = engine_config(p, efficiency=model.efficiency)  # the product's engine: pool, flags, request path
     return Engine(config, model, p.num_gpu_blocks, measured)
 
 
