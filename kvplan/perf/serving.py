@@ -223,10 +223,8 @@ class Saturation:
         points: (request rate, stable, Summary) per open-loop run at LOAD_FRACTIONS of ``rate``,
             ascending (all below it: stable).
         concurrency: requests in flight of the closed-loop run that reached ``rate``.
-        bounded: False when the concurrency search stopped while the throughput still rose
-            (the true rate may be higher).
-        lower_bound: kept for the JSON schema; always False (the closed-loop search needs no
-            long open-loop runs to tell).
+        bounded / lower_bound: kept for the JSON schema, always True / False: the search ends
+            only where the rate stops rising, the pool binds or --max-num-seqs caps it.
     """
 
     rate: float
@@ -239,9 +237,8 @@ class Saturation:
     @property
     def caveat(self) -> str:
         """How the rate was found (every output names it)."""
-        edge = "" if self.bounded else "; the search stopped while throughput still rose, the true rate may be higher"
         return (f"saturation rate: the emulated engine's highest sustained throughput (closed loop, up to "
-                f"{self.concurrency} requests in flight){edge}")
+                f"{self.concurrency} requests in flight)")
 
 
 # Load fractions of the saturation rate the latency-against-load runs use (below it only: above it
@@ -293,7 +290,7 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
     """
     if num_requests < 8:
         raise KvplanError(f"saturation: needs at least 8 requests per run, got {num_requests}")
-    best, best_c, c, bounded = 0.0, 0, min(_CAPACITY_START, config.max_num_seqs), True
+    best, best_c, c = 0.0, 0, min(_CAPACITY_START, config.max_num_seqs)
     flat = 0  # doublings in a row that added less than _CAPACITY_GAIN (mixed lengths make one noisy)
     while True:
         reqs = tuple(make_requests(_CAPACITY_RUN * c, lengths, seed=seed, shared_prefix=shared_prefix))
@@ -316,7 +313,7 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
     for f in LOAD_FRACTIONS:
         rate = f * best
         points.append((rate, f < 1.0, summarize(simulate(config, step_time, OpenLoop(reqs, rate, seed=seed)))))
-    return Saturation(best, num_requests, tuple(points), best_c, bounded)
+    return Saturation(best, num_requests, tuple(points), best_c)
 
 
 @dataclass(frozen=True)

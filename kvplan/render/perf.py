@@ -221,10 +221,8 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
     console.print(f"  KV-cache use: mean {s.kv_usage_mean:.1%}, peak {s.kv_usage_max:.1%} of {c.num_gpu_blocks - 1} usable blocks", soft_wrap=True)
     if r.saturation is not None:
         sat = r.saturation
-        bound = "" if sat.bounded else " (at the edge of the rates tried)"
-        at_least = ">= " if sat.lower_bound else ""
-        console.print(f"  saturation: {at_least}{sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
-                      f"in flight){bound}", soft_wrap=True)
+        console.print(f"  saturation: {sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
+                      "in flight)", soft_wrap=True)
         lat = "; ".join(f"{r:.2f} req/s {'below' if st else 'above'} saturation: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
                         for r, st, s_ in sat.points)
         console.print(f"  latency against load: {lat}", soft_wrap=True)

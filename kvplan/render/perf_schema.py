@@ -103,7 +103,8 @@ class SaturationPoint(_Strict):
 class Saturation(_Strict):
     rate: Num = Field(description="the highest sustained throughput of the emulated engine, requests/s "
                       "(closed loop, steady state): Poisson arrivals below it are served, above it the queue grows")
-    bounded: bool = Field(description="false when the concurrency search stopped while throughput still rose")
+    bounded: bool = Field(description="always true (kept for compatibility): the search ends where the rate stops rising, "
+                          "the KV pool binds or --max-num-seqs caps it")
     lower_bound: bool = Field(description="always false (kept for compatibility: the rate is not a lower bound)")
     concurrency: int = Field(ge=0, description="requests in flight of the closed-loop run that reached the rate")
     requests: int = Field(ge=1, description="requests per open-loop (latency against load) run")
