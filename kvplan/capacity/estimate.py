@@ -425,6 +425,9 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
                 flag="--max-model-len",
             )
 
+    # gpu_memory_utilization: a version may default it by sizing mode (0.34.0: 1.0 extensible)
+    util = getattr(defaults, "resolved_gpu_memory_utilization", lambda a: a.gpu_memory_utilization)(args)
+
     # batch defaults
     mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)
     max_num_seqs = args.max_num_seqs or seqs_default
@@ -505,7 +508,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         cg, cg_applied = runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
         b = memory.budget(
             total_bytes=gpu.memory_bytes,
-            gpu_memory_utilization=args.gpu_memory_utilization,
+            gpu_memory_utilization=util,
             weights=sum(w_parts.values()),
             activation_peak=a.peak_bytes,
             # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
@@ -515,6 +518,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             cudagraph=cg,
             cudagraph_applied=cg_applied,
             kv_cache_memory=args.kv_cache_memory_bytes,
+            engine_args=args,
+            activation=a,
         )
         if pp == 1:
             stage_layout = global_layout
@@ -522,7 +527,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             stage_layout = rules.allocator.build_layout([s for o, s in zip(spec_owner, layer_specs) if o in layers])
         else:
             stage_layout = _project(global_layout, layers, rules)
-        nb = stage_layout.num_blocks(max(b.kv_cache_bytes, 0))
+        nb = b.num_blocks(stage_layout)
         stages.append(
             StagePlan(
                 pipeline_rank=rank,
@@ -572,10 +577,10 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     for s in stages:
         where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
         b = s.budget
-        if b.requested_bytes > b.free_at_start_bytes and not b.kv_cache_memory_override:
+        if b.requested_bytes > b.free_at_start_bytes and not b.kv_cache_memory_override and b.checks_free_memory:
             failure = Failure(
                 StartOutcome.UTILIZATION_REFUSED,
-                f"--gpu-memory-utilization {args.gpu_memory_utilization}: requests {b.requested_bytes / 2**30:.2f} GiB but "
+                f"--gpu-memory-utilization {util}: requests {b.requested_bytes / 2**30:.2f} GiB but "
                 f"only about {b.free_at_start_bytes / 2**30:.2f} GiB is free when vLLM starts (the CUDA context holds "
                 f"{memory.CUDA_CONTEXT_BYTES / 2**20:.0f} MiB); vLLM refuses to start",
                 flag="--gpu-memory-utilization",
@@ -638,7 +643,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
                     StartOutcome.CUDA_GRAPH_CAPTURE_OOM,
                     f"CUDA graphs need about {b.cudagraph_bytes / 2**30:.2f} GiB{where} but only "
                     f"{max(left, 0) / 2**30:.2f} GiB is left once the KV cache is allocated "
-                    f"(--gpu-memory-utilization {args.gpu_memory_utilization} requests "
+                    f"(--gpu-memory-utilization {util} requests "
                     f"{b.requested_bytes / 2**30:.2f} GiB of {b.total_bytes / 2**30:.2f} GiB); vLLM allocates the "
                     "KV cache first and then runs out of memory capturing the graphs, so it does not start",
                     flag="--gpu-memory-utilization",
@@ -698,7 +703,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         "tensor_parallel_size": tp,
         "pipeline_parallel_size": pp,
         "max_model_len": max_model_len,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "gpu_memory_utilization": util,
         "kv_cache_dtype": kv_dtype,
         "block_size": group0_block,
         "dtype": dtype,

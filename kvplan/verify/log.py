@@ -27,6 +27,7 @@ from typing import Any
 
 from kvplan.engines.vllm.v0_26 import log_grammar as _v0_26
 from kvplan.engines.vllm.v0_33 import log_grammar as _v0_33
+from kvplan.engines.vllm.v0_34 import log_grammar as _v0_34
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -106,6 +107,12 @@ class VllmLog:
         suggested_fit_requested_bytes / suggested_fill_gpu_bytes: the exact --kv-cache-memory
             values vLLM suggested.
         gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
+        kv_cache_sizing: vLLM 0.34.0's sizing path, "extensible" (a ``Memory after warmup`` or
+            ``Extended KV cache`` line) or "estimate" (the ``Disabling the extensible KV cache``
+            warning, whose reason is ``extensible_disabled_reason``); None before 0.34.0.
+        free_after_warmup_bytes / kv_committed_bytes / transient_kept_bytes /
+            transient_peak_bytes / reserve_growth_bytes / rank_kv_blocks: the ``Memory after
+            warmup`` line of vLLM 0.34.0 (F, C, max(P, G), P, G and the first rank's blocks).
         num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
             line gives them (the V1 engine logs only max_num_batched_tokens at INFO).
         meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
@@ -161,6 +168,14 @@ class VllmLog:
     block_size: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    kv_cache_sizing: str | None = None
+    extensible_disabled_reason: str | None = None
+    free_after_warmup_bytes: int | None = None
+    kv_committed_bytes: int | None = None
+    transient_kept_bytes: int | None = None
+    transient_peak_bytes: int | None = None
+    reserve_growth_bytes: int | None = None
+    rank_kv_blocks: int | None = None
     padding_layers: int | None = None
     attention_backend: str | None = None
     startup_s: float | None = None
@@ -384,7 +399,7 @@ def _check_counts(b: _Builder, what: str, values: dict) -> None:
 # vLLM version -> its log grammar (engines/vllm/v<version>/log_grammar.py). A version whose log
 # changed adds its module and one line here; a log of a version not listed is read with
 # DEFAULT_GRAMMAR (the version kvplan predicts with), older formats where their lines match.
-GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26, _v0_33)}
+GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26, _v0_33, _v0_34)}
 DEFAULT_GRAMMAR = _v0_26
 # The log names its version in its first lines (server banner, engine config line).
 _VERSION_SCAN_LINES = 400

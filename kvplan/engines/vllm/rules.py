@@ -66,12 +66,15 @@ class Evidence:
 
     def label(self) -> str:
         """"calibrated on N real starts", or "derived from the source, not yet checked on
-        hardware: <rule>; <rule> (the rest calibrated on N real starts)"."""
+        hardware: <rule>; <rule> (the rest calibrated on N real starts)" (without the
+        parenthesis when no real start of the version is recorded)."""
         calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
         if self.checked:
             return calibrated
-        return ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
-                + f" (the rest {calibrated})")
+        derived = "derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
+        if not self.real_starts:  # a version no real start has checked: nothing is calibrated
+            return derived
+        return derived + f" (the rest {calibrated})"
 
     def to_dict(self) -> dict:
         """JSON: {"checked", "real_starts", "unchecked", "label"}."""
