@@ -426,7 +426,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
             )
 
     # gpu_memory_utilization: a version may default it by sizing mode (0.34.0: 1.0 extensible)
-    util = getattr(defaults, "resolved_gpu_memory_utilization", lambda a: a.gpu_memory_utilization)(args)
+    util = rules.gpu_memory_utilization(args)
 
     # batch defaults
     mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)

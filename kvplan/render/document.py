@@ -161,7 +161,7 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
 def _kv_cache_sizing(b) -> dict:
     """``memory.kv_cache_sizing`` for a version with two sizing paths (vLLM 0.34.0,
     engines/vllm/v0_34/memory.py): {"mode": "extensible" | "estimate", and on the extensible
-    path its terms in bytes}; {} for versions with one path (0.26.0, 0.33.0: no key)."""
+    path its terms in bytes}; {} for versions with one sizing path (no key)."""
     if not hasattr(b, "extensible"):
         return {}
     if not b.extensible:

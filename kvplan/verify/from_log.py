@@ -268,6 +268,9 @@ def verify_log(
         plan = with_version_choice(plan, version_choice)
         plan_doc = plan_document(plan, source)
         gpu_source = choice.source
+        sizing_note = _sizing_path_note(log, plan_doc)
+        if sizing_note:
+            notes.append(sizing_note)
     except KvplanError as exc:
         if log.refusal is None:
             raise
@@ -290,3 +293,16 @@ def verify_log(
         doc["predicted_with"] = version_choice.to_dict()
     return doc, code
 
+
+
+def _sizing_path_note(log, plan_doc: dict) -> str | None:
+    """A warning when the log shows vLLM 0.34.0 sizing its KV cache by another path than the
+    one kvplan predicted (``memory.kv_cache_sizing.mode`` against the log's
+    ``kv_cache_sizing``: a ``Disabling the extensible KV cache`` warning, e.g. a failed VMM
+    probe, which no engine argument shows); None when they agree or either says nothing."""
+    predicted = ((plan_doc.get("memory") or {}).get("kv_cache_sizing") or {}).get("mode")
+    if not predicted or not log.kv_cache_sizing or predicted == log.kv_cache_sizing:
+        return None
+    why = f" ({log.extensible_disabled_reason})" if log.extensible_disabled_reason else ""
+    return (f"warning: the log shows vLLM sizing the KV cache by the {log.kv_cache_sizing} path{why}; kvplan "
+            f"predicted the {predicted} path from the engine arguments, so the numbers compare different rules")

@@ -25,9 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.engines.vllm.v0_26 import log_grammar as _v0_26
-from kvplan.engines.vllm.v0_33 import log_grammar as _v0_33
-from kvplan.engines.vllm.v0_34 import log_grammar as _v0_34
+from kvplan.verify.grammars import DEFAULT_GRAMMAR, GRAMMARS, grammar_for  # noqa: F401  (re-exported)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -107,12 +105,8 @@ class VllmLog:
         suggested_fit_requested_bytes / suggested_fill_gpu_bytes: the exact --kv-cache-memory
             values vLLM suggested.
         gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
-        kv_cache_sizing: vLLM 0.34.0's sizing path, "extensible" (a ``Memory after warmup`` or
-            ``Extended KV cache`` line) or "estimate" (the ``Disabling the extensible KV cache``
-            warning, whose reason is ``extensible_disabled_reason``); None before 0.34.0.
-        free_after_warmup_bytes / kv_committed_bytes / transient_kept_bytes /
-            transient_peak_bytes / reserve_growth_bytes / rank_kv_blocks: the ``Memory after
-            warmup`` line of vLLM 0.34.0 (F, C, max(P, G), P, G and the first rank's blocks).
+        kv_cache_sizing ... rank_kv_blocks: vLLM 0.34.0's sizing path and its ``Memory after warmup``
+            figures (engines/vllm/v0_34/log_grammar.py says which line gives which).
         num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
             line gives them (the V1 engine logs only max_num_batched_tokens at INFO).
         meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
@@ -394,33 +388,6 @@ def _check_counts(b: _Builder, what: str, values: dict) -> None:
         if bad:
             b.log.invalid_lines.append((b.lineno, f"{what} line: {key}={v} is not a count (a whole number >= 0)"))
             return
-
-
-# vLLM version -> its log grammar (engines/vllm/v<version>/log_grammar.py). A version whose log
-# changed adds its module and one line here; a log of a version not listed is read with
-# DEFAULT_GRAMMAR (the version kvplan predicts with), older formats where their lines match.
-GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26, _v0_33, _v0_34)}
-DEFAULT_GRAMMAR = _v0_26
-# The log names its version in its first lines (server banner, engine config line).
-_VERSION_SCAN_LINES = 400
-
-
-def grammar_for(text: str):
-    """The log grammar for a log: the one of the version its own "vLLM version" line names (the
-    grammar of the same major.minor series), else DEFAULT_GRAMMAR."""
-    for n, raw in enumerate(text.splitlines()):
-        if n >= _VERSION_SCAN_LINES:
-            break
-        msg = message_of(raw)
-        for pattern in DEFAULT_GRAMMAR.VERSION_LINES:
-            m = pattern.search(msg)
-            if m and m.group(1):
-                series = ".".join(m.group(1).split(".")[:2])
-                for grammar in GRAMMARS.values():
-                    if grammar.SERIES == series:
-                        return grammar
-                return DEFAULT_GRAMMAR
-    return DEFAULT_GRAMMAR
 
 
 def parse_log(text: str) -> VllmLog:

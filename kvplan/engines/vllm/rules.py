@@ -197,6 +197,14 @@ class VllmRules:
         engine ``args`` (EngineArgs) under these rules."""
         return Evidence(self.version, len(self.real_starts.STARTS), tuple(self.real_starts.unchecked(spec, gpu, args)))
 
+    def gpu_memory_utilization(self, args: Any) -> float:
+        """The gpu_memory_utilization this version uses for engine ``args`` (EngineArgs): the
+        version's defaults.resolved_gpu_memory_utilization where its default depends on the
+        sizing mode (vLLM 0.34.0: 1.0 with the extensible KV cache), else ``args``' value (the
+        user's, or the version's fixed default). A fraction of total CUDA memory."""
+        resolve = getattr(self.defaults, "resolved_gpu_memory_utilization", None)
+        return resolve(args) if resolve is not None else args.gpu_memory_utilization
+
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is
         the version's memory.non_torch_bytes."""
