@@ -25,18 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.verify.grammars import DEFAULT_GRAMMAR, GRAMMARS, grammar_for  # noqa: F401  (re-exported)
+from kvplan.verify.grammars import _ANSI, DEFAULT_GRAMMAR, GRAMMARS, grammar_for, message_of  # noqa: F401  (re-exported)
 
 GiB = 1 << 30
 MiB = 1 << 20
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# "INFO 08-01 12:00:00 [gpu_worker.py:561] " / "INFO 01-14 12:36:51 model_runner.py:1099] "
-# / "DEBUG 12-01 19:49:03 [v1/worker/gpu_worker.py:484] "
-_PREFIX = re.compile(
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
-    r"\[?[\w./\\-]+:\d+\]\s?"
-)
 _LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:")
 
 # --- kvplan child / calibration driver ----------------------------------------------------------
@@ -195,18 +188,6 @@ class VllmLog:
     def started(self) -> bool:
         """vLLM got as far as sizing the KV cache (it logged the KV tokens or a block count)."""
         return self.gpu_kv_cache_tokens is not None or self.num_gpu_blocks is not None
-
-
-def message_of(line: str) -> str:
-    """The message part of one log line: ANSI colours and the vLLM prefix (level, date, time,
-    [file:line], plus anything before it such as "(EngineCore_DP0 pid=7)") removed."""
-    line = _ANSI.sub("", line).rstrip("\r\n")
-    if "\r" in line:  # progress bars rewrite the line; keep what was shown last
-        line = line.rsplit("\r", 1)[-1]
-    m = _PREFIX.search(line)
-    if m:
-        return line[m.end():].strip()
-    return line.strip()
 
 
 def _gib_bytes(text: str) -> tuple[int, int]:

@@ -230,15 +230,26 @@ def test_fp_quant_checkpoint_is_refused_by_0_34_only(tmp_path):
     assert code == 0, err
 
 
-def test_transformers_backend_families_are_labelled_approximate():
-    for model in ("google/gemma-7b", "allenai/OLMoE-1B-7B-0924"):
-        code, out, err = run_cli("estimate", model, "--gpu", "H200", "--format", "json", "--vllm-version", "0.34.0")
+def test_transformers_backend_families_are_labelled_approximate(tmp_path):
+    gemma = tmp_path / "gemma-7b"  # google/gemma-7b's config.json (the keys kvplan reads)
+    gemma.mkdir()
+    (gemma / "config.json").write_text(json.dumps({
+        "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 3072, "intermediate_size": 24576,
+        "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+        "vocab_size": 256000, "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "hidden_act": "gelu",
+        "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    }))
+    for model in (str(gemma), "allenai/OLMoE-1B-7B-0924"):
+        code, out, err = run_cli("estimate", model, "--gpu", "H200", "--format", "json", "--vllm-version", "0.34.0",
+                                 "--max-model-len", "4096")
         assert code == 0, err
         doc = json.loads(out)
         assert doc["exact"] is False
-        assert any("Transformers backend" in a["reason"] for a in doc["approximate"]), doc["approximate"]
-        code, out, err = run_cli("estimate", model, "--gpu", "H200", "--format", "json", "--vllm-version", "0.33.0")
-        assert not any("Transformers backend" in a["reason"] for a in json.loads(out).get("approximate") or [])
+        assert any("Transformers backend" in a for a in doc["approximate"]), doc["approximate"]
+        code, out, err = run_cli("estimate", model, "--gpu", "H200", "--format", "json", "--vllm-version", "0.33.0",
+                                 "--max-model-len", "4096")
+        assert code == 0, err
+        assert not any("Transformers backend" in a for a in json.loads(out).get("approximate") or [])
 
 
 def test_keye_is_refused_naming_0_33():
