@@ -662,6 +662,11 @@ def _finish(log: VllmLog) -> None:
             log.resolution_bytes["requested_bytes"] = int(
                 log.resolution_bytes.get("total_bytes", 0) * log.gpu_memory_utilization
             )
+    if log.kv_cache_sizing == "extensible":
+        # vLLM 0.34.0's "Available KV cache memory" is then the reserved capacity, not the cache
+        # (engines/vllm/v0_34/log_grammar.py): the cache is the Extended line's blocks
+        log.kv_cache_bytes = None
+        log.resolution_bytes.pop("kv_cache_bytes", None)
     if log.meminfo and log.meminfo.get("total"):
         log.total_bytes = log.meminfo["total"]
         log.free_at_start_bytes = log.meminfo.get("free", log.free_at_start_bytes)

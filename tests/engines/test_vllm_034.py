@@ -326,6 +326,8 @@ def test_the_0_34_grammar_reads_the_extensible_lines(tmp_path):
     assert log.num_gpu_blocks == 15_100 and log.num_gpu_blocks_source == "Extended KV cache line"
     assert log.gpu_kv_cache_tokens == 15_100 * 64
     assert log.max_concurrency == pytest.approx(117.97, abs=0.01)
+    # "Available KV cache memory" is the reserved capacity under the extensible cache: not read as the cache
+    assert log.kv_cache_bytes is None
 
 
 def test_verify_from_log_reads_an_extensible_0_34_log(tmp_path):
