@@ -341,6 +341,12 @@ def test_verify_from_log_reads_an_extensible_0_34_log(tmp_path):
     assert doc["measured"]["gpu_kv_cache_tokens"] == 15_100 * 64
     assert doc["predicted"]["block_size"] == 64
     assert not any("sized the KV cache by" in n or "sizing the KV cache by" in n for n in doc["notes"])
+    # the extensible terms side by side: F + C = 121.9 + 0.06 GiB, P 1.53 GiB, G 1.21 GiB as logged
+    sizing = doc["kv_cache_sizing"]
+    assert sizing["predicted"]["mode"] == sizing["measured"]["mode"] == "extensible"
+    assert sizing["measured"]["free_after_warmup_bytes"] == round(121.9 * GiB) + round(0.06 * GiB)
+    assert sizing["measured"]["transient_peak_bytes"] == round(1.53 * GiB)
+    assert sizing["measured"]["reserve_growth_bytes"] == round(1.21 * GiB)
 
 
 def test_verify_from_log_reads_the_estimate_path_and_warns_when_vllm_turned_it_off(tmp_path):
