@@ -172,5 +172,6 @@ def _kv_cache_sizing(b) -> dict:
         "transient_peak_bytes": b.sizing_peak_bytes,
         "reserve_growth_bytes": b.reserve_growth_bytes,
         "margin_bytes": b.margin_bytes,
+        "warmup_persistent_bytes": b.warmup_persistent_bytes,
         "capacity_bytes": b.capacity_bytes,
     }}

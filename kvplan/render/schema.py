@@ -146,6 +146,7 @@ class KVCacheSizing(_Strict):
     transient_peak_bytes: Optional[int] = Field(default=None, ge=0)
     reserve_growth_bytes: Optional[int] = Field(default=None, ge=0)
     margin_bytes: Optional[int] = Field(default=None, ge=0)
+    warmup_persistent_bytes: Optional[int] = Field(default=None, ge=0)
     capacity_bytes: Optional[int] = None
 
 

@@ -295,13 +295,14 @@ def _extensible_rows(b, eff: dict) -> list[tuple[str, int]]:
     """The budget rows of vLLM 0.34.0's extensible KV cache (engines/vllm/v0_34/memory.py):
     free memory after warm-up and capture, less the margin and the transient kept free; the
     requested cap when --gpu-memory-utilization binds before the margin does."""
-    non_kv = b.weights_bytes + b.non_torch_bytes + b.cudagraph_bytes
+    non_kv = b.weights_bytes + b.non_torch_bytes + b.cudagraph_bytes + b.warmup_persistent_bytes
     rows = [
         ("total (CUDA-visible)", b.total_bytes),
         ("free at start (total - CUDA context)", b.free_at_start_bytes),
         ("- weights", b.weights_bytes),
         ("- non-torch", b.non_torch_bytes),
         ("- CUDA graphs (captured)", b.cudagraph_bytes),
+        ("- left allocated by warm-up", b.warmup_persistent_bytes),
         ("= free after warm-up and capture", b.headroom_bytes),
     ]
     keep = max(b.sizing_peak_bytes, b.reserve_growth_bytes)
@@ -309,5 +310,5 @@ def _extensible_rows(b, eff: dict) -> list[tuple[str, int]]:
         rows.append((f"capped by requested = total x {eff['gpu_memory_utilization']}", b.requested_bytes - non_kv))
     else:
         rows.append(("- margin max(1 GiB, 0.75 x peak)", b.margin_bytes))
-    rows += [("- transient kept free (peak)", keep), ("= KV cache", b.kv_cache_bytes)]
+    rows += [("- transient kept free max(peak, growth)", keep), ("= KV cache", b.kv_cache_bytes)]
     return rows

@@ -119,7 +119,9 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
         out.append(PARALLEL_UNCHECKED)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
-    if ran_on and gpu.id not in ran_on and getattr(gpu, "base_id", None) not in ran_on:
+    # a start folder may name the GPU by a profile alias ("vllm-0.34.0-h100" for h100-sxm)
+    known = {gpu.id, getattr(gpu, "base_id", None), *(a.lower() for a in getattr(gpu, "aliases", ()) or ())}
+    if ran_on and not ran_on & known:
         out.append(f"the {gpu.display_name} (every real start ran on the {names})")
     elif ran_on and getattr(gpu, "memory_quality", None) == "user":
         # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on

@@ -10,7 +10,7 @@ v1/worker/extensible_kv_cache.py measure_kv_cache_blocks / measure_kv_cache_byte
     F + C       = free memory after warm-up and capture, plus the bytes already committed to
                   the KV cache = init_free - non_kv_used
     non_kv_used = weights + non-torch + persistent tensors + the captured graph pool
-                  + what warm-up leaves allocated
+                  + what warm-up leaves allocated (activation.py warmup_persistent_bytes)
     KV bytes    = min(requested - non_kv_used, F + C - max(1 GiB, 0.75 P)) - max(P, G)
     num_blocks  = min(capacity, the most blocks whose granule-rounded mapping fits in KV bytes)
                   (allocator.KVCacheLayout.blocks_within), then the minimum over the world group
@@ -30,10 +30,12 @@ LMCache multi-process connector, a custom memory pool, a failed VMM probe): 0.33
 measurement (model_runner.capture_model) makes vLLM's graph estimate slightly smaller, by an
 amount the source does not settle (kvplan keeps 0.33.0's estimate).
 
-PROVISIONAL terms (derived from the source, not yet checked on a real 0.34.0 start; to be
-fitted on the `Memory after warmup` lines of real 0.34.0 starts): CUDA_CONTEXT_BYTES,
-NON_TORCH_SINGLE_GPU (0.33.0's fits, reused), WARMUP_PERSISTENT_BYTES, the graph pool
-(runner.py) and P/G (activation.py). Units: bytes (int).
+Checked on real 0.34.0 starts (tests/data/vllm-0.34.0-h100, H100): given the logged F + C, P and
+G, this formula and the granule rounding give vLLM's block count exactly on every extensible
+start. kvplan's own terms: CUDA_CONTEXT_BYTES and the consumed memory (0.33.0's fits; the
+logged "consumed memory" matches them within the log's rounding), the graph pool (runner.py) and
+P, G and what warm-up leaves allocated (activation.py), each fitted on named starts.
+Units: bytes (int).
 """
 
 from __future__ import annotations
@@ -55,14 +57,13 @@ from kvplan.engines.vllm.v0_33.memory import (  # noqa: F401  (unchanged)
 GiB = 1 << 30
 MiB = 1 << 20
 
-# PROVISIONAL (0.33.0's fit, reused): CUDA memory in use at the worker's start snapshot on an
-# H200 (751,632,384 B on every 0.33.0 start of tests/data/vllm-0.33.0-h200). To be refitted on
-# real 0.34.0 starts (the "Free memory on device (X/Y GiB) on startup" line).
+# CUDA memory in use at the worker's start snapshot: 751,632,384 B, 0.33.0's figure (every start
+# of tests/data/vllm-0.33.0-h200), and the same on every 0.34.0 start of
+# tests/data/vllm-0.34.0-h100 (KVPLAN_EXACT init_total_memory - init_free_memory =
+# 85,017,493,504 - 84,265,861,120).
 CUDA_CONTEXT_BYTES = _v033.CUDA_CONTEXT_BYTES
-# PROVISIONAL: bytes that warm-up, the sizing steps and capture leave allocated besides the
-# graph pool (block tables, capture-time buffers), 0 until fitted on real 0.34.0 starts
-# (init_free - F - C - weights - consumed - graphs of their `Memory after warmup` lines).
-WARMUP_PERSISTENT_BYTES = 0
+# What warm-up, the sizing steps and capture leave allocated besides the graph pool:
+# activation.py ``warmup_persistent_bytes`` (fitted per batched token).
 
 # v1/worker/extensible_kv_cache.py (CUDA values): the margin's floor and share of P.
 KV_CACHE_MARGIN_FLOOR_BYTES = 1 * GiB
@@ -80,6 +81,7 @@ class MemoryBudget(_v033.MemoryBudget):
         sizing_peak_bytes / reserve_growth_bytes: P and G (activation.py).
         margin_bytes: max(1 GiB, 0.75 P).
         headroom_bytes: F + C, the free memory after warm-up plus the committed KV prefix.
+        warmup_persistent_bytes: what warm-up and the sizing steps leave allocated.
     On the extensible path ``cudagraph_applied_bytes`` equals ``cudagraph_bytes``: the captured
     pool is taken from the KV cache, because the cache is measured after capture.
     """
@@ -90,6 +92,7 @@ class MemoryBudget(_v033.MemoryBudget):
     reserve_growth_bytes: int = 0
     margin_bytes: int = 0
     headroom_bytes: int = 0
+    warmup_persistent_bytes: int = 0
 
     @property
     def free_at_start_bytes(self) -> int:
@@ -167,7 +170,8 @@ def budget(
     req = requested_bytes(total_bytes, gpu_memory_utilization)
     p = max(getattr(activation, "sizing_peak_bytes", 0), activation_peak)
     g = getattr(activation, "reserve_growth_bytes", 0)
-    non_kv_used = weights + non_torch + cudagraph + WARMUP_PERSISTENT_BYTES
+    left = getattr(activation, "warmup_persistent_bytes", 0)
+    non_kv_used = weights + non_torch + cudagraph + left
     kv, margin, headroom = extensible_kv_cache_bytes(
         requested=req, non_kv_used=non_kv_used, free_at_start=total_bytes - CUDA_CONTEXT_BYTES, p=p, g=g
     )
@@ -186,6 +190,7 @@ def budget(
         reserve_growth_bytes=g,
         margin_bytes=margin,
         headroom_bytes=headroom,
+        warmup_persistent_bytes=left,
     )
 
 

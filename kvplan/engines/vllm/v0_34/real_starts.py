@@ -3,15 +3,21 @@ tests/data, without the .log suffix), and the 0.34.0 rules none of them exercise
 
 The package does not read tests/: this table is the committed list, and
 tests/engines/test_version_evidence.py checks that it names exactly the 0.34.0 starts tests/data
-holds. Add a start here when its log is added there.
+holds. Add a start here (and what it checked to CHECKED) when its log is added there.
 
-Until real starts check them, every 0.34.0 rule is derived from the source: an estimate's
-evidence says "derived from the source, not yet checked on hardware" and names the rules it used.
+The starts so far (tests/data/vllm-0.34.0-h100, lead's device session 5) are dense bf16
+Llama-3-8B on ONE H100: the extensible KV cache (eager, LLM class; CUDA graphs, `vllm serve`),
+block size 64. Their terms fitted memory.py / activation.py / runner.py's constants (each says on
+which start; the other start is held out). Anything outside that (another GPU, MoE, MLA, hybrid
+or quantized models, the estimate path, graphs of another model) is labelled.
 """
 
 from __future__ import annotations
 
-STARTS: tuple[str, ...] = ()
+STARTS: tuple[str, ...] = (
+    "vllm-0.34.0-h100/v034-llama3-8b_eager",
+    "vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",
+)
 
 # what an estimate uses that no start above checked -> the label's words for it
 EXTENSIBLE = ("the extensible KV cache (measured after warm-up and CUDA-graph capture; its margin, "
@@ -23,13 +29,34 @@ SM100_GRAPHS = "the SM100 CUDA-graph capture grids (prefill to 8192 tokens, deco
 BLOCK_SIZE = "the default block size 64"
 HYBRID_ALIGN = "hybrid (Mamba / Gated-DeltaNet) block alignment from 64"
 LARGE_TIER = "the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)"
+NOT_DENSE = ("the 0.34.0 transient peak, warm-up memory and graph pool of a {kind} model (fitted on "
+             "dense bf16 Llama-3-8B starts only)")
+
+# rule words -> the starts above that checked it (an empty tuple: none yet)
+CHECKED: dict[str, tuple[str, ...]] = {
+    EXTENSIBLE: STARTS,
+    CUDA_GRAPHS: ("vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",),
+    BLOCK_SIZE: STARTS,
+    ESTIMATE_PATH: (),
+    CUDA_GRAPH_ESTIMATE: (),
+    SM100_GRAPHS: (),
+    HYBRID_ALIGN: (),
+    LARGE_TIER: (),
+}
+
+
+def _kind(spec) -> str | None:
+    """What makes ``spec`` not a dense unquantized model, in words (None when it is one)."""
+    kinds = [w for w, on in (("MoE", spec.is_moe), ("MLA", spec.uses_mla), ("hybrid", spec.is_hybrid),
+                             ("quantized", spec.quantization is not None)) if on]
+    return "/".join(kinds) or None
 
 
 def unchecked(spec, gpu, args) -> tuple[str, ...]:
     """The 0.34.0 rules an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with engine
-    ``args`` (EngineArgs) uses that no real 0.34.0 start checked (the words above, in that order),
-    then what no start of any version checked (rules.common_unchecked). Never empty while no
-    0.34.0 start is recorded (STARTS).
+    ``args`` (EngineArgs) uses that no real 0.34.0 start checked (CHECKED; in the order of the
+    words above), then what no start of any version checked (rules.common_unchecked: a GPU
+    other than the starts', TP/PP > 1, a partial bundled spec).
 
     Rule sources (vLLM 0.34.0): config/vllm.py _resolve_extensible_kv_cache (which path),
     v1/worker/extensible_kv_cache.py measure_kv_cache_bytes (extensible), gpu_worker.py
@@ -42,15 +69,19 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     from kvplan.engines.vllm.v0_34.defaults import LARGE_TIER_BYTES, extensible_kv_cache
 
     extensible = extensible_kv_cache(args)
-    out = [EXTENSIBLE if extensible else ESTIMATE_PATH]
+    used = [EXTENSIBLE if extensible else ESTIMATE_PATH]
     if not args.enforce_eager:
-        out.append(CUDA_GRAPHS if extensible else CUDA_GRAPH_ESTIMATE)
+        used.append(CUDA_GRAPHS if extensible else CUDA_GRAPH_ESTIMATE)
         if (gpu.compute_capability or "").startswith("10."):
-            out.append(SM100_GRAPHS)
+            used.append(SM100_GRAPHS)
     if args.block_size is None:
-        out.append(BLOCK_SIZE)
+        used.append(BLOCK_SIZE)
     if spec.is_hybrid:
-        out.append(HYBRID_ALIGN)
+        used.append(HYBRID_ALIGN)
     if gpu.nvml_total_bytes >= LARGE_TIER_BYTES and (args.max_num_batched_tokens is None or args.max_num_seqs is None):
-        out.append(LARGE_TIER)
+        used.append(LARGE_TIER)
+    out = [w for w in used if not CHECKED.get(w)]
+    kind = _kind(spec)
+    if kind and extensible:
+        out.append(NOT_DENSE.format(kind=kind))
     return tuple(out) + common_unchecked(STARTS, spec, gpu, args)

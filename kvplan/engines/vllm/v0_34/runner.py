@@ -14,9 +14,14 @@ CUDA graphs (v1/worker/gpu/model_runner.py capture_model, profile_cudagraph_memo
   before reading the free memory after capture, which makes both the estimate and the logged
   pool somewhat smaller by an amount not settled by the source.
 
-NOT CHECKED ON HARDWARE: kvplan's captured pool is 0.26.0's measured H200 pool (51 capture sizes
-up to 512; v0_26/runner.py CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER), PROVISIONAL until
-fitted on real 0.34.0 starts' "Graph capturing finished ... took X GiB" lines.
+FITTED on ONE real 0.34.0 start: the captured pool is 0.26.0's measured pool (51 capture sizes up
+to 512; v0_26/runner.py CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER x layers) less
+CAPTURE_CACHE_RELEASE_BYTES, the warm-up activations 0.34.0's extra ``empty_cache`` returns
+before measuring: Llama-3-8B (32 layers) on an H100, tests/data/vllm-0.34.0-h100/
+v034-llama3-8b_serve_graphs, KVPLAN_EXACT cudagraph_bytes 725,614,592 B ("took 0.68 GiB")
+against 0.26.0's 1,050,800,000 B. No other model or layer count is checked (real_starts.py
+labels graphs of other families). The estimate path's estimate is taken to shrink by the same
+amount (the source says both do; not measured).
 
 Capture sizes (config/vllm.py _split_cudagraph_capture_sizes, compilation.py
 prefill_cudagraph_capture_grid / decode_cudagraph_capture_grid): off data-centre Blackwell the
@@ -28,17 +33,30 @@ many more and wider graphs, whose memory kvplan has not measured (real_starts.py
 
 from __future__ import annotations
 
+from kvplan.engines.vllm.v0_26.runner import CUDAGRAPH_BASE_BYTES, CUDAGRAPH_BYTES_PER_LAYER
 from kvplan.engines.vllm.v0_33.runner import (  # noqa: F401  (unchanged)
     DEFAULT_CAPTURE_SIZES,
     FULL_GRAPH_PROFILING_SAMPLES,
     MIN_PER_GRAPH_BYTES,
-    cudagraph_bytes,
     uses_v2_runner,
 )
+from kvplan.model.spec import ModelSpec
 from kvplan.engines.vllm.v0_33.runner import cuda_graph_max_tokens as _cuda_graph_max_tokens_033
 
+# FITTED on v034-llama3-8b_serve_graphs (one start): 1,050,800,000 - 725,614,592 B.
+CAPTURE_CACHE_RELEASE_BYTES = 325_185_408
 # compilation.py / config/vllm.py: the SM100 prefill grid's and decode token cap's default top.
 SM100_MAX_CAPTURE_TOKENS = 8192
+
+
+def cudagraph_bytes(spec: ModelSpec, *, enforce_eager: bool, num_layers: int) -> tuple[int, int]:
+    """(the captured graph pool, the estimate-path estimate), bytes per GPU: 0.26.0's pool less
+    CAPTURE_CACHE_RELEASE_BYTES, and that plus the FULL-graph extrapolation's minimum (49 x 1
+    MiB, 0.33.0's rule). (0, 0) under --enforce-eager. Fitted on one start (module docstring)."""
+    if enforce_eager:
+        return 0, 0
+    captured = CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER * num_layers - CAPTURE_CACHE_RELEASE_BYTES
+    return captured, captured + (DEFAULT_CAPTURE_SIZES - FULL_GRAPH_PROFILING_SAMPLES) * MIN_PER_GRAPH_BYTES
 
 
 def cuda_graph_max_tokens(args, compute_capability: str | None = None) -> int:
