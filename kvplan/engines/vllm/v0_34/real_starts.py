@@ -5,19 +5,28 @@ The package does not read tests/: this table is the committed list, and
 tests/engines/test_version_evidence.py checks that it names exactly the 0.34.0 starts tests/data
 holds. Add a start here (and what it checked to CHECKED) when its log is added there.
 
-The starts so far (tests/data/vllm-0.34.0-h100, lead's device session 5) are dense bf16
-Llama-3-8B on ONE H100: the extensible KV cache (eager, LLM class; CUDA graphs, `vllm serve`),
-block size 64. Their terms fitted memory.py / activation.py / runner.py's constants (each says on
-which start; the other start is held out). Anything outside that (another GPU, MoE, MLA, hybrid
-or quantized models, the estimate path, graphs of another model) is labelled.
+The starts so far (tests/data/vllm-0.34.0-h100, lead's device session 5) ran on ONE H100:
+Llama-3-8B (eager / LLM class, CUDA graphs / `vllm serve`, --gpu-memory-utilization 0.92, fp8
+weights, --kv-cache-memory-bytes, native KV offload), Qwen3-30B-A3B (MoE, eager) and Gemma-2-9B
+(sliding window, eager). Their terms fitted activation.py / runner.py's constants
+(benchmarks/fit_v034.py: three fitted on one start per family, the rest held out). Anything
+outside that (another GPU, MLA or hybrid models, graphs of another model, SM100 grids) is
+labelled.
 """
 
 from __future__ import annotations
 
 STARTS: tuple[str, ...] = (
+    "vllm-0.34.0-h100/v034-gemma2-9b_eager",
     "vllm-0.34.0-h100/v034-llama3-8b_eager",
+    "vllm-0.34.0-h100/v034-llama3-8b_eager_kvbytes",
+    "vllm-0.34.0-h100/v034-llama3-8b_eager_u092",
+    "vllm-0.34.0-h100/v034-llama3-8b_fp8_eager",
     "vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",
+    "vllm-0.34.0-h100/v034-llama31-8b_kvoffload16",
+    "vllm-0.34.0-h100/v034-qwen3-30b-a3b_eager",
 )
+_EXTENSIBLE = tuple(s for s in STARTS if not s.endswith("_kvbytes"))
 
 # what an estimate uses that no start above checked -> the label's words for it
 EXTENSIBLE = ("the extensible KV cache (measured after warm-up and CUDA-graph capture; its margin, "
@@ -29,15 +38,16 @@ SM100_GRAPHS = "the SM100 CUDA-graph capture grids (prefill to 8192 tokens, deco
 BLOCK_SIZE = "the default block size 64"
 HYBRID_ALIGN = "hybrid (Mamba / Gated-DeltaNet) block alignment from 64"
 LARGE_TIER = "the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)"
-NOT_DENSE = ("the 0.34.0 transient peak, warm-up memory and graph pool of a {kind} model (fitted on "
-             "dense bf16 Llama-3-8B starts only)")
+NOT_COVERED = ("the 0.34.0 transient peak and warm-up memory of a {kind} model (fitted on dense, MoE and "
+               "sliding-window starts only)")
+GRAPHS_OTHER_MODEL = "the 0.34.0 CUDA-graph pool of a model other than Llama-3-8B (one graph start)"
 
 # rule words -> the starts above that checked it (an empty tuple: none yet)
 CHECKED: dict[str, tuple[str, ...]] = {
-    EXTENSIBLE: STARTS,
+    EXTENSIBLE: _EXTENSIBLE,
     CUDA_GRAPHS: ("vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",),
     BLOCK_SIZE: STARTS,
-    ESTIMATE_PATH: (),
+    ESTIMATE_PATH: ("vllm-0.34.0-h100/v034-llama3-8b_eager_kvbytes",),
     CUDA_GRAPH_ESTIMATE: (),
     SM100_GRAPHS: (),
     HYBRID_ALIGN: (),
@@ -46,9 +56,9 @@ CHECKED: dict[str, tuple[str, ...]] = {
 
 
 def _kind(spec) -> str | None:
-    """What makes ``spec`` not a dense unquantized model, in words (None when it is one)."""
-    kinds = [w for w, on in (("MoE", spec.is_moe), ("MLA", spec.uses_mla), ("hybrid", spec.is_hybrid),
-                             ("quantized", spec.quantization is not None)) if on]
+    """What no start covered about ``spec``'s kind, in words (None when a start covered it): MLA
+    and hybrid models (the starts: dense, MoE, sliding-window, fp8-weight Llama)."""
+    kinds = [w for w, on in (("MLA", spec.uses_mla), ("hybrid", spec.is_hybrid)) if on]
     return "/".join(kinds) or None
 
 
@@ -83,5 +93,7 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     out = [w for w in used if not CHECKED.get(w)]
     kind = _kind(spec)
     if kind and extensible:
-        out.append(NOT_DENSE.format(kind=kind))
+        out.append(NOT_COVERED.format(kind=kind))
+    if extensible and not args.enforce_eager and spec.architecture != "LlamaForCausalLM":
+        out.append(GRAPHS_OTHER_MODEL)
     return tuple(out) + common_unchecked(STARTS, spec, gpu, args)
