@@ -493,3 +493,15 @@ def test_the_held_out_graph_start_within_its_stated_errors():
     assert pred["reserve_growth_bytes"] == 1_084_168_955 and meas["reserve_growth_bytes"] == round(1.18 * GiB)
     # blocks: 7,688 predicted vs 7,672 logged (+0.21 %)
     assert (doc["predicted"]["num_gpu_blocks"], doc["measured"]["num_gpu_blocks"]) == (7_688, 7_672)
+
+
+def test_check_accepts_utilization_1_under_0_34_only():
+    # the same deployment file: vLLM 0.33.0 refuses a budget above the free memory at start;
+    # 0.34.0's extensible KV cache takes 1.0 as a cap only (v1/worker/utils.py request_memory)
+    path = str(Path(__file__).parents[1] / "data" / "check" / "review3" / "util-1.yaml")
+    ids = {}
+    for version in ("0.33.0", "0.34.0"):
+        code, out, err = run_cli("check", path, "--format", "json", "--vllm-version", version)
+        ids[version] = {d["check_id"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
+    assert "gpu-memory-utilization-range" in ids["0.33.0"]
+    assert "gpu-memory-utilization-range" not in ids["0.34.0"]
