@@ -40,7 +40,8 @@ HYBRID_ALIGN = "hybrid (Mamba / Gated-DeltaNet) block alignment from 64"
 LARGE_TIER = "the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)"
 NOT_COVERED = ("the 0.34.0 transient peak and warm-up memory of a {kind} model (fitted on dense, MoE and "
                "sliding-window starts only)")
-GRAPHS_OTHER_MODEL = "the 0.34.0 CUDA-graph pool of a model other than Llama-3-8B (one graph start)"
+GRAPHS_OTHER_MODEL = ("the 0.34.0 CUDA-graph pool of a model other than an unquantized Llama (one graph start: "
+                      "Llama-3-8B bf16)")
 
 # rule words -> the starts above that checked it (an empty tuple: none yet)
 CHECKED: dict[str, tuple[str, ...]] = {
@@ -94,6 +95,7 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     kind = _kind(spec)
     if kind and extensible:
         out.append(NOT_COVERED.format(kind=kind))
-    if extensible and not args.enforce_eager and spec.architecture != "LlamaForCausalLM":
+    quantized = spec.quantization is not None or bool(args.quantization)
+    if extensible and not args.enforce_eager and (spec.architecture != "LlamaForCausalLM" or quantized):
         out.append(GRAPHS_OTHER_MODEL)
     return tuple(out) + common_unchecked(STARTS, spec, gpu, args)
