@@ -67,8 +67,10 @@ class Calibration:
     """What the step times stand on.
 
     Attributes:
-        status: "uncalibrated" or "fitted".
-        label: UNCALIBRATED_LABEL or "fitted on N records (...)".
+        status: "uncalibrated", "fitted" or "transferred" (a fit of another GPU of the same
+            architecture and/or an earlier vLLM version: kvplan/perf/coefficients.py resolve).
+        label: UNCALIBRATED_LABEL, "fitted on N records (...)" or "transferred from <GPU>
+            (<version>): <the measured cross-GPU error, or that it is unmeasured>; ...".
         source: the coefficients' provenance line.
     """
 
@@ -79,6 +81,8 @@ class Calibration:
 
 def calibration_of(efficiency) -> Calibration:
     """The label of a step model's coefficients (kvplan/perf/coefficients.py Efficiency)."""
+    if efficiency.status == "transferred":
+        return Calibration("transferred", efficiency.transfer or "transferred", efficiency.source)
     if not efficiency.calibrated:
         return Calibration("uncalibrated", UNCALIBRATED_LABEL, efficiency.source)
     on = list(efficiency.fit.get("fitted_on") or [])

@@ -30,7 +30,8 @@ bandwidth, FLOPs over ``matmul_fraction`` x the dense tensor peak of the dtype t
 size: its kernels' fixed launch-to-finish floor inside the CUDA graph (a deep model pays it more
 often per step); ``moe_layer_us`` is the same for a MoE layer's extra kernels (router, top-k,
 token sorting by expert, the weighted sum). The coefficients are kvplan/perf/coefficients.py's (priors,
-"uncalibrated", unless a fit for this GPU and vLLM version exists).
+"uncalibrated", unless a fit for this GPU and vLLM version exists, or one of the same architecture
+and/or an earlier version to transfer: coefficients.resolve).
 
 Terms, per TP rank (the sizes come from the selected vLLM version's rules, the same ones the
 estimate uses: weights.weight_bytes_per_rank, kv_spec):
@@ -63,11 +64,12 @@ from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 from kvplan.model.spec import LayerKind, ModelSpec
 from kvplan.perf import gpu_perf
-from kvplan.perf.coefficients import Efficiency, coefficients_for
+from kvplan.perf.coefficients import Efficiency, resolve
 
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
-UNCALIBRATED = "uncalibrated: efficiency priors, no fit for this GPU under this vLLM version"
+UNCALIBRATED = ("uncalibrated: efficiency priors, no fit for this GPU's architecture (compute capability) under this "
+                "or an earlier vLLM version")
 QUANT_UNFITTED = ("{dtype} GEMMs: the coefficients were fitted on bf16 runs only; on the held-out Llama-3.1-70B "
                   "online-FP8 record kvplan's TPOT was 10-15 % low and its throughput 9-22 % high")
 EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
@@ -203,12 +205,14 @@ class StepModel:
     @property
     def labels(self) -> tuple[str, ...]:
         """Every caveat a prediction from this model carries (empty = calibrated and exact)."""
-        out = [] if self.efficiency.calibrated else [UNCALIBRATED]
+        e = self.efficiency
+        out = [] if e.calibrated else [e.transfer] if e.status == "transferred" and e.transfer else [UNCALIBRATED]
+        out.extend(e.transfer_notes)
         if self.tp > 1:
             out.append(TP_UNCALIBRATED)
         if self.cuda_graph_max_tokens == 0:
             out.append(EAGER_UNCHECKED)
-        if self.efficiency.calibrated and self.matmul_dtype not in ("bf16", "fp16"):
+        if e.from_fit and self.matmul_dtype not in ("bf16", "fp16"):
             out.append(QUANT_UNFITTED.format(dtype=self.matmul_dtype))
         return tuple(out) + self.approximations
 
@@ -356,6 +360,24 @@ class Chunk:
     num_computed_tokens: int
 
 
+def runner_change(spec: ModelSpec, fitted_version: str, rules: Any) -> str | None:
+    """What differs between how vLLM ``fitted_version`` and ``rules.version`` run ``spec``'s
+    steps, for a transferred fit's label: the model runner each picks (vX_Y/runner.py
+    uses_v2_runner: vLLM 0.26.0 config/vllm.py use_v2_model_runner gives MoE and hybrid models
+    the V1 runner, 0.33.0 gives every model V2); None when both pick the same."""
+    from kvplan.engines.vllm import versions
+
+    if fitted_version not in versions.SUPPORTED:
+        return None
+    old = versions.select(fitted_version).runner.uses_v2_runner(spec)
+    new = rules.runner.uses_v2_runner(spec)
+    if old == new:
+        return None
+    name = lambda v2: "V2" if v2 else "V1"  # noqa: E731
+    return (f"{spec.name} runs vLLM {rules.version}'s {name(new)} model runner but ran {fitted_version}'s {name(old)} "
+            f"(config/vllm.py use_v2_model_runner): the fit's host-side and eager-launch terms are {name(old)}'s")
+
+
 def _window(spec: ModelSpec, kind: LayerKind) -> int:
     if kind == LayerKind.SLIDING:
         return spec.sliding_window or 0
@@ -445,7 +467,8 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
     if note:
         approx.append(note)
     act = "fp16" if dtype == "float16" else "bf16"
-    eff = efficiency if efficiency is not None else coefficients_for(gpu.id, rules.version)
+    eff = efficiency if efficiency is not None else resolve(
+        gpu.id, gpu.compute_capability, rules.version, runner_note=lambda v: runner_change(spec, v, rules))
     layers = spec.num_hidden_layers
     return StepModel(
         name=spec.name,
