@@ -178,8 +178,10 @@ def run_estimate(f: EstimateFlags) -> int:
     perf = perf_note = None
     if f.perf:  # worked out before any output: a refusal prints one error and nothing else
         from kvplan.cli.perf import estimate_perf
+        from kvplan.perf import progress
 
-        perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
+        with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
+            perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
 
     from kvplan import render
 

@@ -26,6 +26,7 @@ from math import gcd
 
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
+from kvplan.perf import progress
 from kvplan.perf.batch import PrefillChunk, StepBatch, StepTime
 from kvplan.perf.blocks import _GROUP_BITS, NULL_BLOCK, BlockPool, GroupSpec, content_key
 from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec, TraceLoop
@@ -684,6 +685,7 @@ class Emulator:
         finished = 0
         depth = self.in_flight_batches
         usable = self.pool.num_usable
+        tick = progress.tracker(_describe(workload), len(specs))  # None unless a terminal bar is on
         while finished < len(specs):
             while arrivals and arrivals[0][0] <= t:
                 _, k = heapq.heappop(arrivals)
@@ -725,6 +727,8 @@ class Emulator:
                     heapq.heappush(arrivals, (enters(end), sent))
                     send_s.append(end)
                     sent += 1
+            if tick is not None:
+                tick(finished)
         records = tuple(
             RequestRecord(
                 r.i, r.prompt, r.max_tokens, max(r.cached_tokens, 0), r.arrival, r.first_sched,
@@ -733,6 +737,15 @@ class Emulator:
             for r in reqs if r is not None
         )
         return SimulationResult(c, records, tuple(steps), usable, tuple(self.approximate))
+
+
+def _describe(workload) -> str:
+    """The progress bar's line for one run."""
+    if isinstance(workload, ClosedLoop):
+        return f"emulating a closed loop at concurrency {workload.concurrency}"
+    if isinstance(workload, OpenLoop):
+        return f"emulating an open loop at {workload.request_rate:.3g} req/s"
+    return "emulating a trace"
 
 
 def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop | TraceLoop, *, fast: bool = True) -> SimulationResult:
