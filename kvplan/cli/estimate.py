@@ -194,7 +194,7 @@ def run_estimate(f: EstimateFlags) -> int:
             from kvplan.render.perf import perf_section
 
             doc["perf"] = perf_section(perf)
-        elif perf_note is not None:  # a hybrid model: the estimate stands, perf is null and said why
+        elif perf_note is not None:  # a model kvplan perf does not model: the estimate stands, perf is null and said why
             doc["perf"] = None
             doc["warnings"] = [*doc["warnings"], perf_note]
         print(json.dumps(doc, indent=2))

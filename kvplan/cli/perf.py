@@ -245,7 +245,7 @@ def run_perf(f: PerfFlags) -> int:
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
     )
     plan = with_version_choice(plan, choice)
-    check_modelled(plan)  # a hybrid model: kvplan's limitation, said before anything runs
+    check_modelled(plan)  # a layer kind kvplan does not model (KV-less): said before anything runs
     from kvplan.perf.serving import predict
 
     from kvplan.perf import progress

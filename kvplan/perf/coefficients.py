@@ -310,4 +310,4 @@ def resolve(gpu_id: str, compute_capability: str | None, vllm_version: str,
             caveats.append(extra)
     label = f"transferred from {g} ({v}): " + "; ".join(notes)
     return replace(eff, status="transferred", transfer=label, transfer_notes=tuple(caveats),
-                   source=f"{label}. The fit: {eff.source}")
+                   source=f"the fit it transfers: {eff.source}")

@@ -235,6 +235,15 @@ class Emulator:
                 "prefix-cache hits with sliding-window groups: the window's blocks are required "
                 "cached, without vLLM's hybrid hit search"
             )
+        if any(g.kind == "state" for g in self.groups):
+            # vLLM 0.33.0 (mamba_cache_mode "align") caches a recurrent state only at block-aligned
+            # checkpoints and a hit must hold in every group; kvplan does not emulate that search
+            self.caching = False
+            self.approximate.append(
+                "hybrid model: prefix-cache hits are not emulated (vLLM keeps a recurrent state only at "
+                "block-aligned checkpoints); a recurrent-state group holds its pages per request "
+                "from admission to finish (the version's most, kv_spec blocks_per_request)"
+            )
         self.running: list[_Req] = []
         self.waiting: deque[_Req] = deque()
         self._preempted_now = 0
@@ -242,6 +251,8 @@ class Emulator:
     # ------------------------------------------------------------------ blocks
     def _required(self, r: _Req, gi: int, tokens: int, hit: list[int] | None, total_computed: int, cap: bool) -> int:
         g = self.groups[gi]
+        if g.kind == "state":  # a fixed number of pages from admission on, whatever the length
+            return max(g.pages_per_request - len(r.blocks[gi]), 0)
         need = _cdiv(tokens, g.block_size)
         if cap and self.caps[gi] is not None:
             need = min(need, self.caps[gi])
@@ -302,7 +313,7 @@ class Emulator:
                 pool.touch(hit)
                 blocks.extend(hit)
                 r.ncached[gi] = len(blocks)
-            more = _cdiv(slots, g.block_size) - len(blocks)
+            more = (g.pages_per_request if g.kind == "state" else _cdiv(slots, g.block_size)) - len(blocks)
             if more > 0:
                 blocks.extend(pool.take(more))
         r.allocated = True
@@ -313,6 +324,8 @@ class Emulator:
     def _register(self, r: _Req, tokens: int) -> None:
         pool = self.pool
         for gi, g in enumerate(self.groups):
+            if g.kind == "state":  # recurrent state pages are not prefix-cached here (see __init__)
+                continue
             full = tokens // g.block_size
             start = r.ncached[gi]
             if start >= full:

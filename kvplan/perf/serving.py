@@ -79,8 +79,17 @@ class Calibration:
     source: str
 
 
-def calibration_of(efficiency) -> Calibration:
-    """The label of a step model's coefficients (kvplan/perf/coefficients.py Efficiency)."""
+HYBRID_LABEL = "uncalibrated for hybrid layers (no hybrid record)"
+
+
+def calibration_of(efficiency, hybrid: bool = False) -> Calibration:
+    """The label of a step model's coefficients (kvplan/perf/coefficients.py Efficiency). A
+    ``hybrid`` model (recurrent layers, which no fit covered) is "uncalibrated" whatever the
+    coefficients: its label says what the other terms stand on."""
+    if hybrid:
+        inner = calibration_of(efficiency)
+        rest = "physics priors" if inner.status == "uncalibrated" else inner.label
+        return Calibration("uncalibrated", f"{HYBRID_LABEL}; other terms: {rest}", inner.source)
     if efficiency.status == "transferred":
         return Calibration("transferred", efficiency.transfer or "transferred", efficiency.source)
     if not efficiency.calibrated:
@@ -128,32 +137,26 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
     ), efficiency)
 
 
-# Layer kinds of a hybrid model that the step-time model and the scheduler emulator do not model,
-# and how a message names them (model/spec.py LayerKind values).
-_HYBRID_LAYER_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "linear_attention": "GDN (linear-attention)",
-                       "none": "KV-less ('none')"}
-# KV-cache group kinds of such models (engines/vllm/vX_Y/allocator.py KVCacheGroup.kind).
-_HYBRID_GROUP_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "gdn": "GDN (linear-attention)", "linear_attention": "GDN (linear-attention)"}
+# Layer kinds the step-time model and the scheduler emulator do not model, and how a message
+# names them (model/spec.py LayerKind values). Mamba, GDN and short-conv layers are modelled
+# (kvplan/perf/recurrent.py, blocks.py "state" groups).
+_UNMODELLED_LAYER_NAMES = {"none": "KV-less ('none')"}
 
 
 def check_modelled(plan) -> None:
-    """kvplan's serving model covers the plan's model: no Mamba, GDN (linear-attention) or
-    KV-less ('none') layers, and no KV-cache group of such layers. This is a limitation of
-    kvplan (its step-time rules and block emulator cover attention only), not bad input; the
-    number is refused because kvplan cannot stand behind it.
+    """kvplan's serving model covers the plan's model: no KV-less ('none') layers (a KV-sharing
+    layer reads another layer's cache, which the step model does not cost). This is a limitation
+    of kvplan, not bad input; the number is refused because kvplan cannot stand behind it.
 
     Raises:
-        KvplanError: exit 2, "kvplan perf does not model <kind> layers yet (<model>): serving
-            performance is not predicted for hybrid models".
+        KvplanError: exit 2, "kvplan perf does not model <kind> layers yet (<model>)".
     """
-    kinds = [k.value for k in plan.spec.layer_kinds if k.value in _HYBRID_LAYER_NAMES]
-    names = [_HYBRID_LAYER_NAMES[k] for k in dict.fromkeys(kinds)]
-    if not names and plan.layout is not None:
-        names = list(dict.fromkeys(_HYBRID_GROUP_NAMES[g.kind] for g in plan.layout.groups if g.kind in _HYBRID_GROUP_NAMES))
+    kinds = [k.value for k in plan.spec.layer_kinds if k.value in _UNMODELLED_LAYER_NAMES]
+    names = [_UNMODELLED_LAYER_NAMES[k] for k in dict.fromkeys(kinds)]
     if names:
         raise KvplanError(
             f"kvplan perf does not model {' and '.join(names)} layers yet ({plan.spec.name}): "
-            "serving performance is not predicted for hybrid models",
+            "serving performance is not predicted for this model",
             hint="a kvplan limitation, not a problem with the flags; `kvplan estimate` still sizes the KV cache",
         )
 
@@ -430,7 +433,7 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     labels = labels + ((short,) if short else ())
     approx = tuple(dict.fromkeys(labels + tuple(res.approximate) + tuple(a.reason for a in plan.approximations)
                                  + ((sat.caveat,) if sat is not None else ())))
-    cal = calibration_of(step_model.efficiency) if step_model is not None else Calibration(
+    cal = calibration_of(step_model.efficiency, getattr(step_model, "hybrid", False)) if step_model is not None else Calibration(
         "uncalibrated", "step time given by the caller (not a GPU model)", "caller")
     return PerfResult(cfg, load, lengths.description, num_requests, seed, shared_prefix, summ, res,
                       kv_usage_over_time(res), sat, cal, approx)

@@ -65,6 +65,10 @@ from kvplan.gpus import GPUProfile
 from kvplan.model.spec import LayerKind, ModelSpec
 from kvplan.perf import gpu_perf
 from kvplan.perf.coefficients import Efficiency, resolve
+from kvplan.perf.recurrent import recurrent_cost, recurrent_layers
+
+_RECURRENT_NAMES = {"mamba1": "Mamba", "mamba2": "Mamba-2", "gdn": "Gated DeltaNet (linear-attention)",
+                    "short_conv": "short-conv"}
 
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
@@ -75,6 +79,8 @@ QUANT_UNFITTED = ("{dtype} GEMMs: the coefficients were fitted on bf16 runs only
 EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
                    "ungraphed steps of CUDA-graph runs and checked on one 4-layer eager record only")
 TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
+HYBRID_UNCALIBRATED = ("hybrid model: its {kind} layers' state traffic and scan are costed from bytes and FLOPs "
+                       "(kvplan/perf/recurrent.py) but uncalibrated: no hybrid model is in any fit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +207,14 @@ class StepModel:
     num_layers: int = 0
     num_moe_layers: int = 0
     cuda_graph_max_tokens: int = 0
+    scan_prefill_flops_per_token: float = 0.0
+    scan_decode_flops_per_token: float = 0.0
+    recurrent_kind: str = ""
+
+    @property
+    def hybrid(self) -> bool:
+        """The model has recurrent (Mamba / GDN / short-conv) layers."""
+        return bool(self.recurrent_kind)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -214,6 +228,8 @@ class StepModel:
             out.append(EAGER_UNCHECKED)
         if e.from_fit and self.matmul_dtype not in ("bf16", "fp16"):
             out.append(QUANT_UNFITTED.format(dtype=self.matmul_dtype))
+        if self.hybrid:
+            out.append(HYBRID_UNCALIBRATED.format(kind=_RECURRENT_NAMES.get(self.recurrent_kind, self.recurrent_kind)))
         return tuple(out) + self.approximations
 
     def with_efficiency(self, efficiency: Efficiency) -> "StepModel":
@@ -247,6 +263,8 @@ class StepModel:
                 kv += g.layers * g.kv_bytes_per_token * (seen + num_decodes)
                 attn += g.layers * g.decode_flops_per_pair * seen
         kv += self.state_bytes_per_request * requests
+        if self.recurrent_kind:  # the recurrent layers' scan (kvplan/perf/recurrent.py)
+            attn += self.scan_prefill_flops_per_token * (tokens - num_decodes) + self.scan_decode_flops_per_token * num_decodes
         touched = expected_experts(tokens, self.num_experts, self.top_k) if self.num_experts else 0.0
         expert_bytes = touched * self.expert_bytes
         expert_flops = 2.0 * self.top_k * self.expert_params * tokens
@@ -440,7 +458,6 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
     a = spec.attention
     q_heads = a.num_attention_heads // tp
     groups: dict[tuple, int] = {}
-    recurrent = 0
     for i, kind in enumerate(spec.layer_kinds):
         if kind == LayerKind.MLA and spec.mla is not None:
             m = spec.mla
@@ -454,15 +471,11 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
             if kind == LayerKind.CHUNKED:
                 approx.append("chunked local attention is costed as a sliding window of the chunk size (upper bound)")
         elif kind in (LayerKind.LINEAR, LayerKind.MAMBA):
-            recurrent += 1
-            continue
+            continue  # recurrent: kvplan/perf/recurrent.py
         else:
             raise KvplanError(f"{spec.name}: layer kind {kind.value!r} has no step-time rule")
         groups[key] = groups.get(key, 0) + 1
-    state = 0
-    if recurrent:
-        state = 2 * recurrent * rules.kv_spec.mamba_state_bytes(spec, tp, db)
-        approx.append("recurrent layers: only their state read/write and projections are costed, not the scan")
+    rec = recurrent_cost(spec, tp, rules.kv_spec.mamba_state_bytes(spec, tp, db) if recurrent_layers(spec) else 0)
     mm_dtype, note = gpu_perf.matmul_dtype(dtype, quant, gpu)
     if note:
         approx.append(note)
@@ -482,7 +495,10 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         expert_params=params.get("experts", 0) / experts if experts else 0.0,
         lm_head_params=int(lm_params),
         groups=tuple(AttentionGroup(n, *key) for key, n in groups.items()),
-        state_bytes_per_request=state,
+        state_bytes_per_request=rec.state_bytes_per_request,
+        scan_prefill_flops_per_token=rec.prefill_flops_per_token,
+        scan_decode_flops_per_token=rec.decode_flops_per_token,
+        recurrent_kind=rec.kind,
         allreduces=2 * layers if tp > 1 else 0,
         allreduce_bytes_per_token=spec.hidden_size * db,
         bandwidth=gpu_perf.memory_bandwidth(gpu),

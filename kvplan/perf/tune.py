@@ -196,7 +196,7 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     for o in options:
         conc = max(1, math.ceil(target_concurrency / o.data_parallel_size - 1e-9))
         try:
-            check_modelled(o.plan)  # a hybrid model: kvplan's limitation, said as such
+            check_modelled(o.plan)  # a layer kind kvplan does not model: its limitation, said as such
             model, timer = step_timer(o.plan)
             n = max(num_requests, CLOSED_LOOP_MIN_RATIO * conc)
             r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=n, seed=seed,
