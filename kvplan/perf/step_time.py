@@ -475,7 +475,11 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         else:
             raise KvplanError(f"{spec.name}: layer kind {kind.value!r} has no step-time rule")
         groups[key] = groups.get(key, 0) + 1
-    rec = recurrent_cost(spec, tp, rules.kv_spec.mamba_state_bytes(spec, tp, db) if recurrent_layers(spec) else 0)
+    state_one = 0
+    if recurrent_layers(spec):  # the state as the version sizes it (the SSM state's own dtype where the family names one)
+        ssm = rules.kv_spec.ssm_state_dtype_bytes(spec, db)
+        state_one = rules.kv_spec.mamba_state_bytes(spec, tp, db, ssm_dtype_bytes=ssm)
+    rec = recurrent_cost(spec, tp, state_one)
     mm_dtype, note = gpu_perf.matmul_dtype(dtype, quant, gpu)
     if note:
         approx.append(note)
