@@ -267,16 +267,16 @@ HOST_TERMS_NOTE = ("transferred fit: its host-side terms (per request, request p
 
 
 def resolve(gpu_id: str, compute_capability: str | None, vllm_version: str,
-            runner_note: Callable[[str], "str | None"] | None = None) -> Efficiency:
+            runner_note: Callable[[str, str], "list[str]"] | None = None) -> Efficiency:
     """The coefficients a prediction for ``gpu_id`` (of ``compute_capability``) under
     ``vllm_version`` uses (the module docstring's order): the exact fit; else a transferred fit of
     the same compute capability (this GPU first, then others by id), under the same version or the
     nearest earlier one (a later version's fit is never carried back); else PRIORS.
 
     Args:
-        runner_note: for a fit of another version, returns what differs in how vLLM runs the
-            model's steps between that version and ``vllm_version`` (e.g. another model runner),
-            or None; it goes into the label.
+        runner_note: ``(fit's GPU id, fit's version) -> caveats``: what differs in how vLLM runs
+            the model's steps there and here (another model runner, another MoE kernel tile
+            config); they go into the prediction's labels.
     Returns:
         an Efficiency with status "fitted", "transferred" (``transfer`` holds the label:
         "transferred from <GPU> (<version>): same architecture (sm_XX (Name)), <cross-GPU error,
@@ -305,9 +305,8 @@ def resolve(gpu_id: str, compute_capability: str | None, vllm_version: str,
         caveats.append(HOST_TERMS_NOTE)
     if v != vllm_version:
         notes.append(f"cross-version error unmeasured (no vLLM {vllm_version} records)")
-        extra = runner_note(v) if runner_note is not None else None
-        if extra:
-            caveats.append(extra)
+    if runner_note is not None:
+        caveats.extend(runner_note(g, v))
     label = f"transferred from {g} ({v}): " + "; ".join(notes)
     return replace(eff, status="transferred", transfer=label, transfer_notes=tuple(caveats),
                    source=f"the fit it transfers: {eff.source}")

@@ -396,6 +396,43 @@ def runner_change(spec: ModelSpec, fitted_version: str, rules: Any) -> str | Non
             f"(config/vllm.py use_v2_model_runner): the fit's host-side and eager-launch terms are {name(old)}'s")
 
 
+def moe_tile_change(spec: ModelSpec, gpu: GPUProfile, tp: int, quant: Any, rules: Any, fit_gpu: str,
+                    fit_version: str) -> str | None:
+    """For an unquantized MoE model, whether vLLM runs its routed experts with a tuned Triton
+    tile config on one of (the fit's GPU under the fit's version, ``gpu`` under ``rules``) and
+    the default tiles on the other (vX_Y/runner.py has_tuned_moe_config: vLLM fused_moe.py
+    get_config_file_name). The expert fractions were fitted on the fit's kernel, so the label
+    names the change; None when both are the same, the model is not MoE or is quantized (not
+    checked), or a version lacks the table."""
+    from kvplan.engines.vllm import versions
+    from kvplan.gpus import bundled_profiles
+
+    moe = spec.moe
+    if moe is None or (quant is not None and quant.method != "none") or fit_version not in versions.SUPPORTED:
+        return None
+    here = getattr(rules.runner, "has_tuned_moe_config", None)
+    there = getattr(versions.select(fit_version).runner, "has_tuned_moe_config", None)
+    fit_prof = bundled_profiles().get(fit_gpu)
+    if here is None or there is None or fit_prof is None or not fit_prof.reported_name or not gpu.reported_name:
+        return None
+    n = moe.moe_intermediate_size // tp
+    a, b = there(moe.num_experts, n, fit_prof.reported_name), here(moe.num_experts, n, gpu.reported_name)
+    if a == b:
+        return None
+    name = lambda t: "a tuned" if t else "the default (untuned)"  # noqa: E731
+    return (f"routed experts: vLLM {rules.version} runs {name(b)} Triton MoE tile config for E={moe.num_experts},N={n} on "
+            f"{gpu.id}, the fit ran {name(a)} one on {fit_gpu} (fused_moe/configs): the fitted expert-GEMM "
+            "fractions may not carry over")
+
+
+def transfer_caveats(spec: ModelSpec, gpu: GPUProfile, tp: int, quant: Any, rules: Any, fit_gpu: str,
+                     fit_version: str) -> list[str]:
+    """What a transferred fit's labels add for this model: the model-runner change between the
+    versions (runner_change) and the MoE tile-config change between the GPUs (moe_tile_change)."""
+    out = [runner_change(spec, fit_version, rules), moe_tile_change(spec, gpu, tp, quant, rules, fit_gpu, fit_version)]
+    return [x for x in out if x]
+
+
 def _window(spec: ModelSpec, kind: LayerKind) -> int:
     if kind == LayerKind.SLIDING:
         return spec.sliding_window or 0
@@ -485,7 +522,8 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         approx.append(note)
     act = "fp16" if dtype == "float16" else "bf16"
     eff = efficiency if efficiency is not None else resolve(
-        gpu.id, gpu.compute_capability, rules.version, runner_note=lambda v: runner_change(spec, v, rules))
+        gpu.id, gpu.compute_capability, rules.version,
+        runner_note=lambda g, v: transfer_caveats(spec, gpu, tp, quant, rules, g, v))
     layers = spec.num_hidden_layers
     return StepModel(
         name=spec.name,

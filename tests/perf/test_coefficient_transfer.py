@@ -134,3 +134,20 @@ def test_calibrate_perf_writes_a_cross_gpu_check_that_the_label_then_names(monke
     # a new fit replaces its own (gpu, version) entry and keeps the others
     merged = mod.merged_fits(again, {"gpu": "h100-sxm", "vllm_version": "0.26.0", "coefficients": {}})
     assert [(f["gpu"], f["vllm_version"]) for f in merged] == [("h200", "0.26.0"), ("h100-sxm", "0.26.0")]
+
+
+def test_a_moe_model_moving_to_untuned_expert_tiles_says_so(gpus):
+    # vLLM 0.26.0 fused_moe/configs/ holds E=128,N=768,device_name=NVIDIA_H200.json but no
+    # NVIDIA_H100_80GB_HBM3 file for E=128,N=768 (it has E=128,N=384): Qwen3-30B-A3B's experts
+    # (128 of intermediate 768) run the default Triton tiles on an H100 at TP 1, tuned ones at TP 2
+    # (768 / 2 = 384) on both GPUs.
+    from kvplan.engines.vllm.args import EngineArgs
+
+    spec, _ = load_spec("Qwen/Qwen3-30B-A3B")
+    tp1 = step_model(spec, gpus["h100-sxm"], vllm_version="0.26.0").labels
+    tp2 = step_model(spec, gpus["h100-sxm"], EngineArgs(tensor_parallel_size=2), vllm_version="0.26.0").labels
+    assert any(x.startswith("routed experts: vLLM 0.26.0 runs the default (untuned) Triton MoE tile config for "
+                            "E=128,N=768 on h100-sxm, the fit ran a tuned one on h200") for x in tp1)
+    assert not any(x.startswith("routed experts") for x in tp2)
+    own = step_model(spec, gpus["h200"], vllm_version="0.26.0").labels
+    assert not any(x.startswith("routed experts") for x in own)
