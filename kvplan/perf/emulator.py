@@ -244,6 +244,11 @@ class Emulator:
                 "block-aligned checkpoints); a recurrent-state group holds its pages per request "
                 "from admission to finish (the version's most, kv_spec blocks_per_request)"
             )
+        # the fast path's group: the one full-attention group when every other group is a
+        # recurrent state (whose pages a decode never changes), else -1 (no fast path)
+        kinds = [g.kind for g in self.groups]
+        others = [k for k in kinds if k != "state"]
+        self._quiet_group = kinds.index("full") if others == ["full"] else -1
         self.running: list[_Req] = []
         self.waiting: deque[_Req] = deque()
         self._preempted_now = 0
@@ -557,7 +562,8 @@ class Emulator:
         arrival is seen, the blocks they take are free): exactly what k exact steps would do,
         with per-request work once per run. Returns the new (t, gpu_free) or None."""
         groups = self.groups
-        if len(groups) != 1 or groups[0].kind != "full":
+        fi = self._quiet_group
+        if fi < 0:
             return None
         running = self.running
         d = len(running)
@@ -569,7 +575,7 @@ class Emulator:
                 return None
         elif queue:
             return None
-        bs = groups[0].block_size
+        bs = groups[fi].block_size
         mml = self.config.max_model_len
         k = 1 << 60
         sum_c = max_c = 0
@@ -582,7 +588,7 @@ class Emulator:
                     return None
             elif c != known - 1:
                 return None
-            if len(r.blocks[0]) != -(-c // bs):
+            if len(r.blocks[fi]) != -(-c // bs):
                 return None
             left = r.max_tokens - r.outputs - 1
             if mml - known - 1 < left:
@@ -628,9 +634,9 @@ class Emulator:
         got = ends[:m]
         for r in running:
             c = r.computed + m
-            more = -(-c // bs) - len(r.blocks[0])
+            more = -(-c // bs) - len(r.blocks[fi])
             if more > 0:
-                r.blocks[0].extend(pool.take(more))
+                r.blocks[fi].extend(pool.take(more))
             r.computed = c
             r.outputs += m
             r.times.extend(got)
