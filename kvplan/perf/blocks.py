@@ -44,8 +44,8 @@ class GroupSpec:
             it only aligns the attention groups' blocks).
         sliding_window: the window in tokens (sliding groups only).
         pages_per_request: pages a request holds in a state group from admission to finish
-            (the version's kv_spec blocks_per_request: vLLM 0.26.0 mode "none" 1; 0.33.0 mode
-            "align" 2, + 1 prefill checkpoint for Mamba-2 and FlashInfer GDN).
+            (the version's kv_spec blocks_per_request: 1 in vLLM's mamba_cache_mode "none", 2 in
+            "align", + 1 prefill checkpoint for Mamba-2 and FlashInfer GDN where the version has them).
     """
 
     kind: str

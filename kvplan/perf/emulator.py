@@ -236,7 +236,7 @@ class Emulator:
                 "cached, without vLLM's hybrid hit search"
             )
         if any(g.kind == "state" for g in self.groups):
-            # vLLM 0.33.0 (mamba_cache_mode "align") caches a recurrent state only at block-aligned
+            # vLLM's mamba_cache_mode "align" (the newer versions' default) caches a recurrent state only at block-aligned
             # checkpoints and a hit must hold in every group; kvplan does not emulate that search
             self.caching = False
             self.approximate.append(

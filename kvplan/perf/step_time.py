@@ -381,8 +381,9 @@ class Chunk:
 def runner_change(spec: ModelSpec, fitted_version: str, rules: Any) -> str | None:
     """What differs between how vLLM ``fitted_version`` and ``rules.version`` run ``spec``'s
     steps, for a transferred fit's label: the model runner each picks (vX_Y/runner.py
-    uses_v2_runner: vLLM 0.26.0 config/vllm.py use_v2_model_runner gives MoE and hybrid models
-    the V1 runner, 0.33.0 gives every model V2); None when both pick the same."""
+    uses_v2_runner, restating each version's config/vllm.py use_v2_model_runner: older versions
+    give MoE and hybrid models the V1 runner, newer ones every model V2); None when both pick the
+    same."""
     from kvplan.engines.vllm import versions
 
     if fitted_version not in versions.SUPPORTED:
