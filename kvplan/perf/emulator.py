@@ -10,7 +10,9 @@ step_with_batch_queue), so finished requests free their seats and blocks one ste
 new arrival waits for the next scheduling instant.
 
 Not modelled (refused or absent by construction): speculative decoding, pipeline parallelism,
-KV connectors, encoder inputs, priority scheduling, LoRA, Mamba/chunked-local groups. Host-side
+KV connectors, encoder inputs, priority scheduling, LoRA, chunked-local groups. Recurrent-state
+groups (Mamba, GDN, short conv: blocks.GroupSpec "state") hold a fixed number of pages per request
+from admission to finish; prefix-cache hits are not emulated when a layout has one. Host-side
 costs (tokenization, detokenization, HTTP) belong to the step-time model or the client.
 
 Units: seconds (float), tokens and blocks (int).
