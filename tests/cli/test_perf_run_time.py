@@ -100,3 +100,20 @@ def test_the_70b_run_never_reports_a_saturation_below_its_own_throughput():
     d = json.loads(out)
     assert d["metrics"]["preemptions"] > 0
     assert d["saturation"]["rate"] >= d["metrics"]["request_throughput"]
+
+
+def test_an_h100_prediction_is_labelled_transferred_in_json_and_table():
+    args = ["perf", M, "--gpu", "H100", "--input-len", "128", "--output-len", "8", "--concurrency", "2",
+            "--num-requests", "8", "--no-saturation", *V]
+    code, out, err = run_cli(*args, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["calibration"]["status"] == "transferred"
+    assert doc["calibration"]["label"] == ("transferred from h200 (0.26.0): same architecture (sm_90 (Hopper)), "
+                                           "cross-GPU error unmeasured (no h100-sxm records)")
+    assert doc["calibration"]["label"] in doc["approximate"]
+    from kvplan.render.perf_schema import PerfDocument
+
+    PerfDocument.model_validate(doc)
+    code, out, err = run_cli(*args)
+    assert code == 0 and "serving prediction (transferred from h200 (0.26.0)" in out.replace("\n", " ")
