@@ -292,9 +292,13 @@ ESTIMATE_REQUESTS_PER_SLOT = 4
 
 def estimate_requests(concurrency: int) -> int:
     """Requests ``estimate --perf`` sends at ``concurrency``: ESTIMATE_REQUESTS, raised to
-    ESTIMATE_REQUESTS_PER_SLOT x the concurrency when that is more (the output's workload line
-    and JSON ``workload.num_requests`` state the number)."""
-    return max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency))
+    ESTIMATE_REQUESTS_PER_SLOT x the concurrency when that is more, at most the emulator's cap
+    (kvplan/perf/serving.py MAX_REQUESTS; a shorter run than 3 x the concurrency is labelled by
+    the prediction itself). The output's workload line and JSON ``workload.num_requests`` state
+    the number."""
+    from kvplan.perf.serving import MAX_REQUESTS
+
+    return min(max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency)), MAX_REQUESTS)
 
 
 def perf_unavailable_note(reason: str) -> str:

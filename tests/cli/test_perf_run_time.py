@@ -117,3 +117,10 @@ def test_an_h100_prediction_is_labelled_transferred_in_json_and_table():
     PerfDocument.model_validate(doc)
     code, out, err = run_cli(*args)
     assert code == 0 and "serving prediction (transferred from h200 (0.26.0)" in out.replace("\n", " ")
+
+
+def test_estimate_perf_never_asks_for_more_than_the_cap():
+    from kvplan.cli.perf import estimate_requests
+
+    assert estimate_requests(10) == 1000 and estimate_requests(713) == 4 * 713
+    assert estimate_requests(40_000) == MAX_REQUESTS  # a --max-num-seqs of 40,000 that fits
