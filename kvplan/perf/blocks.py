@@ -46,6 +46,10 @@ class GroupSpec:
         pages_per_request: pages a request holds in a state group from admission to finish
             (the version's kv_spec blocks_per_request: 1 in vLLM's mamba_cache_mode "none", 2 in
             "align", + 1 prefill checkpoint for Mamba-2 and FlashInfer GDN where the version has them).
+            vLLM v1/core/single_type_kv_cache_manager.py MambaManager: in "align" mode the table
+            follows the token positions but remove_skipped_blocks frees all but the live state
+            blocks, so the live count is at most this; kvplan holds the most throughout (upper
+            bound, labelled by the emulator).
     """
 
     kind: str
