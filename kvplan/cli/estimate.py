@@ -178,8 +178,10 @@ def run_estimate(f: EstimateFlags) -> int:
     perf = perf_note = None
     if f.perf:  # worked out before any output: a refusal prints one error and nothing else
         from kvplan.cli.perf import estimate_perf
+        from kvplan.perf import progress
 
-        perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
+        with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
+            perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
 
     from kvplan import render
 
@@ -192,7 +194,7 @@ def run_estimate(f: EstimateFlags) -> int:
             from kvplan.render.perf import perf_section
 
             doc["perf"] = perf_section(perf)
-        elif perf_note is not None:  # a hybrid model: the estimate stands, perf is null and said why
+        elif perf_note is not None:  # a model kvplan perf does not model: the estimate stands, perf is null and said why
             doc["perf"] = None
             doc["warnings"] = [*doc["warnings"], perf_note]
         print(json.dumps(doc, indent=2))

@@ -286,7 +286,10 @@ def run_plan(kw: PlanFlags) -> int:
 
     perf = None
     if slo is not None:
-        result, perf = _screen_slo(result, wl, slo, kw.concurrency)
+        from kvplan.perf import progress
+
+        with progress.on_terminal(progress.wanted(fmt)):  # stderr, a terminal only; never in JSON or CI
+            result, perf = _screen_slo(result, wl, slo, kw.concurrency)
     focus = result.options[0] if result.options else result.closest
     capacity = None
     if wl is not None and focus is not None:
