@@ -68,12 +68,13 @@ def _install_targets(text: str) -> list[str]:
     """The requirement names each install line of ``text`` names (flags and paths skipped)."""
     names = []
     for m in INSTALL.finditer(text):
-        for word in m.group(1).split():
-            word = word.strip("'\"),;")
-            if not word or word.startswith(("-", ".", "/", "$", "git+", "<", "#")) or "://" in word:
-                continue
+        command = re.split(r"&&|\|\||;|\|", m.group(1))[0]  # the install command only, not what follows it
+        for word in command.split():
             if word.startswith("#"):
-                break
+                break  # a comment
+            word = word.strip("'\"),;")
+            if not word or word.startswith(("-", ".", "/", "$", "git+", "<")) or "://" in word:
+                continue
             names.append(re.split(r"[<>=!~\[;]", word, maxsplit=1)[0].lower())
     return names
 
