@@ -63,6 +63,8 @@ def test_a_summary_path_that_is_an_input_is_refused(tmp_path, monkeypatch):
     line = error_line(code, out, err)
     assert line.startswith("error: $GITHUB_STEP_SUMMARY: ") and "is an input of this check" in line
     assert out == "" and target.read_bytes() == before
+    doc = (Path(__file__).parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
+    assert "`check-step-summary-onto-input`" in doc and "is an input of this check; kvplan does not overwrite it" in doc
 
 
 def test_a_directory_is_refused_before_anything_is_printed(tmp_path, monkeypatch):
