@@ -197,3 +197,10 @@ def test_the_action_installs_with_pip_from_its_checkout_not_an_index():
     run = _step("Install kvplan")["run"]
     assert '"$KVPLAN_SOURCE"' in run and _step("Install kvplan")["env"]["KVPLAN_SOURCE"] == "${{ github.action_path }}"
     assert shutil.which("bash")
+
+
+def test_empty_paths_is_exit_2(repo):
+    work, runner = repo
+    proc, outputs = _run_step(_step("check"), {"paths": "  \n"}, work, runner)
+    assert proc.returncode == 2 and outputs["exit-code"] == "2"
+    assert "::error title=kvplan check::paths: no file to check" in proc.stdout
