@@ -3,10 +3,10 @@ variable is set (GitHub Actions shows the file on the run's summary page).
 
 Three parts: a heading with the verdict and the exit code; a table of deployments (file, name,
 model, GPU, vLLM version, the KV-cache figures check prints, "approximate" where the model has no
-kvplan family); a table of the errors and warnings (notes are counted, not listed: they are in
-the job log). Text from input files is escaped so that it cannot break the table or inject
-Markdown/HTML. GitHub caps a step summary at 1 MiB: findings past MAX_FINDINGS are counted, not
-listed.
+kvplan family); a table of every finding, errors first, then warnings, then notes (a flag kvplan
+does not model is a note or a warning: it is listed under a passing verdict too). Text from input
+files is escaped so that it cannot break the table or inject Markdown/HTML. GitHub caps a step
+summary at 1 MiB: findings past MAX_FINDINGS are counted, not listed.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def markdown_summary(report, strict: bool) -> str:
         "",
     ]
     lines += _deployments(report)
-    lines += _findings([d for d in diags if d.severity != "info"])
+    order = ("error", "warning", "info")
+    lines += _findings(sorted(diags, key=lambda d: order.index(d.severity)))  # stable: file order within a severity
     return "\n".join(lines) + "\n"
 
 
@@ -85,5 +86,5 @@ def _findings(diags) -> list[str]:
         text = (f"{d.key}: " if d.key else "") + d.message + (f" (hint: {d.hint})" if d.hint else "")
         lines.append(f"| {d.severity} | {cell(d.check_id)} | {cell(where)} | {cell(text)} |")
     if len(diags) > MAX_FINDINGS:
-        lines.append(f"\n{len(diags) - MAX_FINDINGS} more error(s) and warning(s): see the job log.")
+        lines.append(f"\n{len(diags) - MAX_FINDINGS} more finding(s): see the job log.")
     return lines + [""]

@@ -80,3 +80,30 @@ def test_cells_cannot_break_the_table_or_inject_html():
     assert "<" not in text.replace("\\<", "") and "\n" not in text and "\x1b" not in text
     # control characters (the newline too) are written as \xNN, as the other formats do
     assert text == "a \\| b \\<img src=x\\> \\`c\\` \\*d\\*\\\\x0anext\\\\x1b\\[31m"
+
+
+def test_notes_are_listed_under_a_passing_verdict(tmp_path, monkeypatch):
+    # a flag kvplan does not model must not hide under "passed": every note is a row
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = run_cli("check", PASS, "--gpu", "H100", "--format", "json")
+    import json
+
+    notes = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "info"]
+    assert code == 0 and notes
+    rows = [line for line in summary.read_text(encoding="utf-8").splitlines() if line.startswith("| info |")]
+    assert [r.split(" | ")[1] for r in rows] == [cell(d["check_id"]) for d in notes]
+
+
+def test_findings_past_the_cap_are_counted_not_listed():
+    from kvplan.check.diagnostics import Diagnostic
+    from kvplan.check.report import FileResult, Report
+    from kvplan.check.summary import MAX_FINDINGS, markdown_summary
+
+    diags = [Diagnostic(check_id="unknown-flag", severity="error", file="a.yaml", line=i + 1, message=f"m{i}")
+             for i in range(MAX_FINDINGS + 5)]
+    text = markdown_summary(Report(files=[FileResult(file="a.yaml", kind="vllm-config", diagnostics=diags)],
+                                   stats={}, vllm_version="x"), strict=False)
+    assert sum(line.startswith("| error |") for line in text.splitlines()) == MAX_FINDINGS
+    assert "5 more finding(s): see the job log." in text
+    assert text.startswith("## kvplan check failed (exit 1)")
