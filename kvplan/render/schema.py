@@ -312,6 +312,11 @@ class EstimateDocument(_Strict):
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
         "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
     )
+    curves: Optional[dict[str, Any]] = Field(
+        default=None,
+        description="added by `estimate --curves` only (kvplan.render.plots.pictures_dict): max concurrency "
+        "re-planned over --max-model-len and --gpu-memory-utilization, and the memory parts; absent otherwise",
+    )
     perf: Optional[PerfSection] = Field(
         default=None,
         description="added by `estimate --workload ... --perf` only (kvplan/render/perf_schema.py PerfSection): "
