@@ -90,7 +90,7 @@ def command(name: str):
     import typer
     import typer.main
 
-    app = typer.Typer()
+    app = typer.Typer(add_completion=False)
     importlib.import_module(f"kvplan.cli.{name}").register(app)
     return typer.main.get_command(app)
 
@@ -279,7 +279,9 @@ def run_child(name: str, argv: list[str], policy: Policy, stdin: str | None = No
                 hint="ask for less work (fewer --num-requests, --no-saturation), or start the server with a larger --timeout",
                 exit_code=None,
             )
-    if done.returncode in (0, 1) and done.stdout.strip():
+    if done.returncode in (0, 1, EXIT_BAD_INPUT) and done.stdout.strip():
+        # a document: estimate/plan/perf print one only for exit 0/1; check also for exit 2 (an
+        # unreadable deployment is a finding in its report)
         return Reply(200, done.stdout.encode(), "application/json", done.returncode)
     message, hint = _error_lines(done.stderr)
     if done.returncode in (EXIT_BAD_INPUT, EXIT_ENVIRONMENT) and message:

@@ -140,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
             from kvplan.cli.web.openapi import openapi_document
 
             return api.json_reply(openapi_document(), exit_code=None)
-        if path.startswith("/api/") and path.rstrip("/").rsplit("/", 1)[-1] in api.FORMATS:
+        if path.rstrip("/") in {f"/api/v1/{n}" for n in api.FORMATS}:
             return api.error_reply(405, f"{path}: use POST with a JSON body", exit_code=None)
         return api.error_reply(404, f"{path}: no such page or endpoint", hint="see /api/v1/openapi.json", exit_code=None)
 
@@ -152,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
     def _post(self) -> api.Reply:
         parts = urlsplit(self.path)
         name = parts.path.rstrip("/").rsplit("/", 1)[-1]
-        if not parts.path.startswith("/api/v1/") or name not in api.FORMATS:
+        if parts.path.rstrip("/") != f"/api/v1/{name}" or name not in api.FORMATS:
             return api.error_reply(404, f"{parts.path}: no such endpoint", hint="see /api/v1/openapi.json", exit_code=None)
         body, problem = self._read_json()
         if problem is not None:
