@@ -339,3 +339,14 @@ def test_static_files_ship_in_the_package():
     for name in [*STATIC_FILES, "index.html"]:
         text = (STATIC / name).read_text()
         assert "https://" not in text and "//cdn" not in text, name
+
+
+def test_estimate_imports_nothing_web_related():
+    script = ("import sys, io, contextlib; sys.argv = ['kvplan', 'estimate', 'meta-llama/Meta-Llama-3-8B', '--format', 'json']\n"
+              "from kvplan import cli\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              "    try: cli.main()\n"
+              "    except SystemExit: pass\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('kvplan.cli.web', 'http.server', 'socketserver', 'selenium'))))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

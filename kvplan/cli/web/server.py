@@ -221,8 +221,9 @@ def make_server(host: str = "127.0.0.1", port: int = 0, policy: api.Policy | Non
 
 
 def warm_up() -> None:
-    """Build the commands' parsers and import the estimate path once, so the first request does
-    not pay for it (run in a thread after the server is listening)."""
+    """Build the commands' parsers and run one estimate of a bundled model (imports the whole
+    estimate path), so the first request does not pay for them (run in a thread after the
+    server is listening; a request meanwhile waits for it at most once)."""
+    api.run("estimate", {"model": "meta-llama/Meta-Llama-3-8B", "curves": True}, api.Policy())
     for name in api.FORMATS:
         api.parameters(name)
-    import kvplan.capacity.options  # noqa: F401

@@ -12,6 +12,7 @@ const COLORS = {
   "KV cache": "#55a868", "CUDA graphs (after sizing)": "#c44e52", "unused": "#d0d4dc",
 };
 let options = null;
+let gpuList = [];
 let lastDoc = null;
 
 const int = (n) => Number(n).toLocaleString("en-US");
@@ -50,9 +51,13 @@ function setFormState(state) {
     const v = state[el.name];
     if (el.type === "checkbox") { el.checked = v === true || v === "true" || v === "1"; continue; }
     if (v === undefined) continue;
-    // a value the list does not hold (an alias such as A100-80GB): kept as given, for the API to judge
-    if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
     el.value = v;
+    if (el.tagName === "SELECT" && el.value !== v) {
+      // a GPU alias (A100-80GB): the profile that lists it (`kvplan gpus`); else kept as given, for the API to judge
+      const low = v.toLowerCase(), g = el.name === "gpu" && gpuList.find((p) => p.aliases.some((a) => a.toLowerCase() === low));
+      if (!g) el.add(new Option(v, v));
+      el.value = g ? g.id : v;
+    }
   }
 }
 
@@ -180,7 +185,7 @@ function drawCurve(doc) {
   if (!c) return;
   const pts = c.by_max_model_len.map((p) => [p.x, p.max_concurrency, { fail: !p.fits }]);
   kvplanCharts.lineChart($("#curve"), [{ label: "max concurrency (vLLM's log line)", color: "#55a868", points: pts }], {
-    xlog2: true, xLabel: "--max-model-len (tokens)", yLabel: "requests at once", xFmt: tokens,
+    width: 900, height: 300, xlog2: true, xLabel: "--max-model-len (tokens)", yLabel: "requests at once", xFmt: tokens,
     yFmt: (v) => (v >= 100 ? int(Math.round(v)) : +v.toFixed(2)),
     marks: [{ x: c.current_max_model_len, label: "this plan" }],
     hlines: [{ y: c.max_num_seqs, label: `--max-num-seqs ${c.max_num_seqs}` }],
@@ -271,7 +276,8 @@ async function init() {
   for (const id of models.bundled) list.appendChild(new Option(id));
   if (models.local_paths_allowed) $("#model-hint").textContent += ", or a local directory holding config.json";
   const gsel = $("#gpu");
-  for (const g of gpus) gsel.add(new Option(`${g.display_name} (${g.id})`, g.id));
+  gpuList = gpus;
+  for (const g of gpus) gsel.add(new Option(`${g.name} (${g.id})`, g.id));
   gsel.value = (gpus.find((g) => g.id === "h200") || gpus[0]).id;
   fillSelect(form.elements.kv_cache_dtype, options.kv_cache_dtypes);
   fillSelect(form.elements.vllm_version, options.vllm_versions, `default (${options.default_vllm_version} unless vllm is installed)`);
