@@ -259,14 +259,17 @@ function fillSelect(sel, values, first) {
 
 // Fields the API does not take (e.g. -dp / -ep before kvplan models them) are shown disabled.
 function gateFields() {
-  const keys = options.commands.estimate;
+  const keys = options.commands.estimate, off = [];
   for (const el of fields()) {
     if (PERF_KEYS.includes(el.name)) continue;
     const ok = el.name in keys;
     el.disabled = !ok;
     el.closest("label")?.classList.toggle("disabled", !ok);
-    if (!ok) el.title = "this kvplan's estimate does not take this flag yet";
+    if (!ok) { el.title = "this kvplan's estimate does not take this flag yet"; off.push(el.closest("label").textContent.trim()); }
   }
+  const hint = $("#parallel-hint");
+  hint.hidden = !off.length;
+  hint.textContent = off.length ? `${off.join(", ")}: not taken by this kvplan's estimate yet` : "";
 }
 
 async function init() {
