@@ -15,6 +15,7 @@ import sys
 import pytest
 from web_client import Client, start
 from helpers import run_cli
+from hf_server import fake_hub  # noqa: F401 - a fixture
 
 from kvplan.cli.web.api import Policy
 
@@ -187,6 +188,7 @@ def test_bad_perf_input_is_the_cli_message_and_400(client):
         ({"model": "meta-llama/Meta-Llama-3-8B", "tensor_parallel_size": [1, 2]}, "--tensor-parallel-size: expected a single value"),
         ({"model": "meta-llama/Meta-Llama-3-8B", "enforce_eager": "yes"}, "--enforce-eager: expected true or false"),
         ({"model": 7}, "model: expected a string"),
+        ({"model": ""}, "MODEL: empty model name"),
         ([1, 2], "expected a JSON object"),
     ],
 )
@@ -233,7 +235,7 @@ def test_local_paths_are_refused_unless_the_server_allows_them(client, tmp_path)
         assert status == 400 and "not readable from the web API" in doc["error"], key
     # a posted deployment naming a local model directory: the check command itself refuses to read it
     status, headers, doc = client.post("/api/v1/check", {"name": "serve.sh", "content": f"vllm serve {tmp_path}\n", "gpu": "H200"})
-    assert status == 200 and headers["X-Kvplan-Exit-Code"] == "2" and doc["exit_code"] == 2
+    assert status == 422 and headers["X-Kvplan-Exit-Code"] == "2" and doc["exit_code"] == 2
     unresolved = [d for d in doc["diagnostics"] if d["check_id"] == "model-unresolved"]
     assert unresolved and "local model paths are not readable through kvplan web" in unresolved[0]["message"]
     assert doc["files"][0]["deployments"][0]["figures"] is None  # nothing was read from tmp_path
@@ -350,3 +352,13 @@ def test_estimate_imports_nothing_web_related():
               "print(sorted(m for m in sys.modules if m.startswith(('kvplan.cli.web', 'http.server', 'socketserver', 'selenium'))))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_hub_model_is_fetched_as_the_cli_fetches_it(fake_hub, client):
+    """A Hub id (on tests/hf_server.py's Hub on 127.0.0.1) through the API equals the CLI's document."""
+    from helpers import TINY_LLAMA
+
+    fake_hub.add_repo("acme/web-tiny", {"config.json": json.dumps(TINY_LLAMA).encode()})
+    status, _, doc = client.post("/api/v1/estimate", {"model": "acme/web-tiny", "gpu": "L4"})
+    code, expected = cli_json("estimate", "acme/web-tiny", "--gpu", "L4", "--format", "json")
+    assert status == 200 and doc == expected and doc["model"]["source"]["origin"] == "hub"

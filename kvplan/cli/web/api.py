@@ -189,7 +189,10 @@ def _exists(text: str) -> bool:
 
 
 def _looks_local(model: str) -> bool:
-    """A model string kvplan.sources would read from disk (see kvplan.sources.resolve_model)."""
+    """A model string kvplan.sources would read from disk (see kvplan.sources.resolve_model; an
+    empty one is left to it: "MODEL: empty model name")."""
+    if not model.strip():
+        return False
     return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1 or _exists(model)
 
 
@@ -280,9 +283,10 @@ def run_child(name: str, argv: list[str], policy: Policy, stdin: str | None = No
                 exit_code=None,
             )
     if done.returncode in (0, 1, EXIT_BAD_INPUT) and done.stdout.strip():
-        # a document: estimate/plan/perf print one only for exit 0/1; check also for exit 2 (an
-        # unreadable deployment is a finding in its report)
-        return Reply(200, done.stdout.encode(), "application/json", done.returncode)
+        # a document: estimate/plan/perf print one only for exit 0/1; check also for exit 2 (a
+        # file it could not read or resolve is a finding of its report): bad input, so a 422
+        status = 422 if done.returncode == EXIT_BAD_INPUT else 200
+        return Reply(status, done.stdout.encode(), "application/json", done.returncode)
     message, hint = _error_lines(done.stderr)
     if done.returncode in (EXIT_BAD_INPUT, EXIT_ENVIRONMENT) and message:
         return error_reply(_status(done.returncode), message, hint, done.returncode)

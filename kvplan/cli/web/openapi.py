@@ -87,6 +87,8 @@ def openapi_document() -> dict:
 
     errors = {
         "400": {"description": "bad input: the CLI's one-line message (exit 2)", "content": {"application/json": {"schema": ref("Error")}}},
+        "422": {"description": "check only: a posted file it could not read or resolve (its report, exit 2)",
+                "content": {"application/json": {"schema": ref("Check")}}},
         "413": {"description": "body over 1 MiB", "content": {"application/json": {"schema": ref("Error")}}},
     }
     slow = {
