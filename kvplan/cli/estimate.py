@@ -104,24 +104,27 @@ def estimate(
     ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
+    flags = estimate_flags(dict(locals()))  # first: locals() is the parameters only
     from kvplan.cli import fail
 
-    flags = EstimateFlags(
-        model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
-        block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
-        revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
-        shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt, perf=perf,
-    )
     try:
         code = run_estimate(flags)
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
         return
     raise typer.Exit(code)
+
+
+def estimate_flags(params: dict) -> EstimateFlags:
+    """The EstimateFlags of one `kvplan estimate` call from its parameters as click parsed them
+    ({parameter name: value}). The one place parameters become flags: the CLI's callback and the
+    web API (kvplan.cli.web.api) both build them here. Parameters are EstimateFlags' fields by
+    name; one that is not (a group of flags kept together) is mapped here.
+
+    Raises:
+        TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
+    """
+    return EstimateFlags(**params)
 
 
 @dataclass

@@ -76,10 +76,15 @@ def test_estimate_that_does_not_start_is_200_with_exit_code_1(client):
 def test_estimate_document_matches_the_published_schema(client):
     import jsonschema
 
-    from kvplan.render.schema import estimate_json_schema
+    from kvplan.render.schema import EstimateDocument, estimate_json_schema
 
-    _, _, doc = client.post("/api/v1/estimate", LLAMA70 | {"curves": True})
+    _, _, doc = client.post("/api/v1/estimate", LLAMA70 | {"curves": True, "workload": "prompt=1000 output=100"})
     jsonschema.validate(doc, estimate_json_schema())
+    EstimateDocument.model_validate(doc)
+    broken = json.loads(json.dumps(doc))
+    broken["curves"]["by_max_model_len"][0]["fits"] = "yes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, estimate_json_schema())
 
 
 def test_plan_is_the_cli_document(client):

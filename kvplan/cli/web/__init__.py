@@ -8,7 +8,6 @@ Exit codes: 0 stopped with Ctrl-C, 2 bad flag or an address that cannot be bound
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 

@@ -233,7 +233,7 @@ def run(name: str, body: dict, policy: Policy, fmt: str = "json", stdin: str | N
 
 def _estimate_here(argv: list[str], fmt: str) -> Reply:
     """`kvplan estimate ARGV` in this process: the CLI's parser, prepare_estimate and renderers."""
-    from kvplan.cli.estimate import EstimateFlags, estimate_document, estimate_text, prepare_estimate
+    from kvplan.cli.estimate import estimate_document, estimate_flags, estimate_text, prepare_estimate
     from kvplan.io.errors import usage_error_message
 
     cmd = command("estimate")
@@ -247,7 +247,7 @@ def _estimate_here(argv: list[str], fmt: str) -> Reply:
                 if not hasattr(e, "format_message"):
                     raise
                 return error_reply(400, usage_error_message(e))
-            flags = EstimateFlags(**ctx.params)
+            flags = estimate_flags(ctx.params)
             prepared = prepare_estimate(flags)
             if fmt == "json":
                 return json_reply(estimate_document(prepared), prepared.exit_code)
