@@ -1,5 +1,5 @@
 """kvplan's command line (typer): the app, main() and the registration of the commands, one
-module each (estimate, gpus, verify, check and schema, plan), each thin: parse flags -> typed
+module each (estimate, gpus, verify, check and schema, plan, perf, web), each thin: parse flags -> typed
 inputs -> core -> render.
 
 Flags are spelled as `vllm serve` spells them (the engine arguments' options are derived from
@@ -40,6 +40,7 @@ _COMMAND_MODULES = {
     "schema": "kvplan.cli.schema",
     "plan": "kvplan.cli.plan",
     "perf": "kvplan.cli.perf",
+    "web": "kvplan.cli.web",
 }
 _registered: set[str] = set()
 

@@ -399,6 +399,10 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
             doc["workload"] = cap.to_dict() | {"summary": workload_summary(wl.workload, cap.max_model_len)}
         else:
             doc["workload"] = None
+        if curves and pics is not None:  # --curves --format json: the pictures' numbers
+            from kvplan.render.plots import pictures_dict
+
+            doc["curves"] = pictures_dict(pics)
     if console is not None and fmt == "table" and cap is not None:
         from kvplan.render.plan import print_capacity
 

@@ -125,6 +125,31 @@ def pictures(plan, workload=None) -> PlanPictures:
     )
 
 
+def pictures_dict(pics: PlanPictures) -> dict:
+    """The ``curves`` section of ``kvplan estimate --curves --format json`` (what the terminal
+    picture shows, as numbers; the web page draws it): {"by_max_model_len", "by_utilization":
+    [{"x", "max_concurrency", "fits", "workload_requests", "workload_excluded"}], "memory":
+    [{"label", "bytes"}], "current_max_model_len", "current_utilization", "max_num_seqs"}.
+    x is tokens (by_max_model_len) or a fraction (by_utilization); bytes are ints."""
+
+    def points(ps):
+        return [
+            {"x": p.x, "max_concurrency": round(p.max_concurrency, 2), "fits": p.fits,
+             "workload_requests": None if p.workload_requests is None else round(p.workload_requests, 2),
+             "workload_excluded": p.workload_excluded}
+            for p in ps
+        ]
+
+    return {
+        "by_max_model_len": points(pics.by_max_model_len),
+        "by_utilization": points(pics.by_utilization),
+        "memory": [{"label": label, "bytes": int(n)} for label, n in pics.memory],
+        "current_max_model_len": pics.current_max_model_len,
+        "current_utilization": pics.current_utilization,
+        "max_num_seqs": pics.max_num_seqs,
+    }
+
+
 def _fmt_tokens(x: float) -> str:
     x = int(x)
     return f"{x // 1024}k" if x % 1024 == 0 and x >= 1024 else str(x)
