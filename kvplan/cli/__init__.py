@@ -57,6 +57,7 @@ _SUMMARIES = {
     "schema": "Print the JSON Schema of the config format (for editors: yaml-language-server).",
     "plan": "Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens.",
     "perf": "Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU.",
+    "web": "Serve a local web page and JSON API (/api/v1/...) over the CLI's documents.",
 }
 _placeholders: list = []  # the typer CommandInfo of each placeholder now in app.registered_commands
 
