@@ -74,6 +74,7 @@ from kvplan.check.sources.dockerfile import dockerfile_calls
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.k8s import k8s_deployments
 from kvplan.check.sources.manifest import covered_by_manifests, manifest_deployments, node_selectors_for
+from kvplan.check.sources.stacks import STACK_KINDS, stack_deployments
 from kvplan.check.sources.shell import find_directives, read_dotenv, serve_calls_in_text
 from kvplan.check.sources.vllm_config import deployment_from_config, describe_yaml, duplicate_top_keys, multiple_documents_problem
 from kvplan.check.version import deployment_version, version_diagnostics
@@ -385,6 +386,13 @@ class Checker:
                     fr.diagnostics.append(
                         Diagnostic(check_id=INVALID_VALUE, severity="error", file=shown, line=line, key=key, message=message)
                     )
+            elif kind in STACK_KINDS:
+                if node_map is None:
+                    node_map, map_file = node_selectors_for(self, path, fr)
+                stack = stack_deployments(kind, doc, shown, raw, self.cat, node_map, base_dir=path.parent)
+                for dep in stack:
+                    self._gpu_from_gfd_label(dep)
+                deps += stack
             elif kind == "vllm-config":
                 name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
                 deps.append(
