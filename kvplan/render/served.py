@@ -81,9 +81,14 @@ def header(s: Served, fmt: str) -> str:
 
 
 def dump(doc) -> str:
+    """YAML without anchors/aliases (a manifest is read by people and by other tools)."""
     import yaml
 
-    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+    class _Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump(doc, Dumper=_Plain, sort_keys=False, width=1000)
 
 
 def hub_uri(s: Served, fmt: str) -> str:

@@ -146,6 +146,7 @@ def role_deployments(role: Role, file: str, raw: list[str], cat: FlagCatalogue) 
         dep = Deployment(name=role.name, file=file, line=role.line, kind=role.kind)
         dep.literal_reason = LITERAL_REASONS.get(role.syntax, "")
         dep.var_notes = dict(role.notes)
+        dep.process_env = dict(role.env)  # the container's environment is vLLM's (VLLM_ALLOW_LONG_MAX_MODEL_LEN ...)
         toks = expand_tokens([(a.text, a.line) for a in role.args], role.env, role.syntax, role.runtime)
         for t, a in zip(toks, role.args):
             if a.key is not None:
