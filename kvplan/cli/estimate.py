@@ -203,7 +203,7 @@ def run_estimate(f: EstimateFlags) -> int:
         print(json.dumps(doc, indent=2))
     elif f.fmt in ("yaml", "serve") or f.fmt in STACK_FORMATS:
         if f.fmt in STACK_FORMATS:  # built before any output: a plan no manifest can carry fails alone
-            from kvplan.render.served import write
+            from kvplan.render.manifests import write
 
             text = write(f.fmt, plan, revision)
         print("kvplan: " + render.evidence_line(plan), file=sys.stderr)

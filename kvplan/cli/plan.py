@@ -327,7 +327,7 @@ def _write_manifest(result, fmt: str, kw) -> int:
     stdout when no option meets the target."""
     import sys
 
-    from kvplan.render.served import write
+    from kvplan.render.manifests import write
 
     if not result.options:
         print("kvplan: no option meets the target; nothing written (`kvplan plan` without --format says why)",

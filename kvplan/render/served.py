@@ -100,24 +100,3 @@ def hub_uri(s: Served, fmt: str) -> str:
         raise KvplanError(f"--format {fmt}: {s.model} is not a Hugging Face model id the stack can download",
                           hint="estimate a Hub model id, or use --format k8s / compose and mount the directory")
     return f"hf://{s.model}"
-
-
-def write(fmt: str, plan: Plan, revision: str | None = None) -> str:
-    """The manifest of ``fmt`` (one of FORMATS) for ``plan``.
-
-    Raises:
-        KvplanError: an unknown format, or a plan no manifest can carry (see served, hub_uri)."""
-    s = served(plan, revision)
-    if fmt == "k8s":
-        from kvplan.render.k8s import deployment_yaml as w
-    elif fmt == "lws":
-        from kvplan.render.k8s import leaderworkerset_yaml as w
-    elif fmt == "kserve":
-        from kvplan.render.kserve import llmisvc_yaml as w
-    elif fmt == "llm-d":
-        from kvplan.render.llmd import modelservice_values_yaml as w
-    elif fmt == "compose":
-        from kvplan.render.compose import compose_yaml as w
-    else:
-        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use " + ", ".join(FORMATS))
-    return header(s, fmt) + dump(w(s))

@@ -27,7 +27,7 @@ from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.sources.k8s import _gpu_from_selectors, _k8s_env
-from kvplan.check.sources.stack import Arg, Role, container_resources, flag, model_from_uri, role_deployments, unknown_model, words_at
+from kvplan.check.sources.stack import Role, container_resources, flag, model_from_uri, role_deployments, unknown_model, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.check.deployment import Deployment, Tok, _int_or_none, expand_tokens, parse_serve_args
-from kvplan.check.diagnostics import IGNORED_FLAG, MODEL_UNRESOLVED
+from kvplan.check.deployment import Deployment, _int_or_none, expand_tokens, parse_serve_args
+from kvplan.check.diagnostics import IGNORED_FLAG
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import LITERAL_REASONS, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
@@ -205,5 +205,5 @@ def unknown_model(role: Role, shown: str, line: int | None, key: str, why: str) 
     role.model_unknown = (shown, line, key, why + "; " + UNKNOWN_MODEL_HINT)
 
 
-__all__ = ["Arg", "Role", "MODEL_UNRESOLVED", "container_resources", "flag", "model_from_uri", "quantity_bytes",
+__all__ = ["Arg", "Role", "container_resources", "flag", "model_from_uri", "quantity_bytes",
            "role_deployments", "unknown_model", "words_at"]
