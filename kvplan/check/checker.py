@@ -64,6 +64,7 @@ from kvplan.check.diagnostics import (
 from kvplan.check.paths import _display_path, _real, is_stdin, link_out_of_repository
 from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_error
 from kvplan.check.rules.hardware import gpu_count_check, gpus_needed, resolve_gpu, utilization_target
+from kvplan.check.rules.host_memory import host_memory_check
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
 from kvplan.check.rules.memory import plan_checks
 from kvplan.check.rules.model import load_spec, model_checks
@@ -389,10 +390,14 @@ class Checker:
             elif kind in STACK_KINDS:
                 if node_map is None:
                     node_map, map_file = node_selectors_for(self, path, fr)
-                stack = stack_deployments(kind, doc, shown, raw, self.cat, node_map, base_dir=path.parent)
+                unread: list = []
+                stack = stack_deployments(kind, doc, shown, raw, self.cat, node_map, base_dir=path.parent, problems=unread)
                 for dep in stack:
                     self._gpu_from_gfd_label(dep)
                 deps += stack
+                for line, key, message, hint in unread:  # a part not checked: never a silent pass
+                    fr.diagnostics.append(Diagnostic(check_id=NO_DEPLOYMENT, severity="warning", file=shown, line=line,
+                                                     key=key, message=message, hint=hint))
             elif kind == "vllm-config":
                 name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
                 deps.append(
@@ -445,6 +450,7 @@ class Checker:
         eng = engine_args(self, dep, checks)
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
         gpu_count_check(self, dep, targets, eng, checks)
+        host_memory_check(dep, checks)
         if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
             util = eng.args.gpu_memory_utilization
             dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.check.deployment import Deployment
-from kvplan.check.diagnostics import NO_DEPLOYMENT
 from kvplan.check.paths import outside_boundary
 from kvplan.check.sources.stack import Arg, Role, role_deployments
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
@@ -79,9 +78,10 @@ def _role(cfg: dict, doc: YamlDoc, path: tuple, key: str, name: str, cat: FlagCa
 
 
 def ray_serve_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, node_map: dict,
-                          base_dir: Path | None = None) -> list[Deployment]:
+                          base_dir: Path | None = None, problems: list | None = None) -> list[Deployment]:
     """One Deployment per LLMConfig (see the module doc). An ``llm_configs`` path that cannot be
-    read is a warning on a Deployment without a model (it fails --strict; never a silent pass)."""
+    read is a (line, key, message, hint) in ``problems``: check reports it as a no-deployment
+    warning on the file (it fails --strict; never a silent pass)."""
     data = doc.data
     if is_llm_config(data):
         return role_deployments(_role(data, doc, (), "", "LLMConfig", cat), file, raw, cat)
@@ -99,11 +99,9 @@ def ray_serve_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCata
             if isinstance(cfg, str):
                 loaded = _load_config_file(cfg, base_dir)
                 if isinstance(loaded, str):
-                    dep = Deployment(name=name, file=file, line=doc.line_of(path), kind="ray-serve")
-                    dep.diag(NO_DEPLOYMENT, "warning", f"{cfg}: {loaded}; this LLMConfig is not checked",
-                             key=key, hint=f"give kvplan check the file {cfg} itself")
-                    dep.invalid.add("model")
-                    out.append(dep)
+                    if problems is not None:
+                        problems.append((doc.line_of(path), key, f"{cfg}: {loaded}; this LLMConfig is not checked",
+                                         f"give kvplan check the file {cfg} itself"))
                     continue
                 sub_doc, sub_file = loaded
                 out += role_deployments(_role(sub_doc.data, sub_doc, (), "", name, cat), sub_file, read_text(Path(sub_file)).split("\n"), cat)

@@ -35,8 +35,10 @@ STACK_KINDS = ("kserve", "dynamo", "llm-d", "production-stack", "ray-serve")
 
 
 def stack_deployments(kind: str, doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, node_map: dict,
-                      base_dir: Path | None = None) -> list[Deployment]:
-    """The deployments of one document of a serving stack's manifest (see stack_kind)."""
+                      base_dir: Path | None = None, problems: list | None = None) -> list[Deployment]:
+    """The deployments of one document of a serving stack's manifest (see stack_kind).
+    ``problems`` receives (line, key, message, hint) of parts that could not be read (a Ray
+    ``llm_configs`` file), reported as no-deployment warnings on the file."""
     if kind == "kserve":
         from kvplan.check.sources.kserve import kserve_deployments as read
     elif kind == "dynamo":
@@ -48,5 +50,5 @@ def stack_deployments(kind: str, doc: YamlDoc, file: str, raw: list[str], cat: F
     else:
         from kvplan.check.sources.rayserve import ray_serve_deployments
 
-        return ray_serve_deployments(doc, file, raw, cat, node_map, base_dir=base_dir)
+        return ray_serve_deployments(doc, file, raw, cat, node_map, base_dir=base_dir, problems=problems)
     return read(doc, file, raw, cat, node_map)
