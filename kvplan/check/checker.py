@@ -12,6 +12,9 @@ Inputs, detected per file (``detect_kind``):
   ``nvidia.com/gpu`` resource count, ``nodeSelector`` mapped to a GPU profile by
   ``kvplan.yaml``'s ``node_selectors``).
 * ``manifest``: a ``kvplan.yaml`` listing several deployments (``Manifest``).
+* serving stacks' manifests (KServe, llm-d modelservice values, Dynamo, production-stack values,
+  Ray Serve LLM configs): each role's `vllm serve` line as the stack builds it
+  (``sources/stacks.py``; docs/stacks.md).
 
 YAML files are read document by document (``yaml_doc_kind``), so one file may hold several
 kinds; a vLLM config in a file of several documents also fails ``multiple-documents`` (vLLM

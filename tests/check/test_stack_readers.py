@@ -212,3 +212,26 @@ spec:
     assert ("not-modelled", "--connector") in _ids(doc, "warning")
     assert not [d for d in doc["diagnostics"] if d["check_id"] == "unknown-flag"]
     assert doc["files"][0]["deployments"][0]["figures"]["max_model_len"] == 8192 and code == 0
+
+
+def test_inference_service_with_custom_containers_is_read_as_kubernetes(tmp_path):
+    # a custom predictor container runs its own `vllm serve` (the image's entrypoint): the
+    # Kubernetes reader reads it, not the huggingfaceserver rules
+    f = write(tmp_path, "x.yaml", """
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: custom
+spec:
+  predictor:
+    containers:
+      - name: kserve-container
+        image: vllm/vllm-openai:v0.26.0
+        args: ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"]
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    (dep,) = doc["files"][0]["deployments"]
+    assert code == 0 and doc["files"][0]["kind"] == "k8s" and dep["figures"]["max_model_len"] == 8192

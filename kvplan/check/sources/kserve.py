@@ -43,8 +43,20 @@ KINDS = ("LLMInferenceService", "InferenceService", "ServingRuntime", "ClusterSe
 
 
 def is_kserve(data: Any) -> bool:
-    """Whether a YAML document is a KServe object this reader sizes."""
-    return isinstance(data, dict) and data.get("kind") in KINDS and str(data.get("apiVersion", "")).startswith("serving.kserve.io/")
+    """Whether a YAML document is a KServe object this reader sizes: an LLMInferenceService, an
+    InferenceService whose predictor names a ``model`` (a model format served by a runtime), or
+    a ServingRuntime with a multi-node ``workerSpec``. An InferenceService with custom predictor
+    ``containers`` or a single-node ServingRuntime runs its own command: the Kubernetes reader
+    reads it (kvplan.check.sources.k8s)."""
+    if not (isinstance(data, dict) and data.get("kind") in KINDS and str(data.get("apiVersion", "")).startswith("serving.kserve.io/")):
+        return False
+    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    if data["kind"] == "InferenceService":
+        pred = spec.get("predictor") if isinstance(spec.get("predictor"), dict) else {}
+        return isinstance(pred.get("model"), dict)
+    if data["kind"] in ("ServingRuntime", "ClusterServingRuntime"):
+        return isinstance(spec.get("workerSpec"), dict)
+    return True
 
 
 def kserve_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
