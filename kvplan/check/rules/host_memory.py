@@ -3,7 +3,7 @@ keeps the memory limit of vLLM's container (check.sources.stack: Kubernetes
 ``resources.limits.memory``, production-stack ``limitMemory``), and vLLM allocates the whole
 CPU offload buffer in that container's memory when it starts.
 
-Rule sources: vLLM 0.33.0 config/vllm.py _post_init_kv_transfer_config (``--kv-offloading-size``
+Rule sources: vLLM (the release of kvplan/engines/vllm/v0_33) config/vllm.py _post_init_kv_transfer_config (``--kv-offloading-size``
 GiB with the native backend becomes ``cpu_bytes_to_use`` = size x 2**30, the total across the
 tensor-parallel ranks) and v1/kv_offload/cpu/spec.py (the buffer is cpu_bytes_to_use bytes,
 carved into chunks at start-up); Kubernetes: a container above its memory limit is OOM-killed.
