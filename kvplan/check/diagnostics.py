@@ -92,6 +92,9 @@ FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
 GPU_COUNT = "gpu-count"
 
 
+REPLICAS = "replicas"  # a serving stack's replicas of an engine: the figures are per replica
+
+
 HOST_MEMORY = "host-memory"  # the container's memory limit holds less than vLLM's CPU KV offload buffer
 
 

@@ -66,6 +66,7 @@ def test_kserve_single_node_v1alpha2_passes_on_one_h100_and_needs_a_gpu():
     assert dep["name"] == "LLMInferenceService/qwen2-7b-instruct-single" and dep["model"] == "Qwen/Qwen2.5-7B-Instruct"
     _qwen25_7b_on_h100(dep["figures"])
     assert not _ids(doc, severity="warning")
+    assert ("replicas", "spec.replicas") in _ids(doc, severity="info")  # 3 pods of this engine, sized per pod
     assert check(f, "--gpu", "H100", "--strict")[0] == 0
 
 

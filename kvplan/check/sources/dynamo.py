@@ -19,7 +19,7 @@ from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.sources.k8s import _k8s_env
-from kvplan.check.sources.stack import Arg, Role, quantity_bytes, role_deployments, words_at
+from kvplan.check.sources.stack import Arg, Role, quantity_bytes, replicas_at, role_deployments, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -79,6 +79,7 @@ def dynamo_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagCatalog
         words = words_at(doc, cpath + ("args",), main.get("args"))
         args, switches, connectors = _split(words)
         role = Role(name=f"DynamoGraphDeployment/{name} service {sname}", line=doc.line_of(spath), kind="dynamo")
+        replicas_at(role, doc, svc, spath, "replicas", f"spec.services.{sname}.replicas")
         role.env, role.runtime, role.notes = _k8s_env(main)
         for ei, e in enumerate(svc.get("envs") or []):  # the service's envs are the container's too
             if isinstance(e, dict) and "value" in e and "name" in e:

@@ -34,7 +34,7 @@ from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.sources.k8s import _gpu_from_selectors, _k8s_env, _pod_gpus
-from kvplan.check.sources.stack import Arg, Role, container_resources, flag, model_from_uri, quantity_bytes, role_deployments, unknown_model, words_at
+from kvplan.check.sources.stack import Arg, Role, container_resources, flag, model_from_uri, quantity_bytes, replicas_at, role_deployments, unknown_model, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -93,6 +93,7 @@ def _llmisvc_roles(doc: YamlDoc) -> list[Role]:
     roles = []
     for rspec, path, label in parts:
         role = Role(name=f"{base} {label}" if label else base, line=doc.line_of(path), kind="kserve")
+        replicas_at(role, doc, rspec, path, "replicas", "spec" + "".join(f".{p}" for p in path[1:]) + ".replicas")
         _llmisvc_model(role, spec, doc)
         template = rspec.get("template") if isinstance(rspec.get("template"), dict) else None
         tpath = path + ("template",)

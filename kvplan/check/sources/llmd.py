@@ -27,7 +27,7 @@ from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.sources.k8s import _gpu_from_selectors, _k8s_env
-from kvplan.check.sources.stack import Role, container_resources, flag, model_from_uri, role_deployments, unknown_model, words_at
+from kvplan.check.sources.stack import Role, container_resources, flag, model_from_uri, replicas_at, role_deployments, unknown_model, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -77,6 +77,7 @@ def modelservice_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagC
                 continue
             cpath = (rname, "containers", ci)
             role = Role(name=f"modelservice {rname} container {c.get('name', ci)}", line=doc.line_of(cpath), kind="llm-d")
+            replicas_at(role, doc, rv, (rname,), "replicas", f"{rname}.replicas")
             role.env, role.runtime, role.notes = _k8s_env(c)
             container_resources(role, c, doc, cpath)
             if role.gpu_count is None and (values.get("accelerator") or {}).get("type", "nvidia") == "nvidia":

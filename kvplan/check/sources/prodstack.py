@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
-from kvplan.check.sources.stack import Arg, Role, flag, quantity_bytes, role_deployments, words_at
+from kvplan.check.sources.stack import Arg, Role, flag, quantity_bytes, replicas_at, role_deployments, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
 
@@ -42,6 +42,7 @@ def production_stack_deployments(doc: YamlDoc, file: str, raw: list[str], cat: F
         mpath = ("servingEngineSpec", "modelSpec", mi)
         key = f"servingEngineSpec.modelSpec[{mi}]"
         role = Role(name=f"modelSpec {ms.get('name', mi)}", line=doc.line_of(mpath), kind="production-stack", syntax="exec")
+        replicas_at(role, doc, ms, mpath, "replicaCount", f"{key}.replicaCount")
         if isinstance(ms.get("modelURL"), str):
             role.model = (ms["modelURL"], doc.line_of(mpath + ("modelURL",)), f"{key}.modelURL")
         else:

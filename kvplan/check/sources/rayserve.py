@@ -20,7 +20,7 @@ from typing import Any
 
 from kvplan.check.deployment import Deployment
 from kvplan.check.paths import outside_boundary
-from kvplan.check.sources.stack import Arg, Role, role_deployments
+from kvplan.check.sources.stack import Arg, Role, replicas_at, role_deployments
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import InputError, YamlDoc, load_yaml, read_text
 
@@ -70,6 +70,8 @@ def _role(cfg: dict, doc: YamlDoc, path: tuple, key: str, name: str, cat: FlagCa
     else:
         role.model_unknown = ("(none)", role.line, f"{key}.model_loading_config.model_source",
                               "the LLMConfig names no model_loading_config.model_source or model_id")
+    dc = cfg.get("deployment_config")
+    replicas_at(role, doc, dc, path + ("deployment_config",), "num_replicas", f"{key}.deployment_config.num_replicas".lstrip("."))
     kwargs = cfg.get("engine_kwargs") if isinstance(cfg.get("engine_kwargs"), dict) else {}
     role.args = _engine_args(kwargs, doc, path + ("engine_kwargs",), f"{key}.engine_kwargs", cat)
     if isinstance(cfg.get("accelerator_type"), str):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none, expand_tokens, parse_serve_args
-from kvplan.check.diagnostics import IGNORED_FLAG
+from kvplan.check.diagnostics import IGNORED_FLAG, REPLICAS
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import LITERAL_REASONS, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
@@ -81,6 +81,7 @@ class Role:
     pod_path: tuple = ()
     visible_devices: tuple[str, int | None] | None = None  # CUDA_VISIBLE_DEVICES the stack sets: (value, line)
     ignored: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, key, why): keys the stack does not pass
+    replicas: tuple[Any, int | None, str] | None = None  # (replicas as written, line, key)
 
 
 def flag(name: str, value: Any, doc: YamlDoc, path: tuple, key: str) -> list[Arg]:
@@ -178,6 +179,10 @@ def _platform(dep: Deployment, role: Role) -> None:
     if role.image is not None and dep.image is None:
         dep.image, dep.image_line, dep.image_key = role.image
     dep.host_memory = role.host_memory
+    if role.replicas is not None:
+        n, line, key = role.replicas
+        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine ({key}); the figures are per replica",
+                 line=line, key=key)
     for line, key, why in role.ignored:
         dep.diag(IGNORED_FLAG, "warning", why, line=line, key=key)
     if role.visible_devices is not None and dep.visible_devices is None:
@@ -199,6 +204,12 @@ def model_from_uri(uri: Any) -> str | None:
 UNKNOWN_MODEL_HINT = "add a `# kvplan: model=<hub id>` comment naming the checkpoint"
 
 
+def replicas_at(role: Role, doc: YamlDoc, parent: Any, path: tuple, name: str, key: str) -> None:
+    """Record ``parent[name]`` (the stack's replica count of the role) when it is written."""
+    if isinstance(parent, dict) and parent.get(name) is not None:
+        role.replicas = (parent[name], doc.line_of(path + (name,)), key)
+
+
 def unknown_model(role: Role, shown: str, line: int | None, key: str, why: str) -> None:
     """Mark the role's model as one kvplan cannot determine: check fails with model-unresolved
     (exit 2) naming ``key``, unless a ``# kvplan: model=`` comment names it."""
@@ -206,4 +217,4 @@ def unknown_model(role: Role, shown: str, line: int | None, key: str, why: str) 
 
 
 __all__ = ["Arg", "Role", "container_resources", "flag", "model_from_uri", "quantity_bytes",
-           "role_deployments", "unknown_model", "words_at"]
+           "replicas_at", "role_deployments", "unknown_model", "words_at"]
