@@ -36,7 +36,7 @@ def leaderworkerset_yaml(s: Served) -> dict:
     node, kvplan.gpus.GPUS_PER_NODE); with more than one pod the leader runs `vllm serve` with
     the Ray executor over the group."""
     size = -(-s.gpus // GPUS_PER_NODE)
-    per_pod = s.gpus // size
+    per_pod = -(-s.gpus // size)  # every pod alike; GPUs past tensor x pipeline sit idle (check says so)
     serve = " ".join(["vllm", "serve", _q(s.model), *map(_q, s.flags)])
     if size > 1:
         leader_cmd = ["sh", "-c", f"ray start --head --port=6379 && {serve} --distributed-executor-backend ray"]

@@ -235,3 +235,38 @@ spec:
     code, doc, _ = check(f, "--gpu", "H100")
     (dep,) = doc["files"][0]["deployments"]
     assert code == 0 and doc["files"][0]["kind"] == "k8s" and dep["figures"]["max_model_len"] == 8192
+
+
+def test_prefill_and_decode_roles_are_sized_with_their_own_flags(tmp_path):
+    # the prefill pool runs --enforce-eager (no CUDA graphs captured), the decode pool captures
+    # them: vLLM reserves the graphs' memory before the KV cache only in the decode role
+    # (v1/worker/gpu_worker.py determine_available_memory), so on the same GPU and model the
+    # prefill role's pool is the larger one
+    f = write(tmp_path, "pd.yaml", KSERVE_HEAD + """
+  model:
+    uri: hf://meta-llama/Llama-3.1-8B-Instruct
+  template:
+    containers:
+      - name: main
+        env:
+          - name: VLLM_ADDITIONAL_ARGS
+            value: "--max-model-len 8192"
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+  prefill:
+    template:
+      containers:
+        - name: main
+          env:
+            - name: VLLM_ADDITIONAL_ARGS
+              value: "--max-model-len 8192 --enforce-eager"
+          resources:
+            limits:
+              nvidia.com/gpu: "1"
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    deps = {d["name"]: d["figures"] for d in doc["files"][0]["deployments"]}
+    decode, prefill = deps["LLMInferenceService/x decode"], deps["LLMInferenceService/x prefill"]
+    assert code == 0 and decode["max_model_len"] == prefill["max_model_len"] == 8192
+    assert prefill["kv_cache_bytes"] > decode["kv_cache_bytes"]
