@@ -84,48 +84,65 @@ def _main_container(pod: Any) -> tuple[int, dict] | None:
 
 
 def _llmisvc_roles(doc: YamlDoc) -> list[Role]:
+    """The main pool (``decode`` when there is a ``prefill``) and the prefill pool."""
     spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
     name = (doc.data.get("metadata") or {}).get("name", "?") if isinstance(doc.data.get("metadata"), dict) else "?"
-    base = f"LLMInferenceService/{name}"
     parts = [(spec, ("spec",), "decode" if isinstance(spec.get("prefill"), dict) else None)]
     if isinstance(spec.get("prefill"), dict):
         parts.append((spec["prefill"], ("spec", "prefill"), "prefill"))
-    roles = []
-    for rspec, path, label in parts:
-        role = Role(name=f"{base} {label}" if label else base, line=doc.line_of(path), kind="kserve")
-        replicas_at(role, doc, rspec, path, "replicas", "spec" + "".join(f".{p}" for p in path[1:]) + ".replicas")
-        _llmisvc_model(role, spec, doc)
-        template = rspec.get("template") if isinstance(rspec.get("template"), dict) else None
-        tpath = path + ("template",)
-        if template is None and label == "prefill" and isinstance(spec.get("template"), dict):
-            template, tpath = spec["template"], ("spec", "template")  # the prefill pods' own template, else the main one
-        worker = rspec.get("worker") if isinstance(rspec.get("worker"), dict) else None
-        par = rspec.get("parallelism") if isinstance(rspec.get("parallelism"), dict) else {}
-        main = _main_container(template)
-        container, cpath = (main[1], tpath + ("containers", main[0])) if main else ({}, tpath)
-        role.env, role.runtime, role.notes = _k8s_env(container)
-        if main:
-            container_resources(role, container, doc, cpath)
-        role.pod, role.pod_path = template, tpath
-        args = _parallelism_args(par, worker, doc, path + ("parallelism",), role.ignored)
-        args += _speculator_args(spec, doc)
-        extra = _additional_args(container, doc, cpath, role)
-        user_args = words_at(doc, cpath + ("args",), container.get("args"))
-        if not any(a.text.split("=", 1)[0] in ("--kv-transfer-config", "--kv_transfer_config") for a in extra + user_args):
-            args += _offloading_args(rspec, spec, doc, path)
-        role.args = args + extra + user_args
-        if isinstance(container.get("command"), list):
-            role.command = [(a.text, a.line) for a in words_at(doc, cpath + ("command",), container["command"])]
-            role.command += [(a.text, a.line) for a in user_args]
-        if worker is not None and _int_or_none(par.get("pipeline")) and not (par.get("data") or par.get("dataLocal")):
-            size = _int_or_none(par.get("pipeline")) or 1
-            leader = role.gpu_count[0] if role.gpu_count else None
-            workers = _pod_gpus(worker)
-            if leader is not None and workers is not None and size > 1:
-                role.gpu_group = (leader, size, leader, workers)
-                role.gpu_count = (leader + (size - 1) * workers, role.gpu_count[1], role.gpu_count[2])
-        roles.append(role)
-    return roles
+    return [_llmisvc_role(doc, spec, rspec, path, f"LLMInferenceService/{name}" + (f" {label}" if label else ""))
+            for rspec, path, label in parts]
+
+
+def _llmisvc_role(doc: YamlDoc, spec: dict, rspec: dict, path: tuple, name: str) -> Role:
+    """One pool: its pod template's main container, then the serve line KServe builds for it."""
+    role = Role(name=name, line=doc.line_of(path), kind="kserve")
+    replicas_at(role, doc, rspec, path, "replicas", "spec" + "".join(f".{p}" for p in path[1:]) + ".replicas")
+    _llmisvc_model(role, spec, doc)
+    template = rspec.get("template") if isinstance(rspec.get("template"), dict) else None
+    tpath = path + ("template",)
+    if template is None and path[-1] == "prefill" and isinstance(spec.get("template"), dict):
+        template, tpath = spec["template"], ("spec", "template")  # the prefill pods' own template, else the main one
+    main = _main_container(template)
+    container, cpath = (main[1], tpath + ("containers", main[0])) if main else ({}, tpath)
+    role.env, role.runtime, role.notes = _k8s_env(container)
+    if main:
+        container_resources(role, container, doc, cpath)
+    role.pod, role.pod_path = template, tpath
+    worker = rspec.get("worker") if isinstance(rspec.get("worker"), dict) else None
+    par = rspec.get("parallelism") if isinstance(rspec.get("parallelism"), dict) else {}
+    _llmisvc_serve_line(role, doc, spec, rspec, path, container, cpath, worker, par)
+    _pipeline_group(role, worker, par)
+    return role
+
+
+def _llmisvc_serve_line(role: Role, doc: YamlDoc, spec: dict, rspec: dict, path: tuple, container: dict, cpath: tuple,
+                        worker: dict | None, par: dict) -> None:
+    """The template's flags in its order: parallelism, speculator, KV_TRANSFER_ARGS (unless the
+    user's own args set --kv-transfer-config), VLLM_ADDITIONAL_ARGS, then the container's args;
+    a container ``command`` of the user's own replaces the line."""
+    args = _parallelism_args(par, worker, doc, path + ("parallelism",), role.ignored)
+    args += _speculator_args(spec, doc)
+    extra = _additional_args(container, doc, cpath, role)
+    user_args = words_at(doc, cpath + ("args",), container.get("args"))
+    if not any(a.text.split("=", 1)[0] in ("--kv-transfer-config", "--kv_transfer_config") for a in extra + user_args):
+        args += _offloading_args(rspec, spec, doc, path)
+    role.args = args + extra + user_args
+    if isinstance(container.get("command"), list):
+        role.command = [(a.text, a.line) for a in words_at(doc, cpath + ("command",), container["command"])]
+        role.command += [(a.text, a.line) for a in user_args]
+
+
+def _pipeline_group(role: Role, worker: dict | None, par: dict) -> None:
+    """A pipeline-parallel ``worker`` (no data parallel): one `vllm serve` over ``pipeline`` pods,
+    the leader's GPUs plus pipeline - 1 workers' (as a LeaderWorkerSet group, kvplan.check.sources.k8s)."""
+    size = _int_or_none(par.get("pipeline")) or 1
+    if worker is None or size <= 1 or par.get("data") or par.get("dataLocal") or role.gpu_count is None:
+        return
+    leader, workers = role.gpu_count[0], _pod_gpus(worker)
+    if leader is not None and workers is not None:
+        role.gpu_group = (leader, size, leader, workers)
+        role.gpu_count = (leader + (size - 1) * workers, role.gpu_count[1], role.gpu_count[2])
 
 
 def _llmisvc_model(role: Role, spec: dict, doc: YamlDoc) -> None:

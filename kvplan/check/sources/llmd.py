@@ -63,55 +63,56 @@ def modelservice_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagC
     """One Deployment per vLLM container of the ``decode`` and ``prefill`` roles (``create``
     not false); worker pods of a LeaderWorkerSet that run no `vllm serve` give none."""
     values = doc.data
-    hub, uri_line, uri = _model(values, doc)
     out: list[Deployment] = []
     for rname in ROLES:
         rv = values.get(rname)
         if not isinstance(rv, dict) or rv.get("create") is False:
             continue
-        par = rv.get("parallelism") if isinstance(rv.get("parallelism"), dict) else {}
-        tp, dp, dpl, nw = _parallelism(par)
-        multinode = bool(values.get("multinode"))
         for ci, c in enumerate(rv.get("containers") or []):
             if not isinstance(c, dict):
                 continue
-            cpath = (rname, "containers", ci)
-            role = Role(name=f"modelservice {rname} container {c.get('name', ci)}", line=doc.line_of(cpath), kind="llm-d")
-            replicas_at(role, doc, rv, (rname,), "replicas", f"{rname}.replicas")
-            role.env, role.runtime, role.notes = _k8s_env(c)
-            container_resources(role, c, doc, cpath)
-            if role.gpu_count is None and (values.get("accelerator") or {}).get("type", "nvidia") == "nvidia":
-                role.gpu_count = (dpl * tp, doc.line_of((rname, "parallelism")),
-                                  f"{rname}.parallelism (the chart's nvidia.com/gpu: dataLocal x tensor)")
-            mode = c.get("modelCommand") or "custom"
-            if hub:
-                role.model = (hub, uri_line, "modelArtifacts.uri")
-            else:
-                unknown_model(role, uri or "(none)", uri_line, "modelArtifacts.uri",
-                              f"{uri or 'no modelArtifacts.uri'} is not an hf:// model id kvplan can read")
-            if mode in ("vllmServe", "imageDefault"):
-                ppath = (rname, "parallelism")
-                args = flag("tensor-parallel-size", tp if tp > 1 else None, doc, ppath + ("tensor",), f"{rname}.parallelism.tensor")
-                args += flag("data-parallel-size", dp if dp > 1 else None, doc, ppath + ("data",), f"{rname}.parallelism.data")
-                args += flag("data-parallel-size-local", dpl if dpl > 1 else None, doc, ppath + ("dataLocal",),
-                             f"{rname}.parallelism.dataLocal")
-                role.args = args + words_at(doc, cpath + ("args",), c.get("args"))
-            else:
-                cmd = words_at(doc, cpath + ("command",), c.get("command")) + words_at(doc, cpath + ("args",), c.get("args"))
-                role.command = [(a.text, a.line) for a in cmd]
-                role.model = None  # the command names its own model
-                role.model_unknown = None
-            if multinode and nw > 1 and dp <= 1 and role.gpu_count is not None and role.gpu_count[0] is not None:
-                # a Ray group of `workers` pods (vLLM over the LeaderWorkerSet): the leader's
-                # `vllm serve` uses every pod's GPUs
-                pod = role.gpu_count[0]
-                role.gpu_group = (pod, nw, pod, pod)
-                role.gpu_count = (pod * nw, role.gpu_count[1], role.gpu_count[2] + f" x {nw} pods")
-            role.pod, role.pod_path = _affinity(rv), (rname,)
+            role = _container_role(doc, values, rname, rv, ci, c)
             for dep in role_deployments(role, file, raw, cat):
                 _gpu_from_selectors(dep, role.pod, (rname, "acceleratorTypes"), doc, node_map)
                 out.append(dep)
     return out
+
+
+def _container_role(doc: YamlDoc, values: dict, rname: str, rv: dict, ci: int, c: dict) -> Role:
+    """One container of a role, as the chart renders it (see the module doc)."""
+    cpath = (rname, "containers", ci)
+    par = rv.get("parallelism") if isinstance(rv.get("parallelism"), dict) else {}
+    tp, dp, dpl, nw = _parallelism(par)
+    role = Role(name=f"modelservice {rname} container {c.get('name', ci)}", line=doc.line_of(cpath), kind="llm-d")
+    replicas_at(role, doc, rv, (rname,), "replicas", f"{rname}.replicas")
+    role.env, role.runtime, role.notes = _k8s_env(c)
+    container_resources(role, c, doc, cpath)
+    if role.gpu_count is None and (values.get("accelerator") or {}).get("type", "nvidia") == "nvidia":
+        role.gpu_count = (dpl * tp, doc.line_of((rname, "parallelism")),
+                          f"{rname}.parallelism (the chart's nvidia.com/gpu: dataLocal x tensor)")
+    if (c.get("modelCommand") or "custom") in ("vllmServe", "imageDefault"):
+        hub, uri_line, uri = _model(values, doc)
+        if hub:
+            role.model = (hub, uri_line, "modelArtifacts.uri")
+        else:
+            unknown_model(role, uri or "(none)", uri_line, "modelArtifacts.uri",
+                          f"{uri or 'no modelArtifacts.uri'} is not an hf:// model id kvplan can read")
+        ppath, k = (rname, "parallelism"), f"{rname}.parallelism"
+        args = flag("tensor-parallel-size", tp if tp > 1 else None, doc, ppath + ("tensor",), f"{k}.tensor")
+        args += flag("data-parallel-size", dp if dp > 1 else None, doc, ppath + ("data",), f"{k}.data")
+        args += flag("data-parallel-size-local", dpl if dpl > 1 else None, doc, ppath + ("dataLocal",), f"{k}.dataLocal")
+        role.args = args + words_at(doc, cpath + ("args",), c.get("args"))
+    else:  # custom: the container's own command names its model
+        cmd = words_at(doc, cpath + ("command",), c.get("command")) + words_at(doc, cpath + ("args",), c.get("args"))
+        role.command = [(a.text, a.line) for a in cmd]
+    if values.get("multinode") and nw > 1 and dp <= 1 and role.gpu_count is not None and role.gpu_count[0] is not None:
+        # a Ray group of `workers` pods (vLLM over the LeaderWorkerSet): the leader's `vllm serve`
+        # uses every pod's GPUs
+        pod = role.gpu_count[0]
+        role.gpu_group = (pod, nw, pod, pod)
+        role.gpu_count = (pod * nw, role.gpu_count[1], role.gpu_count[2] + f" x {nw} pods")
+    role.pod, role.pod_path = _affinity(rv), (rname,)
+    return role
 
 
 def _affinity(rv: dict) -> dict:
