@@ -270,3 +270,41 @@ def test_prefill_and_decode_roles_are_sized_with_their_own_flags(tmp_path):
     decode, prefill = deps["LLMInferenceService/x decode"], deps["LLMInferenceService/x prefill"]
     assert code == 0 and decode["max_model_len"] == prefill["max_model_len"] == 8192
     assert prefill["kv_cache_bytes"] > decode["kv_cache_bytes"]
+
+
+def test_llm_d_multinode_ray_group_counts_every_pod(tmp_path):
+    # multinode, parallelism workers 2 (no data parallel): a LeaderWorkerSet of 2 pods; the
+    # chart gives each dataLocal 1 x tensor 1 = 1 GPU; the leader's `vllm serve -tp 1 -pp 2`
+    # runs over Ray on both: 2 GPUs for 2 workers, no gpu-count error (the layout of
+    # llm-d-modelservice examples/values-multinode.yaml, on a bundled model)
+    f = write(tmp_path, "values.yaml", """
+modelArtifacts:
+  name: Qwen/Qwen2.5-7B-Instruct
+  uri: hf://Qwen/Qwen2.5-7B-Instruct
+multinode: true
+decode:
+  parallelism:
+    tensor: 1
+    workers: 2
+  containers:
+    - name: vllm
+      modelCommand: custom
+      command: [/bin/bash, -c]
+      args:
+        - |
+          ray start --head --port=6379 && vllm serve Qwen/Qwen2.5-7B-Instruct \\
+          --tensor-parallel-size 1 --pipeline-parallel-size 2 --max-model-len 8192 \\
+          --distributed-executor-backend ray
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    (dep,) = doc["files"][0]["deployments"]
+    assert code == 0 and dep["figures"]["pipeline_parallel_size"] == 2
+    assert not [d for d in doc["diagnostics"] if d["check_id"] == "gpu-count" and d["severity"] == "error"]
+    # the same on one worker pod: 1 GPU for tensor x pipeline = 2 -> vLLM cannot start
+    code, doc, _ = check(write(tmp_path, "one.yaml", open(f).read().replace("workers: 2", "workers: 1")), "--gpu", "H100")
+    assert code == 1 and [d["severity"] for d in doc["diagnostics"] if d["check_id"] == "gpu-count"] == ["error"]
+    # data 1 over workers 2: the chart's dataLocal = data / workers is not whole and `helm` fails
+    # (llm-d-modelservice _helpers.tpl dataLocalParallelism)
+    code, doc, _ = check(write(tmp_path, "bad.yaml", open(f).read().replace("workers: 2", "data: 1\n    workers: 2")), "--gpu", "H100")
+    bad = [d for d in doc["diagnostics"] if d["check_id"] == "invalid-value"]
+    assert code == 1 and [(d["key"], d["severity"]) for d in bad] == [("decode.parallelism.data", "error")]

@@ -84,6 +84,14 @@ def _container_role(doc: YamlDoc, values: dict, rname: str, rv: dict, ci: int, c
     par = rv.get("parallelism") if isinstance(rv.get("parallelism"), dict) else {}
     tp, dp, dpl, nw = _parallelism(par)
     role = Role(name=f"modelservice {rname} container {c.get('name', ci)}", line=doc.line_of(cpath), kind="llm-d")
+    # the chart divides data by workers (no dataLocal) or by dataLocal (no workers) and fails
+    # when that is not whole (_helpers.tpl dataLocalParallelism, numWorkers)
+    for by, unless in (("workers", "dataLocal"), ("dataLocal", "workers")):
+        data, other = _int_or_none(par.get("data")), _int_or_none(par.get(by))
+        if data and other and not par.get(unless) and data % other:
+            role.invalid.append((doc.line_of((rname, "parallelism", "data")), f"{rname}.parallelism.data",
+                                 f"parallelism.data {data} is not a multiple of parallelism.{by} {other}: the chart "
+                                 "fails to render (`helm` exits)"))
     replicas_at(role, doc, rv, (rname,), "replicas", f"{rname}.replicas")
     role.env, role.runtime, role.notes = _k8s_env(c)
     container_resources(role, c, doc, cpath)

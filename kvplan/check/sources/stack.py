@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none, expand_tokens, parse_serve_args
-from kvplan.check.diagnostics import IGNORED_FLAG, REPLICAS
+from kvplan.check.diagnostics import IGNORED_FLAG, INVALID_VALUE, REPLICAS
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import LITERAL_REASONS, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
@@ -82,6 +82,7 @@ class Role:
     visible_devices: tuple[str, int | None] | None = None  # CUDA_VISIBLE_DEVICES the stack sets: (value, line)
     ignored: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, key, why): keys the stack does not pass
     replicas: tuple[Any, int | None, str] | None = None  # (replicas as written, line, key)
+    invalid: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, key, why): the stack refuses it
 
 
 def flag(name: str, value: Any, doc: YamlDoc, path: tuple, key: str) -> list[Arg]:
@@ -183,6 +184,8 @@ def _platform(dep: Deployment, role: Role) -> None:
         n, line, key = role.replicas
         dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine ({key}); the figures are per replica",
                  line=line, key=key)
+    for line, key, why in role.invalid:
+        dep.diag(INVALID_VALUE, "error", why, line=line, key=key)
     for line, key, why in role.ignored:
         dep.diag(IGNORED_FLAG, "warning", why, line=line, key=key)
     if role.visible_devices is not None and dep.visible_devices is None:
