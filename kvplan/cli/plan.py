@@ -323,8 +323,8 @@ def run_plan(kw: PlanFlags) -> int:
 
 def _write_manifest(result, fmt: str, kw) -> int:
     """`plan --format k8s|lws|kserve|llm-d|compose`: the manifest of the cheapest option's
-    engine (one replica; its data-parallel size and GPU on stderr); exit 1 with nothing on
-    stdout when no option meets the target."""
+    engine with its data-parallel size as the stack's replicas (compose: one); exit 1 with
+    nothing on stdout when no option meets the target."""
     import sys
 
     from kvplan.render.manifests import write
@@ -334,9 +334,12 @@ def _write_manifest(result, fmt: str, kw) -> int:
               file=sys.stderr)
         return EXIT_FAIL
     best = result.options[0]
-    text = write(fmt, best.plan, kw.revision)
-    print(f"kvplan: the cheapest option: {best.data_parallel_size} replica(s) of this engine on "
-          f"{best.plan.gpu.id}; the manifest is one replica", file=sys.stderr)
+    dp = best.data_parallel_size
+    text = write(fmt, best.plan, kw.revision, replicas=dp)
+    where = "one replica (compose runs one; scale it with `docker compose up --scale`)" if fmt == "compose" and dp > 1 else \
+        f"{dp} replica(s)"
+    print(f"kvplan: the cheapest option: {dp} replica(s) of this engine on {best.plan.gpu.id}; the manifest has {where}",
+          file=sys.stderr)
     sys.stdout.write(text)
     return EXIT_OK
 

@@ -25,7 +25,7 @@ def deployment_yaml(s: Served) -> dict:
     labels = {"app": s.name}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": s.name, "labels": labels},
-        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+        "spec": {"replicas": s.replicas, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
             "spec": {"containers": [_container(s, s.gpus, args=[s.model, *s.flags])]}}},
     }
@@ -51,7 +51,7 @@ def leaderworkerset_yaml(s: Served) -> dict:
     else:  # one pod: the workerTemplate is the leader's too (LeaderWorkerSet API)
         lwt = {"size": 1, "workerTemplate": {"spec": {"containers": [_container(s, per_pod, args=[s.model, *s.flags])]}}}
     return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": s.name},
-            "spec": {"replicas": 1, "leaderWorkerTemplate": lwt}}
+            "spec": {"replicas": s.replicas, "leaderWorkerTemplate": lwt}}
 
 
 def _q(word: str) -> str:

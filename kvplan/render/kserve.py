@@ -23,7 +23,7 @@ def llmisvc_yaml(s: Served) -> dict:
     if env:
         main["env"] = env
     main["resources"] = {"limits": {"nvidia.com/gpu": str(s.gpus)}, "requests": {"nvidia.com/gpu": str(s.gpus)}}
-    spec = {"model": {"uri": hub_uri(s, "kserve"), "name": s.model}, "replicas": 1}
+    spec = {"model": {"uri": hub_uri(s, "kserve"), "name": s.model}, "replicas": s.replicas}
     if s.tp > 1:
         spec["parallelism"] = {"tensor": s.tp}
     spec["router"] = {"scheduler": {}, "route": {}, "gateway": {}}

@@ -20,6 +20,6 @@ def modelservice_values_yaml(s: Served) -> dict:
     return {
         "multinode": False,
         "modelArtifacts": {"name": s.model, "uri": hub_uri(s, "llm-d")},
-        "decode": {"create": True, "replicas": 1, "parallelism": {"tensor": s.tp}, "containers": [c]},
+        "decode": {"create": True, "replicas": s.replicas, "parallelism": {"tensor": s.tp}, "containers": [c]},
         "prefill": {"create": False},
     }

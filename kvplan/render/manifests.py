@@ -9,12 +9,13 @@ from kvplan.errors import KvplanError
 from kvplan.render.served import FORMATS, dump, header, served
 
 
-def write(fmt: str, plan: Plan, revision: str | None = None) -> str:
-    """The manifest of ``fmt`` (one of FORMATS) for ``plan``.
+def write(fmt: str, plan: Plan, revision: str | None = None, replicas: int = 1) -> str:
+    """The manifest of ``fmt`` (one of FORMATS) for ``plan``, ``replicas`` copies of the engine
+    (Deployment/LeaderWorkerSet/KServe/llm-d replicas; compose runs one).
 
     Raises:
         KvplanError: an unknown format, or a plan no manifest can carry (see served, hub_uri)."""
-    s = served(plan, revision)
+    s = served(plan, revision, replicas)
     if fmt == "k8s":
         from kvplan.render.k8s import deployment_yaml as w
     elif fmt == "lws":

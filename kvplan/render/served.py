@@ -44,13 +44,14 @@ class Served:
     image: str
     gpu: str
     name: str
+    replicas: int = 1  # copies of the engine behind the stack's load balancing (plan's data_parallel_size)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
 
 
-def served(plan: Plan, revision: str | None = None) -> Served:
+def served(plan: Plan, revision: str | None = None, replicas: int = 1) -> Served:
     """The engine of ``plan`` as the manifest writers need it.
 
     Raises:
@@ -69,14 +70,15 @@ def served(plan: Plan, revision: str | None = None) -> Served:
         model=model, flags=flags, flags_without_parallel=rest,
         tp=plan.effective["tensor_parallel_size"], pp=plan.effective["pipeline_parallel_size"],
         env=serve_env(plan, revision), image=f"vllm/vllm-openai:v{plan.effective['vllm_version']}",
-        gpu=plan.gpu.id, name=name,
+        gpu=plan.gpu.id, name=name, replicas=replicas,
     )
 
 
 def header(s: Served, fmt: str) -> str:
     """The comment lines every written manifest starts with: what wrote it and the GPU check
     sizes it on (a ``# kvplan:`` directive, kvplan.check.sources.shell.find_directives)."""
-    return (f"# written by `kvplan ... --format {fmt}`: {s.model} on {s.gpus} x {s.gpu}\n"
+    copies = f"{s.replicas} replicas of " if s.replicas > 1 else ""
+    return (f"# written by `kvplan ... --format {fmt}`: {copies}{s.model} on {s.gpus} x {s.gpu}\n"
             f"# kvplan: gpu={s.gpu}\n")
 
 

@@ -124,3 +124,20 @@ def test_a_local_model_directory_cannot_be_a_kserve_or_llm_d_uri(tmp_path):
 def test_a_gpu_memory_override_cannot_be_written():
     code, out, err = run_cli("estimate", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "H100", "--gpu-memory", "70GiB", "--format", "k8s")
     assert code == 2 and out == "" and "--gpu-memory" in err
+
+
+@pytest.mark.parametrize("fmt", ("k8s", "lws", "kserve", "llm-d"))
+def test_plan_writes_its_replicas(tmp_path, fmt):
+    # 300 requests of 16384 tokens on one-GPU H100 engines: each holds ~63 (the one-gpu case),
+    # so the cheapest option is several replicas of the engine, written as the stack's replicas
+    args = ("Qwen/Qwen2.5-7B-Instruct", "--concurrency", "300", "--max-model-len", "16384", "--gpus", "H100", "-tp", "1",
+            "-pp", "1", "--max-gpus", "8")
+    code, out, err = run_cli("plan", *args, "--format", "json")
+    best = json.loads(out)["options"][0]
+    dp = best["data_parallel_size"]
+    assert code == 0 and dp > 1
+    code, text, err = run_cli("plan", *args, "--format", fmt)
+    assert code == 0 and f"{dp} replica(s)" in err and f"{dp} replicas of" in text
+    code, out, _ = run_cli("check", _write(tmp_path, fmt, text), "--format", "json")
+    reps = [d for d in json.loads(out)["diagnostics"] if d["check_id"] == "replicas"]
+    assert code == 0 and len(reps) == 1 and reps[0]["message"].startswith(f"{dp} replica(s)")
