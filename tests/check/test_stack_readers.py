@@ -308,3 +308,42 @@ decode:
     code, doc, _ = check(write(tmp_path, "bad.yaml", open(f).read().replace("workers: 2", "data: 1\n    workers: 2")), "--gpu", "H100")
     bad = [d for d in doc["diagnostics"] if d["check_id"] == "invalid-value"]
     assert code == 1 and [(d["key"], d["severity"]) for d in bad] == [("decode.parallelism.data", "error")]
+
+
+def test_speculator_goes_to_the_decode_pods_only(tmp_path):
+    # KServe injects --speculative-config into the decode/main pods' VLLM_ADDITIONAL_ARGS
+    # (replacing one written there); prefill pods get none
+    f = write(tmp_path, "x.yaml", KSERVE_HEAD + """
+  model:
+    uri: hf://meta-llama/Llama-3.1-8B-Instruct
+  speculator:
+    model:
+      uri: hf://meta-llama/Llama-3.2-1B-Instruct
+    config:
+      method: draft_model
+      num_speculative_tokens: "5"
+  template:
+    containers:
+      - name: main
+        env:
+          - name: VLLM_ADDITIONAL_ARGS
+            value: "--max-model-len 8192 --speculative-config '{\\"method\\": \\"ngram\\"}'"
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+  prefill:
+    template:
+      containers:
+        - name: main
+          env:
+            - name: VLLM_ADDITIONAL_ARGS
+              value: "--max-model-len 8192"
+          resources:
+            limits:
+              nvidia.com/gpu: "1"
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    spec = [(d["deployment"], d["key"]) for d in doc["diagnostics"] if d["check_id"] == "not-modelled"]
+    assert spec == [("LLMInferenceService/x decode", "spec.speculator")]  # one, the CR's: no duplicate-flag
+    assert not [d for d in doc["diagnostics"] if d["check_id"] == "duplicate-flag"]
+    assert code == 0 and check(f, "--gpu", "H100", "--strict")[0] == 1

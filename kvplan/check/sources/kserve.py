@@ -21,7 +21,7 @@ charts/kserve-runtime-configs/files/llmisvcconfigs/resources.yaml, read at commi
 
 ``spec.prefill`` is a second role with its own ``parallelism``/``template``/``worker``; the
 model is ``spec.model`` for both. ``spec.speculator`` (model + config) is passed as vLLM's
-``--speculative-config``. The checkpoint is ``spec.model.uri``: an ``hf://`` id is the model;
+``--speculative-config`` to the decode pods only (see _speculator_args). The checkpoint is ``spec.model.uri``: an ``hf://`` id is the model;
 any other scheme (pvc://, s3://) is a checkpoint kvplan cannot read (model-unresolved, exit 2,
 unless a ``# kvplan: model=`` comment names it).
 """
@@ -122,8 +122,10 @@ def _llmisvc_serve_line(role: Role, doc: YamlDoc, spec: dict, rspec: dict, path:
     user's own args set --kv-transfer-config), VLLM_ADDITIONAL_ARGS, then the container's args;
     a container ``command`` of the user's own replaces the line."""
     args = _parallelism_args(par, worker, doc, path + ("parallelism",), role.ignored)
-    args += _speculator_args(spec, doc)
     extra = _additional_args(container, doc, cpath, role)
+    speculator = _speculator_args(spec, doc) if path[-1] != "prefill" else []
+    if speculator:  # the CR's config replaces one in VLLM_ADDITIONAL_ARGS and is appended to it
+        extra = _without_flag(extra, "--speculative-config") + speculator
     user_args = words_at(doc, cpath + ("args",), container.get("args"))
     if not any(a.text.split("=", 1)[0] in ("--kv-transfer-config", "--kv_transfer_config") for a in extra + user_args):
         args += _offloading_args(rspec, spec, doc, path)
@@ -181,16 +183,49 @@ def _parallelism_args(par: dict, worker: dict | None, doc: YamlDoc, ppath: tuple
 
 
 def _speculator_args(spec: dict, doc: YamlDoc) -> list[Arg]:
-    """``spec.speculator`` as vLLM's --speculative-config JSON: its config keys plus the draft
-    model (an hf:// uri's id, else the uri as written)."""
+    """``spec.speculator`` as the --speculative-config KServe appends to the decode pods'
+    VLLM_ADDITIONAL_ARGS (pkg/controller/v1alpha2/llmisvc injectSpeculativeDecodingArgs: the
+    config map with each value read as an integer, float or boolean when it is one, plus
+    ``model``: KServe mounts the downloaded draft there; kvplan names the uri's Hub id). Prefill
+    pods get none."""
     sp = spec.get("speculator")
     if not isinstance(sp, dict):
         return []
-    cfg = dict(sp.get("config") or {}) if isinstance(sp.get("config"), dict) else {}
+    cfg = {str(k): _json_typed(v) for k, v in sp["config"].items()} if isinstance(sp.get("config"), dict) else {}
     model = sp.get("model") if isinstance(sp.get("model"), dict) else {}
     if model.get("uri") is not None:
         cfg["model"] = model_from_uri(model["uri"]) or str(model["uri"])
+    if not cfg:
+        return []
     return flag("speculative-config", json.dumps(cfg), doc, ("spec", "speculator"), "spec.speculator")
+
+
+def _json_typed(v: Any) -> Any:
+    """A config value as KServe's inferJSONType reads it: integer, float, boolean, else text."""
+    if not isinstance(v, str):
+        return v
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def _without_flag(args: list[Arg], name: str) -> list[Arg]:
+    """``args`` without ``name`` and its value (``name=value`` or two words)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a.text == name:
+            skip = True
+            continue
+        if a.text.startswith(name + "="):
+            continue
+        out.append(a)
+    return out
 
 
 def _offloading_args(rspec: dict, spec: dict, doc: YamlDoc, path: tuple) -> list[Arg]:
