@@ -229,11 +229,13 @@ def _without_flag(args: list[Arg], name: str) -> list[Arg]:
 
 
 def _offloading_args(rspec: dict, spec: dict, doc: YamlDoc, path: tuple) -> list[Arg]:
-    """``kvCacheOffloading`` (on the role, or under ``spec.workload``) as the
-    ``--kv-transfer-config`` KServe writes (config_merge.go kvTransferConfig)."""
+    """``kvCacheOffloading`` (the role's own: ``spec.prefill.kvCacheOffloading`` for the prefill
+    pods; ``spec.workload.kvCacheOffloading`` in a later schema, main pods) as the
+    ``--kv-transfer-config`` KServe writes (config_merge.go kvTransferConfig; the templates'
+    KV_TRANSFER_ARGS)."""
+    workload = spec.get("workload") if isinstance(spec.get("workload"), dict) and path[-1] != "prefill" else {}
     for kv, kpath in ((rspec.get("kvCacheOffloading"), path + ("kvCacheOffloading",)),
-                      ((spec.get("workload") or {}).get("kvCacheOffloading") if isinstance(spec.get("workload"), dict) else None,
-                       ("spec", "workload", "kvCacheOffloading"))):
+                      (workload.get("kvCacheOffloading"), ("spec", "workload", "kvCacheOffloading"))):
         if not isinstance(kv, dict):
             continue
         cpu = kv.get("cpu")
