@@ -53,8 +53,9 @@ def production_stack_deployments(doc: YamlDoc, file: str, raw: list[str], cat: F
         if "enableChunkedPrefill" in cfg:
             name = "enable-chunked-prefill" if cfg["enableChunkedPrefill"] else "no-enable-chunked-prefill"
             args += flag(name, True, doc, cpath + ("enableChunkedPrefill",), f"{key}.vllmConfig.enableChunkedPrefill")
-        name = "enable-prefix-caching" if cfg.get("enablePrefixCaching") else "no-enable-prefix-caching"
-        args += flag(name, True, doc, cpath + ("enablePrefixCaching",), f"{key}.vllmConfig.enablePrefixCaching")
+        if isinstance(ms.get("vllmConfig"), dict):  # inside the chart's `with vllmConfig`: absent, no flag
+            name = "enable-prefix-caching" if cfg.get("enablePrefixCaching") else "no-enable-prefix-caching"
+            args += flag(name, True, doc, cpath + ("enablePrefixCaching",), f"{key}.vllmConfig.enablePrefixCaching")
         for k, f in _VALUE_KEYS.items():
             if k in cfg:
                 args += flag(f, cfg[k], doc, cpath + (k,), f"{key}.vllmConfig.{k}")
