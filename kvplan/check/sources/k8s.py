@@ -210,8 +210,8 @@ def _replicas_note(dep: Deployment, doc: YamlDoc, serving: bool) -> None:
     this engine, the figures are per copy (as for the serving stacks, check.sources.stack)."""
     spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
     n = spec.get("replicas")
-    if serving and doc.data.get("kind") in ("Deployment", "StatefulSet", "LeaderWorkerSet") and isinstance(n, int):
-        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine (spec.replicas); the figures are per replica",
+    if serving and doc.data.get("kind") in ("Deployment", "StatefulSet", "LeaderWorkerSet") and isinstance(n, int) and n != 1:
+        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine; the figures are per replica",
                  line=doc.line_of(("spec", "replicas")), key="spec.replicas")
 
 

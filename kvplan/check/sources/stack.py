@@ -180,10 +180,9 @@ def _platform(dep: Deployment, role: Role) -> None:
     if role.image is not None and dep.image is None:
         dep.image, dep.image_line, dep.image_key = role.image
     dep.host_memory = role.host_memory
-    if role.replicas is not None:
+    if role.replicas is not None and role.replicas[0] != 1:
         n, line, key = role.replicas
-        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine ({key}); the figures are per replica",
-                 line=line, key=key)
+        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine; the figures are per replica", line=line, key=key)
     for line, key, why in role.invalid:
         dep.diag(INVALID_VALUE, "error", why, line=line, key=key)
     for line, key, why in role.ignored:
