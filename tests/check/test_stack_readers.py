@@ -347,3 +347,27 @@ def test_speculator_goes_to_the_decode_pods_only(tmp_path):
     assert spec == [("LLMInferenceService/x decode", "spec.speculator")]  # one, the CR's: no duplicate-flag
     assert not [d for d in doc["diagnostics"] if d["check_id"] == "duplicate-flag"]
     assert code == 0 and check(f, "--gpu", "H100", "--strict")[0] == 1
+
+
+def test_lora_adapters_enable_lora_in_every_pool(tmp_path):
+    # spec.model.lora.adapters -> --enable-lora --max-lora-rank=64 --lora-modules ... (KServe
+    # addLoRAVLLMArgs): LoRA weights take GPU memory kvplan does not size -> a warning
+    f = write(tmp_path, "x.yaml", KSERVE_HEAD + """
+  model:
+    uri: hf://facebook/opt-125m
+    lora:
+      adapters:
+        - name: adapter-1
+          uri: hf://edbeeching/opt-125m-lora
+      maxRank: 64
+  template:
+    containers:
+      - name: main
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+""")
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert ("not-modelled", "spec.model.lora") in _ids(doc, "warning")
+    assert not [d for d in doc["diagnostics"] if d["severity"] == "error"]
+    assert code == 0 and check(f, "--gpu", "H100", "--strict")[0] == 1

@@ -129,6 +129,8 @@ def _llmisvc_serve_line(role: Role, doc: YamlDoc, spec: dict, rspec: dict, path:
     user_args = words_at(doc, cpath + ("args",), container.get("args"))
     if not any(a.text.split("=", 1)[0] in ("--kv-transfer-config", "--kv_transfer_config") for a in extra + user_args):
         args += _offloading_args(rspec, spec, doc, path)
+    if not any("--lora-modules" in a.text for a in extra + user_args):
+        user_args = _lora_args(spec, doc) + user_args
     role.args = args + extra + user_args
     if isinstance(container.get("command"), list):
         role.command = [(a.text, a.line) for a in words_at(doc, cpath + ("command",), container["command"])]
@@ -198,6 +200,27 @@ def _speculator_args(spec: dict, doc: YamlDoc) -> list[Arg]:
     if not cfg:
         return []
     return flag("speculative-config", json.dumps(cfg), doc, ("spec", "speculator"), "spec.speculator")
+
+
+def _lora_args(spec: dict, doc: YamlDoc) -> list[Arg]:
+    """``spec.model.lora`` as KServe's controller writes it before the container's args, in every
+    pool (pkg/controller/v1alpha2/llmisvc/workload_lora.go addLoRAVLLMArgs): ``--enable-lora``,
+    ``--max-lora-rank``/``--max-loras``/``--max-cpu-loras`` when maxRank/maxAdapters/
+    maxCpuAdapters are set, ``--lora-modules`` with each adapter at /mnt/lora/NAME (KServe adds a
+    namespaced alias of each, which changes no memory). Nothing when the user's args already set
+    --lora-modules."""
+    lora = (spec.get("model") or {}).get("lora") if isinstance(spec.get("model"), dict) else None
+    adapters = lora.get("adapters") if isinstance(lora, dict) else None
+    if not isinstance(adapters, list) or not adapters:
+        return []
+    path, key = ("spec", "model", "lora"), "spec.model.lora"
+    out = flag("enable-lora", True, doc, path, key)
+    for field, name in (("maxRank", "max-lora-rank"), ("maxAdapters", "max-loras"), ("maxCpuAdapters", "max-cpu-loras")):
+        out += flag(name, _int_or_none(lora.get(field)), doc, path + (field,), f"{key}.{field}")
+    modules = [json.dumps({"name": str(a.get("name", i)), "path": f"/mnt/lora/{a.get('name', i)}"})
+               for i, a in enumerate(adapters) if isinstance(a, dict)]
+    line = doc.line_of(path + ("adapters",))
+    return out + [Arg("--lora-modules", line, f"{key}.adapters")] + [Arg(m, line, f"{key}.adapters") for m in modules]
 
 
 def _json_typed(v: Any) -> Any:
