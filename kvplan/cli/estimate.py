@@ -27,7 +27,8 @@ from kvplan.cli.options import (
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
-FORMATS = ("table", "json", "yaml", "serve")
+FORMATS = ("table", "json", "yaml", "serve", "k8s", "lws", "kserve", "llm-d", "compose")
+STACK_FORMATS = FORMATS[4:]  # a serving stack's manifest (kvplan.render.served.write)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def estimate(
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option(
-        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
+        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file), serve (the `vllm serve` line only), "
+        "or a manifest that `kvplan check` reads back: k8s, lws, kserve, llm-d, compose."
     ),
     workload: Optional[str] = typer.Option(
         None, "--workload", metavar="WORKLOAD", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
@@ -160,13 +162,14 @@ def run_estimate(f: EstimateFlags) -> int:
     revision = f.revision
     if f.fmt == "json":
         print(json.dumps(estimate_document(p), indent=2))
-    elif f.fmt in ("yaml", "serve"):
+    elif f.fmt in ("yaml", "serve") or f.fmt in STACK_FORMATS:
+        text = estimate_text(p)  # built before any output: a plan no manifest can carry fails alone
         print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
         if not plan.exact:
             print(render.approximate_warning(plan), file=sys.stderr)
         if not plan.fits:
             print(render.no_start_warning(plan), file=sys.stderr)
-        sys.stdout.write(estimate_text(p))
+        sys.stdout.write(text)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, **extras)
     else:
@@ -197,7 +200,10 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
     from kvplan.engines.vllm.versions import resolve
 
     if f.fmt not in FORMATS:
-        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table, json, yaml or serve")
+        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use " + ", ".join(FORMATS))
+    if f.fmt in STACK_FORMATS and f.gpu_memory is not None:
+        raise KvplanError(f"--gpu-memory: cannot be written in a --format {f.fmt} manifest (check would size the "
+                          "GPU profile's own memory)", hint="drop --gpu-memory, or add a GPU profile with --gpu-profiles")
     positive_engine_args({
         "tensor_parallel_size": f.tensor_parallel_size,
         "pipeline_parallel_size": f.pipeline_parallel_size,
@@ -208,7 +214,7 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
     if f.perf and f.workload is None:
         raise KvplanError("--perf: needs --workload (the request lengths to serve)", hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'")
-    if f.perf and f.fmt in ("yaml", "serve"):
+    if f.perf and f.fmt not in ("table", "json"):
         raise KvplanError(f"--perf: not written in --format {f.fmt}", hint="use --format table or json")
     choice = resolve(f.vllm_version)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
@@ -271,10 +277,18 @@ def estimate_document(p: PreparedEstimate) -> dict:
 
 
 def estimate_text(p: PreparedEstimate) -> str:
-    """What ``kvplan estimate --format yaml|serve`` writes on stdout (a `vllm serve --config`
-    file, or the serve line and a newline); the stderr lines are the caller's."""
+    """What ``kvplan estimate --format yaml|serve|<stack>`` writes on stdout (a `vllm serve --config`
+    file, the serve line and a newline, or a serving stack's manifest); the stderr lines are the caller's.
+
+    Raises:
+        KvplanError: a plan the stack's manifest cannot carry (exit 2).
+    """
     from kvplan import render
 
+    if p.flags.fmt in STACK_FORMATS:
+        from kvplan.render.manifests import write
+
+        return write(p.flags.fmt, p.plan, p.flags.revision)
     if p.flags.fmt == "yaml":
         return render.config_yaml(p.plan, p.flags.revision)
     return render.serve_command(p.plan, p.flags.revision) + "\n"
