@@ -108,3 +108,56 @@ def test_every_committed_case_file_parses_and_names_configs_in_the_repo(path):
 def test_runner_and_bench_scripts_parse():
     for f in ("runner.sh", "bench.sh"):
         subprocess.run(["bash", "-n", str(DEVICE / f)], check=True)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None or shutil.which("setsid") is None,
+                    reason="needs bash, timeout and setsid")
+def test_runner_runs_a_bench_and_a_start_case_in_queue_order(tmp_path):
+    """runner.sh end to end on this machine, under $KVPLAN_DEVICE_TMP, with vLLM 0.26.0 marked installed
+    (an empty site folder) and the fake OpenAI server (tests/verify/fake_vllm_server.py through
+    $KVPLAN_BENCH_SERVER) in vLLM's place: the bench case goes through bench.sh and leaves one tarball
+    (record, server log, progress lines); the start case runs kvplan.verify.child, which stops at
+    `import torch` (no torch here) and says so in its log. (This test replaces
+    tests/verify/bench/test_bench_device_script.py, which ran bench.sh alone.)"""
+    import os
+    import sys
+    import tarfile
+
+    from helpers import TINY_LLAMA
+
+    bindir = Path(sys.executable).parent
+    if not (bindir / "python3").exists():
+        pytest.skip("the runner calls python3; this interpreter's folder has none")
+    dev = tmp_path / "t"
+    (dev / "site-0.26.0").mkdir(parents=True)
+    (dev / "site-0.26.0.READY").touch()
+    cases = [
+        {"name": "tiny", "kind": "bench", "vllm": "0.26.0", "config": TINY_LLAMA, "grid": "quick",
+         "serve_flags": ["--max-model-len", "2048"], "bench_flags": ["--bench-seconds", "0.2"], "timeout": 60},
+        {"name": "start", "vllm": "0.26.0", "config": TINY_LLAMA, "timeout": 60,
+         "engine_args": {"max_model_len": 2048, "enforce_eager": True}},
+    ]
+    batch = tmp_path / "batch"
+    assert build.main([str(_case_file(tmp_path, cases)), "--out", str(batch), "--remote", str(dev / "dev" / "batch")]) == 0
+    env = dict(os.environ, KVPLAN_DEVICE_TMP=str(dev), KVPLAN_BENCH_SERVER=str(ROOT / "tests" / "verify" / "fake_vllm_server.py"),
+               PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run(["bash", str(batch / "runner.sh")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+    logs = dev / "logs"
+    assert (logs / "done.txt").read_text() == "tiny\nstart\n"
+    progress = [line.split(" ", 1)[1] for line in (logs / "progress.txt").read_text().splitlines()]
+    assert progress[:2] == ["runner start", "start tiny"] and progress[2].startswith("end tiny rc=0 ")
+    assert progress[-2:] == ["queue empty", "runner end"]
+    with tarfile.open(logs / "bench" / "tiny.tar.gz") as tar:
+        names = sorted(n.lstrip("./") for n in tar.getnames() if n not in (".", "./"))
+        assert names == ["tiny.json", "tiny.log", "tiny.stderr"]
+        rec = json.loads(tar.extractfile("./tiny.json").read())
+        stderr = tar.extractfile("./tiny.stderr").read().decode()
+    assert rec["kind"] == "kvplan-bench" and len(rec["points"]) == 4  # the quick grid: 4 points
+    assert rec["engine_args"] == {"max_model_len": 2048}
+    assert "closed-c4-32x8:" in stderr and "vLLM stopped" in stderr
+    assert not (logs / "bench" / "tiny.d").exists()
+    start = (logs / "start.log").read_text()
+    assert f'"model":"{dev}/dev/batch/start"' in start and "KVPLAN_ERROR" in start and "torch" in start

@@ -1,6 +1,6 @@
 """Lay out a batch of device cases for the lent GPU machine (benchmarks/device/README.md).
 
-usage: python3 benchmarks/device/build.py CASES.json [CASES.json ...] [--out DIR] [--only NAME,NAME]
+usage: python3 benchmarks/device/build.py CASES.json [CASES.json ...] [--out DIR] [--only NAME,NAME] [--remote DIR]
        python3 benchmarks/device/build.py --check CASES.json ...     (validate only, write nothing)
 
 Writes (default: the git-ignored .device/batch/, replaced whole): one folder per case holding
@@ -8,7 +8,9 @@ config.json (plus hf_quant_config.json when the config carries `_hf_quant_config
 draft/config.json for a `draft`), requests.json (per case: its kind, vLLM version, env, timeout
 and what the runner passes on -- a `python -m kvplan.verify.child` request for a memory start,
 the `kvplan verify --bench` flags for a benchmark run), queue.txt (case names in file order; the
-runner re-reads it before every case) and copies of runner.sh and bench.sh.
+runner re-reads it before every case) and copies of runner.sh and bench.sh. --remote: where the
+batch lies on the GPU machine (default /tmp/dev/batch; $KVPLAN_DEVICE_TMP/dev/batch when the runner
+is given another root).
 
 Case format (every key; anything else is refused with the case and key named, exit 2):
   top level: {"about": "what the file is for and where it came from", "cases": [case, ...]}
@@ -161,8 +163,9 @@ def resolve(cases: list[dict]) -> tuple[dict, dict]:
     return configs, drafts
 
 
-def build(cases: list[dict], out: str) -> None:
-    """Write the batch folder `out` (replaced whole) for `cases` (as load_cases returns them)."""
+def build(cases: list[dict], out: str, remote: str = REMOTE) -> None:
+    """Write the batch folder `out` (replaced whole) for `cases` (as load_cases returns them), whose
+    copy on the GPU machine will be `remote`."""
     configs, drafts = resolve(cases)  # every file read before anything is written
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -172,7 +175,7 @@ def build(cases: list[dict], out: str) -> None:
         write_config(d, configs[c["name"]])
         if c["name"] in drafts:
             write_config(os.path.join(d, "draft"), drafts[c["name"]])
-        requests[c["name"]] = request_of(c, f"{REMOTE}/{c['name']}")
+        requests[c["name"]] = request_of(c, f"{remote}/{c['name']}")
     json.dump(requests, open(os.path.join(out, "requests.json"), "w"), indent=1)
     open(os.path.join(out, "queue.txt"), "w").write("".join(c["name"] + "\n" for c in cases))
     for f in ("runner.sh", "bench.sh"):
@@ -180,13 +183,15 @@ def build(cases: list[dict], out: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    out, only, check, files = os.path.join(ROOT, ".device", "batch"), None, False, []
+    out, only, check, files, remote = os.path.join(ROOT, ".device", "batch"), None, False, [], REMOTE
     it = iter(argv)
     for a in it:
         if a == "--out":
             out = next(it, None)
         elif a == "--only":
             only = next(it, "").split(",")
+        elif a == "--remote":
+            remote = next(it, REMOTE)
         elif a == "--check":
             check = True
         else:
@@ -204,7 +209,7 @@ def main(argv: list[str]) -> int:
         if check:
             resolve(cases)
         else:
-            build(cases, out)
+            build(cases, out, remote)
     except CaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -13,25 +13,27 @@
 # Logs: /tmp/logs/<case>.log; bench records: /tmp/logs/bench/<case>.tar.gz (record, server log, progress);
 # progress lines (epoch seconds): /tmp/logs/progress.txt.
 # It stops when every case has run (or when /tmp/dev/STOP exists).
+# Every path is under $KVPLAN_DEVICE_TMP (default /tmp; the test runs it in a temporary folder); the batch is
+# the folder this script sits in (build.py's --remote must be $KVPLAN_DEVICE_TMP/dev/batch).
 set -u
-D=/tmp/dev; B=$D/batch; L=/tmp/logs
-mkdir -p $D $L/bench; rm -rf $D/snap $B; cp -r .device/batch $B; mkdir -p $D/snap/benchmarks/device; cp -r kvplan $D/snap/
+T=${KVPLAN_DEVICE_TMP:-/tmp}; D=$T/dev; B=$D/batch; L=$T/logs; S=$(cd "$(dirname "$0")" && pwd)
+mkdir -p $D $L/bench; rm -rf $D/snap; [ "$S" = "$B" ] || { rm -rf $B; cp -r "$S" $B; }; mkdir -p $D/snap/benchmarks/device; cp -r kvplan $D/snap/
 cp $B/bench.sh $D/snap/benchmarks/device/  # bench.sh finds kvplan two folders up
 : >> $L/done.txt
 log() { echo "$(date +%s) $*" >> $L/progress.txt; }
 install() {  # install VERSION
-  local v=$1 w=/tmp/w-$1 t0=$(date +%s)
-  rm -rf $w && mkdir -p $w && cat /tmp/acc-$v/part_* | tar xf - -C $w && rm -rf /tmp/acc-$v/part_*
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-$v \
+  local v=$1 w=$T/w-$1 t0=$(date +%s)
+  rm -rf $w && mkdir -p $w && cat $T/acc-$v/part_* | tar xf - -C $w && rm -rf $T/acc-$v/part_*
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $T/site-$v \
     $(ls $w/*.whl | grep -v '/vllm-') 2>&1 | grep -v WARNING
-  python3 -m zipfile -e $w/vllm-*.whl /tmp/site-$v
+  python3 -m zipfile -e $w/vllm-*.whl $T/site-$v
   rm -rf $w
   # packages that add themselves through a .pth file (nvidia-cutlass-dsl's `cutlass` in 0.34.0) need the
   # folder processed as a site dir, which a PYTHONPATH entry is not
-  printf 'import site\nsite.addsitedir("/tmp/site-%s")\n' $v > /tmp/site-$v/sitecustomize.py
-  if PYTHONPATH=/tmp/site-$v VLLM_USE_FLASHINFER_SAMPLER=0 python3 -c "import torch, vllm; from vllm import LLM; print('vllm', vllm.__version__, 'torch', torch.__version__, 'import ok')"; then
-    touch /tmp/site-$v.READY; log "install $v ok in $(( $(date +%s) - t0 )) s"
-  else touch /tmp/site-$v.DEAD; log "install $v FAILED"; fi
+  printf 'import site\nsite.addsitedir("%s")\n' $T/site-$v > $T/site-$v/sitecustomize.py
+  if PYTHONPATH=$T/site-$v VLLM_USE_FLASHINFER_SAMPLER=0 python3 -c "import torch, vllm; from vllm import LLM; print('vllm', vllm.__version__, 'torch', torch.__version__, 'import ok')"; then
+    touch $T/site-$v.READY; log "install $v ok in $(( $(date +%s) - t0 )) s"
+  else touch $T/site-$v.DEAD; log "install $v FAILED"; fi
 }
 field() { python3 -c "import json,sys; r=json.load(open('$B/requests.json'))[sys.argv[1]]; v=eval('r'+sys.argv[2]); print(v if isinstance(v,(str,int,float)) else json.dumps(v))" "$1" "$2"; }
 lines() { python3 -c "import json,sys; [print(a) for a in json.load(open('$B/requests.json'))[sys.argv[1]][sys.argv[2]]]" "$1" "$2"; }
@@ -45,7 +47,7 @@ runcase() {  # runcase NAME
     cmd=(env VLLM_ENABLE_V1_MULTIPROCESSING=0 python3 -m kvplan.verify.child "$(field $n "['request']")")
   fi
   log "start $n"
-  ( cd /tmp && export PYTHONPATH=/tmp/site-$v:$D/snap VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 && \
+  ( cd $T && export PYTHONPATH=$T/site-$v:$D/snap VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 && \
     eval "$(python3 -c "import json,shlex; r=json.load(open('$B/requests.json'))['$n']; [print('export %s=%s' % (k, shlex.quote(str(x)))) for k,x in r['env'].items()]")" && \
     exec setsid timeout -k 10 $t "${cmd[@]}" < /dev/null ) > $L/$n.log 2>&1 &
   local pid=$!; wait $pid; local rc=$?  # exec: the subshell becomes the new group's leader, so $pid is its id
@@ -55,14 +57,14 @@ runcase() {  # runcase NAME
 }
 log "runner start"; nvidia-smi > $L/nvidia-smi.txt 2>&1
 while [ ! -f $D/STOP ]; do
-  for v in $(ls -d /tmp/acc-* 2>/dev/null | sed 's#/tmp/acc-##'); do
-    if [ -f /tmp/acc-$v/COMPLETE ] && [ ! -f /tmp/site-$v.READY ] && [ ! -f /tmp/site-$v.DEAD ]; then install $v > $L/install-$v.log 2>&1; fi
+  for v in $(ls -d $T/acc-* 2>/dev/null | sed "s#$T/acc-##"); do
+    if [ -f $T/acc-$v/COMPLETE ] && [ ! -f $T/site-$v.READY ] && [ ! -f $T/site-$v.DEAD ]; then install $v > $L/install-$v.log 2>&1; fi
   done
   next=""; pending=0
   while read -r n; do
     [ -z "$n" ] && continue; grep -qx "$n" $L/done.txt && continue
-    v=$(field $n "['vllm']"); [ -f /tmp/site-$v.DEAD ] && { echo $n >> $L/done.txt; log "skip $n (vllm $v dead)"; continue; }
-    pending=1; [ -f /tmp/site-$v.READY ] && { next=$n; break; }
+    v=$(field $n "['vllm']"); [ -f $T/site-$v.DEAD ] && { echo $n >> $L/done.txt; log "skip $n (vllm $v dead)"; continue; }
+    pending=1; [ -f $T/site-$v.READY ] && { next=$n; break; }
   done < $B/queue.txt
   [ -n "$next" ] && { runcase $next; continue; }
   [ $pending = 0 ] && { log "queue empty"; break; }
