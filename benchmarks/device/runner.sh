@@ -2,7 +2,7 @@
 # The one device runner (benchmarks/device/README.md). On the GPU machine, started once with
 #   setsid bash .device/batch/runner.sh > /dev/null 2>&1 < /dev/null &
 # from the project root of the device's copy of the tree (the batch is laid out by build.py). It copies
-# the batch, the kvplan code and bench.sh to /tmp/dev, then loops: every vLLM version whose parts are
+# the batch, the kvplan code and bench.sh to /tmp/dev and goes on from there, looping: every vLLM version whose parts are
 # complete (/tmp/acc-<V>/COMPLETE) is installed into /tmp/site-<V>; the first case of queue.txt not yet
 # run whose version is installed is started, in its own process group (killed whole afterwards):
 #   kind start: `python -m kvplan.verify.child REQUEST` (vLLM in this process, dummy weights)
@@ -17,8 +17,13 @@
 # the folder this script sits in (build.py's --remote must be $KVPLAN_DEVICE_TMP/dev/batch).
 set -u
 T=${KVPLAN_DEVICE_TMP:-/tmp}; D=$T/dev; B=$D/batch; L=$T/logs; S=$(cd "$(dirname "$0")" && pwd)
-mkdir -p $D $L/bench; rm -rf $D/snap; [ "$S" = "$B" ] || { rm -rf $B; cp -r "$S" $B; }; mkdir -p $D/snap/benchmarks/device; cp -r kvplan $D/snap/
-cp $B/bench.sh $D/snap/benchmarks/device/  # bench.sh finds kvplan two folders up
+mkdir -p $D $L/bench
+if [ "$S" != "$B" ]; then  # first start: copy the batch and the code out of the working tree (a later call may
+  # replace the tree's copy; bash reads a script as it runs), then run from the copy
+  rm -rf $B $D/snap && cp -r "$S" $B && mkdir -p $D/snap/benchmarks/device && cp -r kvplan $D/snap/ && \
+    cp $B/bench.sh $D/snap/benchmarks/device/ && exec bash $B/runner.sh  # bench.sh finds kvplan two folders up
+  echo "runner: cannot copy the batch to $B" >&2; exit 1
+fi
 : >> $L/done.txt
 log() { echo "$(date +%s) $*" >> $L/progress.txt; }
 install() {  # install VERSION
