@@ -3,7 +3,7 @@ held-out errors.
 
     python benchmarks/fit_v034.py
 
-Reads every start of tests/data/vllm-0.34.0-h100 (its `Memory after warmup` line: F, C, P, G at
+Reads every start of tests/data/vllm-0.34.0-h100 that kvplan/engines/vllm/v0_34/real_starts.py STARTS lists (its `Memory after warmup` line: F, C, P, G at
 0.01 GiB; KVPLAN_EXACT: the profile peak, T = max_num_batched_tokens; KVPLAN_CONFIG: hidden
 size) and kvplan's own prediction of it (`kvplan verify --from-log --format json`), then fits on
 the FIT starts (one per model family) and reports every start, the others held out:
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "vllm-0.34.0-h100"
 GiB, MiB = 1 << 30, 1 << 20
 # one start per model family (dense Llama-3-8B, MoE Qwen3-30B-A3B, sliding-window Gemma-2-9B)
-FIT = ("v034-llama3-8b_eager", "v034-qwen3-30b-a3b_eager", "v034-gemma2-9b_eager")
+FIT = ("llama3-8b_eager", "qwen3-30b-a3b_eager", "gemma2-9b_eager")
 
 
 def _start(path: Path) -> dict | None:
@@ -57,7 +57,11 @@ def _start(path: Path) -> dict | None:
 
 
 def main() -> None:
-    starts = [s for s in (_start(p) for p in sorted(DATA.glob("*.log"))) if s]
+    sys.path.insert(0, str(ROOT))
+    from kvplan.engines.vllm.v0_34.real_starts import STARTS
+
+    paths = [DATA / (s.split("/", 1)[1] + ".log") for s in STARTS]
+    starts = [s for s in (_start(p) for p in paths) if s]
     fit = [s for s in starts if s["name"] in FIT]
     k = sum((s["P"] - s["peak"]) / s["T"] for s in fit) / len(fit)
     ratio = sum(s["G"] / s["P"] for s in fit) / len(fit)

@@ -26,7 +26,7 @@ from kvplan.verify.log import grammar_for, parse_log
 GiB = 1 << 30
 MiB = 1 << 20
 DATA = Path(__file__).parents[1] / "data" / "vllm-0.34.0-h100"
-REAL = sorted(DATA.glob("*.log"))
+REAL = [DATA / (s.split("/", 1)[1] + ".log") for s in versions.SUPPORTED["0.34.0"].real_starts.STARTS]
 H200_TOTAL = 150_109_880_320  # torch.cuda.mem_get_info total of the lent H200 (tests/data logs)
 LLAMA = "meta-llama/Meta-Llama-3-8B"
 V34 = versions.SUPPORTED["0.34.0"]
@@ -419,7 +419,7 @@ def _logged(text: str) -> dict:
             "blocks": int(re.search(r"Extended KV cache to (\d+) blocks", text).group(1))}
 
 
-LLAMA_UTIL_1 = [p for p in EXTENSIBLE_REAL if "llama3-8b" in p.name and "u092" not in p.name and "fp8" not in p.name]
+LLAMA_UTIL_1 = [p for p in EXTENSIBLE_REAL if p.name.startswith("llama3-8b") and "u092" not in p.name and "fp8" not in p.name]
 
 
 @pytest.mark.parametrize("path", LLAMA_UTIL_1, ids=lambda p: p.stem)
@@ -437,9 +437,9 @@ def test_vllms_formula_on_the_logged_terms_gives_the_logged_blocks(path):
 
 
 def test_an_explicit_0_92_caps_the_extensible_cache_by_hand():
-    # v034-llama3-8b_eager_u092: requested = ceil(0.92 x 85,017,493,504) = 78,216,094,024 B; the
+    # llama3-8b_eager_u092: requested = ceil(0.92 x 85,017,493,504) = 78,216,094,024 B; the
     # log's F + C and the exact init_free give non_kv_used; the first term of the min binds.
-    t = _logged((DATA / "v034-llama3-8b_eager_u092.log").read_text())
+    t = _logged((DATA / "llama3-8b_eager_u092.log").read_text())
     init_free = t["exact"]["init_free_memory"]
     f_c = round((t["F"] + t["C"]) * GiB)
     non_kv = init_free - f_c
@@ -451,7 +451,7 @@ def test_an_explicit_0_92_caps_the_extensible_cache_by_hand():
 
 
 # stated, not hidden: the two fit-set starts outside 0.5 % (docs/versions.md)
-OVER_HALF_PERCENT = {"v034-qwen3-30b-a3b_eager": 0.55, "v034-gemma2-9b_eager": 0.55}
+OVER_HALF_PERCENT = {"qwen3-30b-a3b_eager": 0.55, "gemma2-9b_eager": 0.55}
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
@@ -483,9 +483,9 @@ def test_the_real_starts_replay_through_verify_from_log(path, capsys):
 
 def test_the_held_out_graph_start_within_its_stated_errors():
     # P, G and the warm-up leftovers are fitted on llama3-8b_eager, qwen3-30b-a3b_eager and
-    # gemma2-9b_eager; v034-llama3-8b_serve_graphs is held out for them (not for the graph pool,
+    # gemma2-9b_eager; llama3-8b_serve_graphs is held out for them (not for the graph pool,
     # fitted on it: the only graph start)
-    code, out, err = run_cli("verify", "--from-log", str(DATA / "v034-llama3-8b_serve_graphs.log"), "--format", "json")
+    code, out, err = run_cli("verify", "--from-log", str(DATA / "llama3-8b_serve_graphs.log"), "--format", "json")
     doc = json.loads(out)
     pred, meas = doc["kv_cache_sizing"]["predicted"], doc["kv_cache_sizing"]["measured"]
     # P: 900,405,248 predicted vs 0.84 GiB logged (-0.2 %); G: 1,084,168,955 vs 1.18 GiB (-14 %)

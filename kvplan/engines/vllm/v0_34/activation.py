@@ -6,7 +6,7 @@ sampler warm-up, the persistent sampler state and MoE workspace), except that fi
 softcapping adds no logits copy to the sampler stage (see _peak), and under torch.compile:
 the forward then follows the eager per-token rule and the sampler stage gains no compile term.
 Fitted on the one 0.34.0 start with CUDA graphs, tests/data/vllm-0.34.0-h100/
-v034-llama3-8b_serve_graphs (T = 8192, 1024 sampler rows): vLLM's peak activation 871,544,832 B
+llama3-8b_serve_graphs (T = 8192, 1024 sampler rows): vLLM's peak activation 871,544,832 B
 is the sampler stage, which the eager rule puts at 871,823,360 B (+0.03 %); 0.33.0's compiled
 forward fit (0.26.0's) gave 1,262,991,360 B. The 0.34.0 diff of the profile run,
 ``_dummy_sampler_run`` and ``PenaltiesState`` changes nothing else kvplan models.
@@ -58,7 +58,7 @@ PROMPT_LOGPROB_CHUNK_ROWS = 1024
 # log-softmax. Never the largest term on the recorded starts (serve_graphs: 0.86 GB < P 0.90 GB).
 PROMPT_LOGPROB_BYTES_PER_LOGIT = 6
 # FITTED (benchmarks/fit_v034.py) on one start per family of tests/data/vllm-0.34.0-h100:
-# v034-llama3-8b_eager, v034-qwen3-30b-a3b_eager, v034-gemma2-9b_eager (FIT); the other starts
+# llama3-8b_eager, qwen3-30b-a3b_eager, gemma2-9b_eager (FIT); the other starts
 # there are held out (docs/versions.md gives every start's error).
 # What the sizing step adds over the profile peak per batched token (the profile skips
 # attention): mean of (P - the profile peak) / T = 4,387 (Llama), -232 (Qwen3 MoE), 6,312 (Gemma-2).

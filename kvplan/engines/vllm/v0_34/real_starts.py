@@ -2,8 +2,9 @@
 tests/data, without the .log suffix), and the 0.34.0 rules none of them exercised.
 
 The package does not read tests/: this table is the committed list, and
-tests/engines/test_version_evidence.py checks that it names exactly the 0.34.0 starts tests/data
-holds. Add a start here (and what it checked to CHECKED) when its log is added there.
+tests/engines/test_version_evidence.py checks that it and NOT_USED together name exactly the
+0.34.0 logs tests/data holds. Add a start here (and what it checked to CHECKED) when its log is
+added there.
 
 The starts so far (tests/data/vllm-0.34.0-h100, lead's device session 5) ran on ONE H100:
 Llama-3-8B (eager / LLM class, CUDA graphs / `vllm serve`, --gpu-memory-utilization 0.92, fp8
@@ -17,16 +18,23 @@ labelled.
 from __future__ import annotations
 
 STARTS: tuple[str, ...] = (
-    "vllm-0.34.0-h100/v034-gemma2-9b_eager",
-    "vllm-0.34.0-h100/v034-llama3-8b_eager",
-    "vllm-0.34.0-h100/v034-llama3-8b_eager_kvbytes",
-    "vllm-0.34.0-h100/v034-llama3-8b_eager_u092",
-    "vllm-0.34.0-h100/v034-llama3-8b_fp8_eager",
-    "vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",
-    "vllm-0.34.0-h100/v034-llama31-8b_kvoffload16",
-    "vllm-0.34.0-h100/v034-qwen3-30b-a3b_eager",
+    "vllm-0.34.0-h100/gemma2-9b_eager",
+    "vllm-0.34.0-h100/llama3-8b_eager",
+    "vllm-0.34.0-h100/llama3-8b_eager_kvbytes",
+    "vllm-0.34.0-h100/llama3-8b_eager_u092",
+    "vllm-0.34.0-h100/llama3-8b_fp8_eager",
+    "vllm-0.34.0-h100/llama3-8b_serve_graphs",
+    "vllm-0.34.0-h100/llama31-8b_kvoffload16",
+    "vllm-0.34.0-h100/qwen3-30b-a3b_eager",
 )
 _EXTENSIBLE = tuple(s for s in STARTS if not s.endswith("_kvbytes"))
+# the other 0.34.0 logs of tests/data/vllm-0.34.0-h100, and why no rule was checked on them
+NOT_USED: dict[str, str] = {
+    "vllm-0.34.0-h100/dsv2-lite_eager": "did not finish (stopped during FlashInfer's JIT build)",
+    "vllm-0.34.0-h100/llama31-70b_offload70": "did not finish (device time ran out during profiling)",
+    "vllm-0.34.0-h100/llama31-8b_eagle3": "EAGLE3 speculative decoding, which kvplan's estimate does not model",
+    "vllm-0.34.0-h100/llama31-8b_lora4x64": "LoRA adapters, which kvplan's estimate does not model",
+}
 
 # what an estimate uses that no start above checked -> the label's words for it
 EXTENSIBLE = ("the extensible KV cache (measured after warm-up and CUDA-graph capture; its margin, "
@@ -46,9 +54,9 @@ GRAPHS_OTHER_MODEL = ("the 0.34.0 CUDA-graph pool of a model other than an unqua
 # rule words -> the starts above that checked it (an empty tuple: none yet)
 CHECKED: dict[str, tuple[str, ...]] = {
     EXTENSIBLE: _EXTENSIBLE,
-    CUDA_GRAPHS: ("vllm-0.34.0-h100/v034-llama3-8b_serve_graphs",),
+    CUDA_GRAPHS: ("vllm-0.34.0-h100/llama3-8b_serve_graphs",),
     BLOCK_SIZE: STARTS,
-    ESTIMATE_PATH: ("vllm-0.34.0-h100/v034-llama3-8b_eager_kvbytes",),
+    ESTIMATE_PATH: ("vllm-0.34.0-h100/llama3-8b_eager_kvbytes",),
     CUDA_GRAPH_ESTIMATE: (),
     SM100_GRAPHS: (),
     HYBRID_ALIGN: (),

@@ -18,7 +18,7 @@ FITTED on ONE real 0.34.0 start: the captured pool is 0.26.0's measured pool (51
 to 512; v0_26/runner.py CUDAGRAPH_BASE_BYTES + CUDAGRAPH_BYTES_PER_LAYER x layers) less
 CAPTURE_CACHE_RELEASE_BYTES, the warm-up activations 0.34.0's extra ``empty_cache`` returns
 before measuring: Llama-3-8B (32 layers) on an H100, tests/data/vllm-0.34.0-h100/
-v034-llama3-8b_serve_graphs, KVPLAN_EXACT cudagraph_bytes 725,614,592 B ("took 0.68 GiB")
+llama3-8b_serve_graphs, KVPLAN_EXACT cudagraph_bytes 725,614,592 B ("took 0.68 GiB")
 against 0.26.0's 1,050,800,000 B. No other model or layer count is checked (real_starts.py
 labels graphs of other families). The estimate path's estimate is taken to shrink by the same
 amount (the source says both do; not measured).
@@ -43,7 +43,7 @@ from kvplan.engines.vllm.v0_33.runner import (  # noqa: F401  (unchanged)
 from kvplan.model.spec import ModelSpec
 from kvplan.engines.vllm.v0_33.runner import cuda_graph_max_tokens as _cuda_graph_max_tokens_033
 
-# FITTED on v034-llama3-8b_serve_graphs (one start): 1,050,800,000 - 725,614,592 B.
+# FITTED on llama3-8b_serve_graphs (one start): 1,050,800,000 - 725,614,592 B.
 CAPTURE_CACHE_RELEASE_BYTES = 325_185_408
 # compilation.py / config/vllm.py: the SM100 prefill grid's and decode token cap's default top.
 SM100_MAX_CAPTURE_TOKENS = 8192
