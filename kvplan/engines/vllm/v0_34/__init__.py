@@ -35,6 +35,10 @@ RULES = replace(
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},
+    # vLLM 0.34.0 config/cache.py: gpu_memory_utilization defaults to None, resolved to 1.0 with the
+    # extensible KV cache and 0.92 without (resolved_gpu_memory_utilization 34:L495): no fixed default,
+    # so a value the user set is always written (an explicit 0.92 caps the extensible budget).
+    serve_flags={**v0_33.RULES.serve_flags, "gpu_memory_utilization": ("--gpu-memory-utilization", None)},
     kv_cache_dtype_ignored=frozenset(),
     # vLLM 0.34.0 model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: 0.33.0's MPT
     # removal stands, and Keye-VL was removed after 0.33.0 (kvplan has no Keye family: refusing it
