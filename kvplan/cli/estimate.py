@@ -19,6 +19,7 @@ from kvplan.cli.options import (
     EngineFlags,
     check_fraction,
     engine_option,
+    parallel_values,
     parse_hf_overrides,
     parse_kv_cache_memory,
     parse_max_model_len,
@@ -49,6 +50,7 @@ class EstimateFlags(EngineFlags):
     verbose: bool
     hf_overrides: Optional[str] = None
     perf: bool = False
+    parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
 
 
 def register(app: typer.Typer) -> None:
@@ -102,6 +104,17 @@ def estimate(
     perf: bool = typer.Option(
         False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
     ),
+    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
+    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
+    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
+    enable_eplb: bool = engine_option("enable_eplb", False),
+    eplb_config: Optional[str] = engine_option("eplb_config", None),
+    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
+    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
+    nnodes: Optional[int] = engine_option("nnodes", None),
+    node_rank: Optional[int] = engine_option("node_rank", None),
+    headless: bool = engine_option("headless", False),
+    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -115,6 +128,13 @@ def estimate(
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
         curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt, perf=perf,
+        parallel=parallel_values(
+            data_parallel_size=data_parallel_size, data_parallel_size_local=data_parallel_size_local,
+            enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
+            decode_context_parallel_size=decode_context_parallel_size,
+            prefill_context_parallel_size=prefill_context_parallel_size, nnodes=nnodes, node_rank=node_rank,
+            headless=headless, distributed_executor_backend=distributed_executor_backend,
+        ),
     )
     try:
         code = run_estimate(flags)
@@ -170,6 +190,7 @@ def run_estimate(f: EstimateFlags) -> int:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
+        **(f.parallel or {}),
     )
     plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)

@@ -1,0 +1,19 @@
+"""vLLM 0.26.0's multi-GPU layout rules that differ between versions (the rest of the world of
+ranks is one rule for every supported version: kvplan/capacity/ranks.py).
+
+* PCP_WITH_DP: 0.26.0 config/parallel.py ParallelConfig._validate_parallel_config raises
+  "PCP does not support data parallelism yet" when PCP > 1 and DP > 1.
+* redundant_experts: config/parallel.py EPLBConfig.num_redundant_experts defaults to 0 and is
+  taken as given (``--eplb-config '{"num_redundant_experts": R}'``); a later version may add a
+  default (the hook a newer package overrides).
+"""
+
+from __future__ import annotations
+
+PCP_WITH_DP = False
+
+
+def redundant_experts(configured: int | None, *, num_experts: int, ep_size: int, enable_eplb: bool) -> int:
+    """Redundant expert replicas vLLM adds over the ``ep_size`` GPUs of the expert group for a
+    model of ``num_experts`` routed experts: the configured count (None = unset = 0)."""
+    return configured or 0
