@@ -2,8 +2,9 @@
 
 One place derives every GPU's share (its pipeline stage's layers, its routed experts, its KV
 share) from the parallel flags; the planner (capacity/estimate.py) asks it and budgets one GPU
-of each rank class. Pure arithmetic, no I/O. Rule sources (vLLM 0.33.0; 0.26.0 reads the same
-except where a version's rule says otherwise, see ``validate``):
+of each rank class. Pure arithmetic, no I/O. Rule sources (the newest supported vLLM; the older
+reads the same, checked file by file, except where a version's ``parallel`` rules module says
+otherwise: engines/vllm/v0_26/parallel.py):
 
 * world: config/parallel.py ``world_size = PP x TP x PCP`` per engine, ``world_size_across_dp``
   = world_size x DP; GPUs used = TP x PP x DP x PCP.
@@ -240,7 +241,7 @@ def validate(spec: ModelSpec, args: EngineArgs, w: World, pcp_with_dp: bool = Tr
 
     vLLM config/parallel.py ParallelConfig._validate_parallel_config (DP local <= DP; EPLB needs
     EP and an expert group > 1; redundant experts need EPLB; DCP divides TP, or spans PCP / TP x
-    PCP; 0.26.0: no PCP with DP) and __post_init__ (nnodes > 1 only with mp / uni /
+    PCP; the version's PCP_WITH_DP) and __post_init__ (nnodes > 1 only with mp / uni /
     external_launcher); engine/arg_utils.py create_engine_config (nnodes divides the world;
     0 <= node rank < nnodes); config/model.py verify_with_parallel_config (DCP for GQA/MHA:
     TP > KV heads, dcp <= TP // KV heads, query heads per KV head divisible by dcp);

@@ -223,7 +223,13 @@ def run_estimate(f: EstimateFlags) -> int:
             print(render.approximate_warning(plan), file=sys.stderr)
         if not plan.fits:
             print(render.no_start_warning(plan), file=sys.stderr)
-        sys.stdout.write(render.config_yaml(plan, revision) if f.fmt == "yaml" else render.serve_command(plan, revision) + "\n")
+        if f.fmt == "yaml":
+            sys.stdout.write(render.config_yaml(plan, revision))
+        else:  # one line per node (render/parallel.py launch_lines: the serve line on one node)
+            from kvplan.render.parallel import launch_lines
+
+            lines = launch_lines(plan, render.serve_command(plan, revision))
+            sys.stdout.write("".join(ln["command"] + "\n" for ln in lines))
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, **extras)
     else:
