@@ -40,6 +40,8 @@ _ENGINE_FIELDS = {
 }
 
 
+# Read as ints for the GPU-count rules (check/rules/hardware.py); they are EngineArgs fields too
+# (the world of ranks, capacity/ranks.py), so inputs.engine_args also hands them to the planner.
 _OTHER_INT_FLAGS = ("data-parallel-size", "data-parallel-size-local", "nnodes")
 
 
@@ -55,8 +57,6 @@ _NOT_MODELLED = {
     "enable-lora": "LoRA adapters take GPU memory",
     "kv-offloading-size": "KV blocks offloaded to CPU",
     "kv-transfer-config": "KV transfer connectors change the cache layout",
-    "decode-context-parallel-size": "decode context parallel splits the KV cache",
-    "prefill-context-parallel-size": "prefill context parallel splits the KV cache",
     "compilation-config": "CUDA-graph settings change the graph memory vLLM reserves",
     "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
     "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",
