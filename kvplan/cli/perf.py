@@ -22,6 +22,7 @@ from kvplan.cli.options import (
     EngineFlags,
     check_fraction,
     engine_option,
+    parallel_values,
     parse_kv_cache_memory,
     parse_max_model_len,
     positive,
@@ -52,6 +53,7 @@ class PerfFlags(EngineFlags):
     fmt: str
     plot: Optional[str]
     saturation: bool = True
+    parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
 
 
 def register(app: typer.Typer) -> None:
@@ -99,6 +101,17 @@ def perf(
     saturation: bool = typer.Option(
         True, "--saturation/--no-saturation", help="Search the saturation rate (several open-loop runs; the slow part)."
     ),
+    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
+    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
+    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
+    enable_eplb: bool = engine_option("enable_eplb", False),
+    eplb_config: Optional[str] = engine_option("eplb_config", None),
+    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
+    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
+    nnodes: Optional[int] = engine_option("nnodes", None),
+    node_rank: Optional[int] = engine_option("node_rank", None),
+    headless: bool = engine_option("headless", False),
+    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -113,6 +126,13 @@ def perf(
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
         fmt=fmt, plot=plot, saturation=saturation,
+        parallel=parallel_values(
+            data_parallel_size=data_parallel_size, data_parallel_size_local=data_parallel_size_local,
+            enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
+            decode_context_parallel_size=decode_context_parallel_size,
+            prefill_context_parallel_size=prefill_context_parallel_size, nnodes=nnodes, node_rank=node_rank,
+            headless=headless, distributed_executor_backend=distributed_executor_backend,
+        ),
     )
     try:
         code = run_perf(flags)
@@ -240,8 +260,10 @@ def run_perf(f: PerfFlags) -> int:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
+        **(f.parallel or {}),
     )
     plan = with_version_choice(plan, choice)
+    refuse_multi_gpu_layout(plan)
     check_modelled(plan)  # a hybrid model: kvplan's limitation, said before anything runs
     from kvplan.perf.serving import predict
 
@@ -291,6 +313,35 @@ def estimate_requests(concurrency: int) -> int:
     return max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency))
 
 
+def refuse_multi_gpu_layout(plan) -> None:
+    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs: a
+    layout beyond that (data, expert or context parallel, several nodes: capacity/ranks.py) is
+    refused before anything runs, naming the flag, rather than predicted without its
+    communication (EP all-to-all, DCP all-gathers) or its balancer.
+
+    Raises:
+        KvplanError: exit 2, naming the first multi-GPU flag given.
+    """
+    lp = plan.parallel
+    if lp is None or not lp.shown:
+        return
+    w = lp.world
+    if w.dp > 1 and not w.is_moe and not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1):
+        raise KvplanError(
+            f"--data-parallel-size {w.dp}: kvplan perf predicts one engine; a dense model's {w.dp} DP engines are "
+            "independent (each a DP 1 deployment)",
+            hint=f"run perf without --data-parallel-size at 1/{w.dp} of the load (--concurrency or --request-rate)",
+        )
+    flag = ("--enable-expert-parallel" if w.uses_ep else "--data-parallel-size" if w.dp > 1
+            else "--decode-context-parallel-size" if w.dcp > 1 else "--prefill-context-parallel-size" if w.pcp > 1
+            else "--nnodes")
+    raise KvplanError(
+        f"{flag}: kvplan perf does not model this multi-GPU layout's step times yet (expert all-to-all, "
+        "context-parallel all-gathers, cross-node links); `kvplan estimate` sizes its KV cache",
+        hint="use `kvplan estimate` with the same flags for blocks, tokens and per-engine concurrency",
+    )
+
+
 def perf_unavailable_note(reason: str) -> str:
     """The one line ``estimate --perf`` prints (table) or adds to ``warnings`` (JSON) when the
     model is one kvplan perf does not model (the estimate itself stands)."""
@@ -313,6 +364,7 @@ def estimate_perf(plan, workload_model, capacity):
         KvplanError: --n > 1 (parallel sampling is not emulated), a layout or GPU the perf model
             cannot take (exit 2).
     """
+    refuse_multi_gpu_layout(plan)
     if not plan.fits or capacity is None:
         return None, None
     if workload_model.n != 1:
