@@ -161,6 +161,8 @@ class Option:
             shape += f" PP={self.pipeline_parallel_size}"
         if self.data_parallel_size > 1:
             shape += f" DP={self.data_parallel_size}"
+        if self.plan.args.enable_expert_parallel:
+            shape += " EP"
         extra = ""
         if self.kv_cache_dtype != "auto":
             extra += f" kv={self.kv_cache_dtype}"
@@ -194,6 +196,8 @@ class Option:
         args = flags.serve_args(explicit, self.plan.effective["max_model_len"])
         if self.data_parallel_size > 1:
             args += ["--data-parallel-size", str(self.data_parallel_size)]
+        if a.enable_expert_parallel:
+            args.append("--enable-expert-parallel")
         if a.enable_prefix_caching is not None and a.enable_prefix_caching == self.plan.spec.is_hybrid:
             args.append("--enable-prefix-caching" if a.enable_prefix_caching else "--no-enable-prefix-caching")
         if self.plan.spec.hf_overrides:  # the config was sized with them (sources.load_spec)
@@ -212,6 +216,7 @@ class Option:
             "tensor_parallel_size": self.tensor_parallel_size,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "data_parallel_size": self.data_parallel_size,
+            "enable_expert_parallel": bool(self.plan.args.enable_expert_parallel),
             "multi_node": self.multi_node,
             "kv_cache_dtype": p.effective["kv_cache_dtype"],
             "quantization": p.effective["quantization"],
@@ -472,6 +477,42 @@ def _approximations(spec, base: dict, candidates: list) -> tuple:
     return estimate_approximations(spec, base.get("limit_mm_per_prompt"), rules)
 
 
+def _engine_capacity(p, workload):
+    """(requests one engine serves, what binds it, the workload capacity or None)."""
+    if workload is not None:
+        cap = workload.capacity(p)
+        return cap.requests, cap.binding, cap
+    seqs = p.effective["max_num_seqs"]
+    return min(p.max_concurrency, float(seqs)), ("kv_cache" if p.max_concurrency < seqs else "max_num_seqs"), None
+
+
+def _moe_dp_options(spec, gpu, args, env, target, dp_replicas: int, max_dp: int, price, gpus_per_node, workload):
+    """A MoE engine that needs ``dp_replicas`` copies as DP 1 engines, planned as vLLM runs
+    ``--data-parallel-size``: experts sharded over TP x PCP x DP, without and with
+    ``--enable-expert-parallel`` (capacity/ranks.py). For each, the smallest DP (2 ..
+    ``dp_replicas``, at most ``max_dp``) whose engines together meet the target; every engine
+    is the binding engine's (Plan.max_concurrency), so the count is conservative where EP splits
+    experts unevenly. Layouts vLLM refuses (an expert intermediate that does not divide) are
+    left out. Returns a list of Option."""
+    from kvplan.capacity.estimate import plan
+
+    out = []
+    for ep in (False, True):
+        for dp in range(2, min(dp_replicas, max_dp) + 1):
+            try:
+                a = args.model_copy(update={"data_parallel_size": dp, "enable_expert_parallel": ep})
+                p = plan(spec, gpu, a, env)
+            except KvplanError:
+                break
+            if not p.fits:
+                continue
+            per_engine, binding, cap = _engine_capacity(p, workload)
+            if per_engine > 0 and per_engine * dp >= target.concurrency - 1e-9:
+                out.append(Option(p, dp, per_engine, price, binding, target, gpus_per_node, cap))
+                break
+    return out
+
+
 def search(
     spec,
     target: Target,
@@ -595,6 +636,13 @@ def search(
                                 skip(gpu, tp, pp, kv, q, "unsupported", msg)
                             continue
                         sized += 1
+                        if not p.fits and spec.moe is not None:
+                            # one DP 1 engine does not start: DP shards the experts (capacity/ranks.py)
+                            moe = _moe_dp_options(spec, gpu, args, env, target, space.max_gpus // engine,
+                                                  space.max_gpus // engine, price, space.gpus_per_node, workload)
+                            if moe:
+                                candidates += moe
+                                continue
                         if not p.fits:
                             if p.failure_info is not None and p.failure_info.kind is StartOutcome.UTILIZATION_REFUSED:
                                 util_refused.append(p)
@@ -626,6 +674,13 @@ def search(
                                 gpu, tp, pp, kv, q, "below_target",
                                 f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
                                 f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
+                            )
+                            continue
+                        if spec.moe is not None and dp > 1:
+                            # vLLM shards a MoE model's experts over its DP engines (capacity/ranks.py):
+                            # --data-parallel-size is not a replica of this engine; plan the DP layouts
+                            candidates += _moe_dp_options(
+                                spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload
                             )
                             continue
                         candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))

@@ -198,3 +198,28 @@ def test_two_nodes_get_a_launch_line_each_workers_headless():
         assert f"--nnodes 2 --node-rank {k}" in ln["command"]
         assert "--data-parallel-address <LEADER_ADDRESS>" in ln["command"]
     assert doc["parallel"]["engines_per_node"] == 8  # world 16 / 2 nodes / 1 GPU per engine
+
+
+def test_plan_plans_moe_data_parallel_as_vllm_shards_it():
+    # DeepSeek-V3 does not start on one H200 (628 GiB of weights); -dp 8 -ep does (32 experts a GPU):
+    # plan proposes the DP + EP layout, and its serve line carries --enable-expert-parallel
+    code, out, err = run_cli("plan", "deepseek-ai/DeepSeek-V3", "--max-model-len", "32768", "--concurrency", "64",
+                             "--gpus", "H200", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    ep = [o for o in doc["options"] if o["enable_expert_parallel"]]
+    assert ep, [o["serve_command"] for o in doc["options"]]
+    for o in ep:
+        assert o["tensor_parallel_size"] == 1 and o["data_parallel_size"] == o["num_gpus"]
+        assert "--enable-expert-parallel" in o["serve_command"]
+        assert f"--data-parallel-size {o['data_parallel_size']}" in o["serve_command"]
+        assert o["achieved_concurrency"] >= 64
+
+
+def test_perf_refuses_multi_gpu_layouts_naming_the_flag():
+    line = error_line(*run_cli("perf", "Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "4", "--input-len", "100",
+                               "--output-len", "100", "--concurrency", "8"))
+    assert line.startswith("error: --data-parallel-size 4:")
+    line = error_line(*run_cli("perf", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-dp", "8", "-ep",
+                               "--input-len", "100", "--output-len", "100", "--concurrency", "8"))
+    assert line.startswith("error: --enable-expert-parallel:")
