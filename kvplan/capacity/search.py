@@ -170,6 +170,17 @@ class Option:
             extra += f" quant={self.quantization}"
         return f"{self.num_gpus}x {self.gpu.display_name} ({shape}){extra}"
 
+    @property
+    def link_warning(self) -> str | None:
+        """A warning when the engine all-reduces over tensor parallel on GPUs without NVLink: the
+        profile's ``perf.link`` (with ``perf.source``, the datasheet) names another link (PCIe,
+        an optional bridge); None otherwise or when the profile does not say."""
+        perf = self.gpu.perf
+        if self.tensor_parallel_size <= 1 or perf is None or not perf.link or perf.link.startswith("NVLink"):
+            return None
+        return (f"--tensor-parallel-size {self.tensor_parallel_size} on {self.gpu.display_name}: no NVLink "
+                f"({perf.link}; {perf.source or 'gpus.yaml'}); every layer's all-reduce crosses that link and is slow")
+
     def serve_command(self, revision: str | None = None) -> str:
         """The `vllm serve` line (the version's flags; --data-parallel-size for replicas)."""
         import shlex
@@ -234,7 +245,7 @@ class Option:
             "weights_bytes_per_gpu": b.weights_bytes,
             "max_num_seqs": p.effective["max_num_seqs"],
             "serve_command": self.serve_command(revision),
-            "warnings": list(p.warnings),
+            "warnings": list(p.warnings) + ([self.link_warning] if self.link_warning else []),
             # issue 12: False when the model has no kvplan family (sized from the standard keys)
             "exact": p.exact,
             "evidence": p.evidence.to_dict() if p.evidence is not None else None,

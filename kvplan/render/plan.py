@@ -205,15 +205,20 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             )
         lines: dict[str, list[int]] = {}
         nodes: dict[str, int] = {}
+        links: dict[str, str] = {}
         for i, o in enumerate(shown, 1):
             cmd = o.serve_command(flags.revision)
             lines.setdefault(cmd, []).append(i)
             if o.multi_node:
                 nodes[cmd] = -(-o.engine_gpus // o.gpus_per_node)
+            if o.link_warning:
+                links[cmd] = o.link_warning
         for cmd, idx in lines.items():
             console.print(Text(f"{_ranges(idx)}: ", style="bold") + Text(cmd), soft_wrap=True)
             if cmd in nodes:
                 console.print(f"   (one engine spans {nodes[cmd]} nodes: pipeline stages across nodes need a Ray cluster)")
+            if cmd in links:
+                console.print(_hang(Text("   warning: ", style="yellow"), links[cmd]))
         if len(result.options) > len(shown) and not flags.show_all:
             console.print(f"{len(result.options) - len(shown)} more option(s): --top N")
     else:

@@ -223,3 +223,17 @@ def test_perf_refuses_multi_gpu_layouts_naming_the_flag():
     line = error_line(*run_cli("perf", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-dp", "8", "-ep",
                                "--input-len", "100", "--output-len", "100", "--concurrency", "8"))
     assert line.startswith("error: --enable-expert-parallel:")
+
+
+def test_plan_warns_where_tensor_parallel_runs_without_nvlink():
+    # the L40S profile's perf.link is "PCIe 4.0 x16" (its datasheet in perf.source); H200's is NVLink 4
+    code, out, err = run_cli("plan", "Qwen/Qwen3-32B", "--max-model-len", "32768", "--concurrency", "32",
+                             "--gpus", "L40S,H200", "--format", "json", "--top", "50")
+    assert code == 0, err
+    opts = json.loads(out)["options"]
+    for o in opts:
+        no_nvlink = [w for w in o["warnings"] if "no NVLink" in w]
+        if o["gpu"] == "l40s" and o["tensor_parallel_size"] > 1:
+            assert no_nvlink and "PCIe 4.0 x16" in no_nvlink[0]
+        else:
+            assert not no_nvlink
