@@ -23,6 +23,9 @@ _VLLM_READERS = {
 }
 # Table rows that are kvplan's own options, not `vllm serve` flags of a deployment.
 _NOT_SERVE_FLAGS = frozenset({"usage", "vllm_version"})
+# Table rows a deployment sets that size nothing (a leader's address, often a variable the
+# platform fills in, e.g. $(LWS_LEADER_ADDRESS)): check leaves them as it always did.
+_NOT_SERVE_FLAGS |= {"data_parallel_address", "master_addr"}
 
 
 def _reader(arg):

@@ -159,7 +159,7 @@ def flag_typed(*spellings: str) -> str:
 PARALLEL_FIELDS = (
     "data_parallel_size", "data_parallel_size_local", "enable_expert_parallel", "enable_eplb", "eplb_config",
     "decode_context_parallel_size", "prefill_context_parallel_size", "nnodes", "node_rank", "headless",
-    "distributed_executor_backend",
+    "data_parallel_address", "master_addr", "distributed_executor_backend",
 )
 
 

@@ -111,6 +111,8 @@ def perf(
     nnodes: Optional[int] = engine_option("nnodes", None),
     node_rank: Optional[int] = engine_option("node_rank", None),
     headless: bool = engine_option("headless", False),
+    data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
+    master_addr: Optional[str] = engine_option("master_addr", None),
     distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
@@ -131,7 +133,8 @@ def perf(
             enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
             decode_context_parallel_size=decode_context_parallel_size,
             prefill_context_parallel_size=prefill_context_parallel_size, nnodes=nnodes, node_rank=node_rank,
-            headless=headless, distributed_executor_backend=distributed_executor_backend,
+            headless=headless, data_parallel_address=data_parallel_address, master_addr=master_addr,
+            distributed_executor_backend=distributed_executor_backend,
         ),
     )
     try:

@@ -31,8 +31,8 @@ def launch_lines(plan: Plan, command: str) -> list[dict]:
     (render/serve.py serve_command) with ``--nnodes N
     --node-rank K`` (``--headless`` on every node but the first: vLLM entrypoints/cli/serve.py
     run_headless starts no API server there) and the leader's address, ``--data-parallel-address``
-    with data parallel, ``--master-addr`` without (config/parallel.py). One node: the serve line
-    as it is."""
+    with data parallel, ``--master-addr`` without (config/parallel.py): the one the user gave,
+    else LEADER_ADDRESS. One node: the serve line as it is."""
     world = plan.parallel.world if plan.parallel is not None else None
     if world is None or world.nnodes <= 1:
         return [{"node_rank": 0, "headless": False, "command": command}]
@@ -46,10 +46,12 @@ def launch_lines(plan: Plan, command: str) -> list[dict]:
         else:
             i += 1 + (width if "=" not in toks[i] else 0)
     address = "--data-parallel-address" if world.dp > 1 else "--master-addr"
+    given = plan.args.data_parallel_address if world.dp > 1 else plan.args.master_addr
+    leader = given or LEADER_ADDRESS  # the user's address when the serve line named it
     out = []
     for k in range(world.nnodes):
         line = [*base, "--nnodes", str(world.nnodes), "--node-rank", str(k), *(["--headless"] if k else []),
-                 address, LEADER_ADDRESS]
+                 address, leader]
         out.append({"node_rank": k, "headless": bool(k), "command": shlex.join(line).replace(
             shlex.quote(LEADER_ADDRESS), LEADER_ADDRESS)})
     return out

@@ -244,6 +244,8 @@ SERVE_FLAGS = {
     "nnodes": ("--nnodes", 1),
     "node_rank": ("--node-rank", 0),
     "headless": ("--headless", False),
+    "data_parallel_address": ("--data-parallel-address", None),
+    "master_addr": ("--master-addr", None),
     "distributed_executor_backend": ("--distributed-executor-backend", None),
 }
 
