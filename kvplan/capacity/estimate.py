@@ -382,7 +382,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     stages, resolved = _auto_fit_max_model_len(stages, resolved, remarks)
     failure, largest = start_failure(stages, args, rules, resolved, remarks)
     pool = _pool(spec, args, rules, resolved, cache, stages)
-    _closing_notes(spec, args, rules, resolved, remarks)
+    _closing_notes(spec, args, rules, resolved, remarks, world)
     layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight)
     return Plan(
         spec=spec,
@@ -628,15 +628,24 @@ def _pool(
 # -- what the figures leave out, and the effective arguments ---------------------------
 
 
-def _closing_notes(spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note]) -> None:
+def _closing_notes(
+    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note], world: ranks.World
+) -> None:
     """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
-    if tp * pp > 1:
+    extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
+    if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world
+        remarks.append(Note(
+            NoteKind.PARALLEL_UNVERIFIED,
+            f"a process group of {world.communicator_world} GPUs: the NCCL/all-reduce part of non-torch memory "
+            f"({extra:.2f} GiB per GPU) is an unverified estimate"
+        ))
+    elif tp * pp > 1:
         remarks.append(Note(
             NoteKind.PARALLEL_UNVERIFIED,
             f"tensor/pipeline parallel ({tp}x{pp}): the NCCL/all-reduce part of non-torch memory "
-            f"({rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
+            f"({extra:.2f} GiB per GPU) is an unverified estimate"
         ))
     if not args.enforce_eager and not r.v2:
         remarks.append(Note(

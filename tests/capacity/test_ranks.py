@@ -237,3 +237,24 @@ def test_plan_warns_where_tensor_parallel_runs_without_nvlink():
             assert no_nvlink and "PCIe 4.0 x16" in no_nvlink[0]
         else:
             assert not no_nvlink
+
+
+def test_schema_config_types_the_parallel_flags():
+    # vLLM config/parallel.py ParallelConfig: data_parallel_size_local ge=0, node_rank ge=0,
+    # nnodes / decode_context_parallel_size ge=1, DistributedExecutorBackend literal
+    code, out, err = run_cli("schema", "config")
+    assert code == 0, err
+    props = json.loads(out)["properties"]
+    assert props["data-parallel-size-local"]["minimum"] == 0
+    assert props["node-rank"]["minimum"] == 0
+    assert props["nnodes"]["minimum"] == 1 and props["decode-context-parallel-size"]["minimum"] == 1
+    assert props["distributed-executor-backend"]["enum"] == ["ray", "mp", "uni", "external_launcher"]
+    assert props["enable-expert-parallel"]["type"] == "boolean"
+
+
+def test_dense_dp_evidence_names_independent_engines_and_no_nccl_memory():
+    doc = estimate("Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "4", "--max-model-len", "8192")
+    unchecked = doc["evidence"]["unchecked"]
+    assert any("data parallel 4 (independent engines)" in u and NOT_CHECKED in u for u in unchecked)
+    # each engine is one GPU of its own (TP 1): no process group, no NCCL memory to doubt
+    assert not any(u.startswith("tensor/pipeline parallel") for u in unchecked)

@@ -91,9 +91,10 @@ PARALLEL_UNCHECKED = ("tensor/pipeline parallel > 1 (NCCL and custom all-reduce 
 MULTI_GPU_UNCHECKED = "derived from the vLLM source, not checked on multi-GPU hardware"
 
 
-def multi_gpu_layout(args: Any) -> tuple[str, ...]:
+def multi_gpu_layout(args: Any, spec: Any = None) -> tuple[str, ...]:
     """The multi-GPU layout rules an estimate with ``args`` (EngineArgs) depends on beyond one
-    TP engine (capacity/ranks.py restates them from vLLM's source): data parallel, expert
+    TP engine (capacity/ranks.py restates them from vLLM's source; ``spec`` the ModelSpec, whose
+    experts DP engines share): data parallel, expert
     parallel, decode / prefill context parallel, several nodes, and the pipeline split when one
     of those is on. Empty for a plain TP/PP engine (PARALLEL_UNCHECKED covers it)."""
     dp = getattr(args, "data_parallel_size", None) or 1
@@ -103,7 +104,8 @@ def multi_gpu_layout(args: Any) -> tuple[str, ...]:
     ep = bool(getattr(args, "enable_expert_parallel", False))
     out = []
     if dp > 1:
-        out.append(f"data parallel {dp} (engines, expert sharding)")
+        moe = getattr(spec, "moe", None) is not None
+        out.append(f"data parallel {dp} ({'engines sharing the experts' if moe else 'independent engines'})")
     if ep:
         out.append("expert parallel (whole experts per GPU)")
     if dcp > 1:
@@ -144,10 +146,15 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
     none of them ran on (start_gpus) or one whose memory the user gave, a partial bundled snapshot (spec.snapshot_notes). In that
     order; empty when none applies."""
     out = []
-    layout = multi_gpu_layout(args)
+    layout = multi_gpu_layout(args, spec)
     if layout:
         out.append(f"the multi-GPU layout ({', '.join(layout)}): {MULTI_GPU_UNCHECKED}")
-    if args.tensor_parallel_size * args.pipeline_parallel_size > 1 or layout:
+    # NCCL / all-reduce memory: a worker in a process group of more than one GPU (a MoE model's
+    # DP engines share one world; a dense model's are each their own: capacity/ranks.py)
+    pcp = getattr(args, "prefill_context_parallel_size", None) or 1
+    dp = getattr(args, "data_parallel_size", None) or 1
+    moe_dp = getattr(spec, "moe", None) is not None and dp > 1
+    if args.tensor_parallel_size * args.pipeline_parallel_size * pcp > 1 or moe_dp:
         out.append(PARALLEL_UNCHECKED)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
