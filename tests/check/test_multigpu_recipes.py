@@ -42,6 +42,7 @@ def diagnostics(doc: dict, dep: dict) -> list[dict]:
         ("deepseek-v3-dp8-ep.yaml", "H200", 8, 8),
         ("deepseek-v3-deployment.yaml", "H200", 8, 8),
         ("deepseek-v3-lws-dp16.yaml", "H200", 16, 16),
+        ("deepseek-v3-two-nodes.sh", "H200", 16, 16),  # a leader/worker pair in a script
         ("qwen3-235b-tp4-dp2-ep.yaml", "H100", 2, 8),
         ("qwen3-235b-deployment.yaml", "H100", 2, 8),
         ("qwen3-235b-lws.yaml", "H100", 2, 8),
