@@ -315,6 +315,8 @@ class DcpLayout:
     dcp: int
 
     def __getattr__(self, name):
+        if name == "inner":  # not set yet (copy / unpickle): no delegation loop
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def num_blocks(self, available_bytes: int) -> int:

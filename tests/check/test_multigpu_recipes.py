@@ -90,3 +90,16 @@ def test_moe_dp_without_ep_that_does_not_fit_names_expert_parallel(tmp_path):
     errs = [d for d in diagnostics(doc, dep) if d["severity"] == "error"]
     assert errs and "data-parallel-size 2" in errs[0]["message"]
     assert "--enable-expert-parallel" in errs[0]["hint"]
+
+
+def test_dcp_is_modelled_8x_the_tokens_in_the_same_blocks():
+    # issue 20: `-tp 8 -dcp 8` passed with a 'not modelled' note; vLLM logs ~8x the tokens
+    (base,) = deployments(check_json(DATA / "deepseek-v3-tp8.yaml", "H200"))
+    doc = check_json(DATA / "deepseek-v3-tp8-dcp8.yaml", "H200")
+    (dcp,) = deployments(doc)
+    assert doc["exit_code"] == 0
+    assert not [d for d in diagnostics(doc, dcp) if d["check_id"] == "not-modelled"]
+    assert dcp["figures"]["num_gpu_blocks"] == base["figures"]["num_gpu_blocks"]
+    # 32768 tokens = cdiv(32768, 8) = 4096 per rank: blocks / (4096 / bs) requests of 32768 tokens
+    assert dcp["figures"]["gpu_kv_cache_tokens"] == 8 * base["figures"]["gpu_kv_cache_tokens"]
+    assert NOT_CHECKED in dcp["evidence"]["label"] and NOT_CHECKED not in base["evidence"]["label"]
