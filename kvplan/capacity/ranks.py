@@ -176,12 +176,6 @@ class World:
                 out.append(RankClass(rank, layers, n, 1, counts.count(n)))
         return out
 
-    @property
-    def binding_local_experts(self) -> int | None:
-        """The most whole experts any GPU holds (EP): the GPU with the least room for the KV
-        cache, since every other share is equal; None without EP."""
-        return max(self.experts_per_ep_rank) if self.uses_ep else None
-
     def engine_binding_experts(self) -> list[int | None]:
         """Per DP engine, the most whole experts one of its GPUs holds (that GPU sets the
         engine's block count, the min over its workers); None per engine without EP."""

@@ -101,7 +101,9 @@ def multi_gpu_layout(args: Any, spec: Any = None) -> tuple[str, ...]:
     dcp = getattr(args, "decode_context_parallel_size", None) or 1
     pcp = getattr(args, "prefill_context_parallel_size", None) or 1
     nnodes = getattr(args, "nnodes", None) or 1
-    ep = bool(getattr(args, "enable_expert_parallel", False))
+    # a dense model has no experts: --enable-expert-parallel changes nothing (vLLM's use_ep)
+    ep = (bool(getattr(args, "enable_expert_parallel", False)) and getattr(spec, "moe", None) is not None
+          and args.tensor_parallel_size * pcp * dp > 1)
     out = []
     if dp > 1:
         moe = getattr(spec, "moe", None) is not None
