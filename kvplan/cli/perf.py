@@ -266,12 +266,14 @@ def run_perf(f: PerfFlags) -> int:
         **(f.parallel or {}),
     )
     plan = with_version_choice(plan, choice)
-    refuse_multi_gpu_layout(plan)
+    engines = refuse_multi_gpu_layout(plan, dense_dp_ok=True)
+    load = per_engine_load(load, engines)
+    num_requests = max(1, f.num_requests // engines)
     check_modelled(plan)  # a hybrid model: kvplan's limitation, said before anything runs
     from kvplan.perf.serving import predict
 
     model, timer = step_timer(plan)
-    result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
+    result = predict(plan, model, lengths, load, num_requests=num_requests, seed=f.seed, shared_prefix=prefix,
                      step_time=timer, saturation=f.saturation)
     rec = None
     code = EXIT_OK
@@ -279,7 +281,7 @@ def run_perf(f: PerfFlags) -> int:
         from kvplan.perf.tune import TUNE_REQUESTS, recommend
 
         rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
-                        num_requests=min(f.num_requests, TUNE_REQUESTS),
+                        num_requests=min(num_requests, TUNE_REQUESTS),
                         efficiency=model.efficiency if model is not None else None)
         if not slo.meets(result.summary) and rec.best is None:
             code = EXIT_FAIL
@@ -290,7 +292,11 @@ def run_perf(f: PerfFlags) -> int:
     if f.fmt == "json":
         if choice.substituted:  # the JSON names it too ("vllm".requested, "evidence".unchecked)
             print(f"warning: {choice.warning()}", file=sys.stderr)
-        print(json.dumps(render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision), indent=2))
+        doc = render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision)
+        if engines > 1:
+            doc["data_parallel"] = data_parallel_section(result, engines)
+            doc["approximate"] = [*doc.get("approximate", []), DP_BALANCER]
+        print(json.dumps(doc, indent=2))
     else:
         from rich.console import Console
 
@@ -298,6 +304,13 @@ def run_perf(f: PerfFlags) -> int:
         render_perf.print_report(result, console, slo=slo, recommendation=rec, revision=f.revision,
                                  title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})",
                                  plan=plan)
+        if engines > 1:
+            dpd = data_parallel_section(result, engines)
+            console.print(
+                f"data parallel: the figures above are one of {engines} engines at 1/{engines} of the load; together "
+                f"{dpd['output_throughput']:.1f} output tokens/s, {dpd['request_throughput']:.2f} requests/s "
+                f"({dpd['balancer']})", soft_wrap=True,
+            )
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
@@ -316,24 +329,31 @@ def estimate_requests(concurrency: int) -> int:
     return max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency))
 
 
-def refuse_multi_gpu_layout(plan) -> None:
-    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs: a
-    layout beyond that (data, expert or context parallel, several nodes: capacity/ranks.py) is
+def refuse_multi_gpu_layout(plan, dense_dp_ok: bool = False) -> int:
+    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs. A dense
+    model's DP engines are each exactly that engine (capacity/ranks.py), so with
+    ``dense_dp_ok`` their count is returned (`kvplan perf` splits the load over them); any other
+    layout beyond one engine (expert / context parallel, a MoE model's DP, several nodes) is
     refused before anything runs, naming the flag, rather than predicted without its
     communication (EP all-to-all, DCP all-gathers) or its balancer.
 
+    Returns:
+        the number of independent engines (1 without a multi-GPU layout).
     Raises:
         KvplanError: exit 2, naming the first multi-GPU flag given.
     """
     lp = plan.parallel
     if lp is None or not lp.shown:
-        return
+        return 1
     w = lp.world
-    if w.dp > 1 and not w.is_moe and not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1):
+    dense_dp = w.dp > 1 and not w.is_moe and not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1)
+    if dense_dp and dense_dp_ok:
+        return w.dp
+    if dense_dp:
         raise KvplanError(
-            f"--data-parallel-size {w.dp}: kvplan perf predicts one engine; a dense model's {w.dp} DP engines are "
+            f"--data-parallel-size {w.dp}: estimate --perf predicts one engine; a dense model's {w.dp} DP engines are "
             "independent (each a DP 1 deployment)",
-            hint=f"run perf without --data-parallel-size at 1/{w.dp} of the load (--concurrency or --request-rate)",
+            hint=f"use `kvplan perf ... --data-parallel-size {w.dp}` (the load split over the engines)",
         )
     flag = ("--enable-expert-parallel" if w.uses_ep else "--data-parallel-size" if w.dp > 1
             else "--decode-context-parallel-size" if w.dcp > 1 else "--prefill-context-parallel-size" if w.pcp > 1
@@ -343,6 +363,48 @@ def refuse_multi_gpu_layout(plan) -> None:
         "context-parallel all-gathers, cross-node links); `kvplan estimate` sizes its KV cache",
         hint="use `kvplan estimate` with the same flags for blocks, tokens and per-engine concurrency",
     )
+
+
+DP_BALANCER = ("independent engines behind vLLM's balancer taken as an even split of the load (approximate; "
+               "derived from the vLLM source, not checked on multi-GPU hardware)")
+
+
+def data_parallel_section(result, engines: int) -> dict:
+    """The perf JSON's ``data_parallel`` object: the engine count, that every other figure is
+    one engine's, and the engines' summed throughput (tokens/s, requests/s)."""
+    s = result.summary
+    return {
+        "engines": engines,
+        "figures_are_per_engine": True,
+        "output_throughput": round(s.output_throughput * engines, 3),
+        "total_token_throughput": round(s.total_token_throughput * engines, 3),
+        "request_throughput": round(s.request_throughput * engines, 4),
+        "balancer": DP_BALANCER,
+    }
+
+
+def per_engine_load(load, engines: int):
+    """The load one of ``engines`` independent DP engines sees behind vLLM's balancer, taken as
+    an even split (the DP coordinator routes each request to the least-loaded engine,
+    v1/engine/core_client.py; an even split is its steady state): a closed loop of C requests
+    gives each engine C / N (C must divide), an open loop of R requests/s gives each R / N.
+
+    Raises:
+        KvplanError: --concurrency not a multiple of the engine count (names the flag).
+    """
+    from kvplan.perf.serving import Load
+
+    if engines <= 1:
+        return load
+    if load.kind == "closed":
+        if int(load.value) % engines:
+            raise KvplanError(
+                f"--concurrency {int(load.value)}: not a multiple of --data-parallel-size {engines}; each engine "
+                "would serve a different number of requests",
+                hint=f"use a multiple of {engines}",
+            )
+        return Load("closed", int(load.value) // engines)
+    return Load("open", load.value / engines)
 
 
 def perf_unavailable_note(reason: str) -> str:

@@ -217,12 +217,32 @@ def test_plan_plans_moe_data_parallel_as_vllm_shards_it():
 
 
 def test_perf_refuses_multi_gpu_layouts_naming_the_flag():
-    line = error_line(*run_cli("perf", "Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "4", "--input-len", "100",
-                               "--output-len", "100", "--concurrency", "8"))
-    assert line.startswith("error: --data-parallel-size 4:")
     line = error_line(*run_cli("perf", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-dp", "8", "-ep",
                                "--input-len", "100", "--output-len", "100", "--concurrency", "8"))
     assert line.startswith("error: --enable-expert-parallel:")
+    line = error_line(*run_cli("perf", "Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "4", "--input-len", "100",
+                               "--output-len", "100", "--concurrency", "10"))
+    assert line.startswith("error: --concurrency 10:")  # 10 requests do not split evenly over 4 engines
+    line = error_line(*run_cli("estimate", "Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "2",
+                               "--workload", "prompt=100 output=100", "--perf"))
+    assert line.startswith("error: --data-parallel-size 2:")
+
+
+def test_perf_of_dense_dp_is_one_dp1_engine_at_its_share_of_the_load():
+    common = ("Qwen/Qwen3-8B", "--gpu", "H200", "--input-len", "500", "--output-len", "100", "--no-saturation",
+              "--format", "json")
+    # 4 engines at 16 in flight and 200 requests: each a DP 1 engine at 16 / 4 = 4 in flight, 200 / 4 = 50 requests
+    code, out, err = run_cli("perf", *common, "--concurrency", "4", "--num-requests", "50")
+    assert code == 0, err
+    one = json.loads(out)
+    code, out, err = run_cli("perf", *common, "--concurrency", "16", "--num-requests", "200", "-dp", "4")
+    assert code == 0, err
+    four = json.loads(out)
+    assert four["metrics"] == one["metrics"]
+    dp = four["data_parallel"]
+    assert dp["engines"] == 4 and dp["figures_are_per_engine"] is True
+    assert dp["output_throughput"] == round(4 * one["metrics"]["output_throughput"], 3)
+    assert "not checked on multi-GPU hardware" in dp["balancer"] and dp["balancer"] in four["approximate"]
 
 
 def test_plan_warns_where_tensor_parallel_runs_without_nvlink():
