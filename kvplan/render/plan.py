@@ -185,7 +185,8 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             eff = o.plan.effective
             table.add_row(
                 str(i), f"{o.num_gpus}x {o.gpu.id}", f"{o.tensor_parallel_size}/{o.pipeline_parallel_size}/{o.data_parallel_size}"
-                + (" EP" if o.plan.args.enable_expert_parallel else ""),
+                + (" EP" if o.plan.args.enable_expert_parallel else "")
+                + (f" DCP{o.plan.args.decode_context_parallel_size}" if (o.plan.args.decode_context_parallel_size or 1) > 1 else ""),
                 _short(eff["kv_cache_dtype"] if eff["kv_cache_dtype"] != "auto" else eff["dtype"]),
                 _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
                 _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),

@@ -278,3 +278,20 @@ def test_dense_dp_evidence_names_independent_engines_and_no_nccl_memory():
     assert any("data parallel 4 (independent engines)" in u and NOT_CHECKED in u for u in unchecked)
     # each engine is one GPU of its own (TP 1): no process group, no NCCL memory to doubt
     assert not any(u.startswith("tensor/pipeline parallel") for u in unchecked)
+
+
+def test_plan_offers_decode_context_parallel_for_mla():
+    # DeepSeek-V3 TP 8 on H200 serves 20 requests of 32768 tokens (the MLA cache replicated on the
+    # 8 GPUs); -dcp 8 spreads each request over them: 8x the requests in the same blocks
+    code, out, err = run_cli("plan", "deepseek-ai/DeepSeek-V3", "--max-model-len", "32768", "--concurrency", "64",
+                             "--gpus", "H200", "--format", "json", "--all")
+    assert code == 0, err
+    opts = json.loads(out)["options"] + json.loads(out).get("dominated", [])
+    dcp = [o for o in opts if o.get("decode_context_parallel_size", 1) > 1]
+    assert dcp, [o["serve_command"] for o in opts]
+    o = dcp[0]
+    assert o["tensor_parallel_size"] == 8 and o["decode_context_parallel_size"] == 8 and o["num_gpus"] == 8
+    assert "--decode-context-parallel-size 8" in o["serve_command"]
+    base = estimate("deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "32768",
+                    *(["--kv-cache-dtype", o["kv_cache_dtype"]] if o["kv_cache_dtype"] != "auto" else []))
+    assert o["num_gpu_blocks"] == base["kv_cache"]["num_gpu_blocks"]
