@@ -67,6 +67,10 @@ class SearchSpace:
     max_gpus: int = 8
     gpus_per_node: int = 8
     require_fp8_support: bool = True
+    # multi-GPU layouts (capacity/search_layouts.py): a MoE model's DP with these
+    # --enable-expert-parallel values, and DCP over the TP ranks where the attention allows it
+    expert_parallel: tuple[bool, ...] = (False, True)
+    decode_context_parallel: bool = True
 
 
 @dataclass(frozen=True)
@@ -426,7 +430,8 @@ def search(
                         if not p.fits and spec.moe is not None:
                             # one DP 1 engine does not start: DP shards the experts (capacity/ranks.py)
                             moe = moe_dp_options(spec, gpu, args, env, target, space.max_gpus // engine,
-                                                  space.max_gpus // engine, price, space.gpus_per_node, workload)
+                                                 space.max_gpus // engine, price, space.gpus_per_node, workload,
+                                                 space.expert_parallel)
                             if moe:
                                 candidates += moe
                                 continue
@@ -454,8 +459,9 @@ def search(
                             continue
                         max_dp = space.max_gpus // engine
                         # the same engine with decode context parallel over its TP ranks (more requests per engine)
-                        candidates += dcp_options(spec, gpu, args, env, target, max_dp, price, space.gpus_per_node,
-                                                  workload)
+                        if space.decode_context_parallel:
+                            candidates += dcp_options(spec, gpu, args, env, target, max_dp, price,
+                                                      space.gpus_per_node, workload)
                         dp = max(1, math.ceil(target.concurrency / per_engine - 1e-9))
                         if dp > max_dp:
                             best = Option(p, max_dp, per_engine, price, binding, target, space.gpus_per_node, cap)
@@ -470,7 +476,8 @@ def search(
                             # vLLM shards a MoE model's experts over its DP engines (capacity/ranks.py):
                             # --data-parallel-size is not a replica of this engine; plan the DP layouts
                             candidates += moe_dp_options(
-                                spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload
+                                spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload,
+                                space.expert_parallel,
                             )
                             continue
                         candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))

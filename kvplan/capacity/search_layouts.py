@@ -22,18 +22,20 @@ def engine_capacity(p, workload):
     return min(p.max_concurrency, float(seqs)), ("kv_cache" if p.max_concurrency < seqs else "max_num_seqs"), None
 
 
-def moe_dp_options(spec, gpu, args, env, target, dp_replicas: int, max_dp: int, price, gpus_per_node, workload):
+def moe_dp_options(spec, gpu, args, env, target, dp_replicas: int, max_dp: int, price, gpus_per_node, workload,
+                   expert_parallel: tuple[bool, ...] = (False, True)):
     """A MoE engine that needs ``dp_replicas`` copies as DP 1 engines, planned as vLLM runs
     ``--data-parallel-size``: experts sharded over TP x PCP x DP, without and with
     ``--enable-expert-parallel`` (capacity/ranks.py). For each, the smallest DP (2 ..
     ``dp_replicas``, at most ``max_dp``) whose engines together meet the target; every engine
     is the binding engine's (Plan.max_concurrency), so the count is conservative where EP splits
     experts unevenly. Layouts vLLM refuses (an expert intermediate that does not divide) are
-    left out. Returns a list of Option."""
+    left out. ``expert_parallel``: the --enable-expert-parallel values to try. Returns a list
+    of Option."""
     from kvplan.capacity.estimate import plan
 
     out = []
-    for ep in (False, True):
+    for ep in expert_parallel:
         for dp in range(2, min(dp_replicas, max_dp) + 1):
             try:
                 a = args.model_copy(update={"data_parallel_size": dp, "enable_expert_parallel": ep})

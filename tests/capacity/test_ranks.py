@@ -295,3 +295,19 @@ def test_plan_offers_decode_context_parallel_for_mla():
     base = estimate("deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "32768",
                     *(["--kv-cache-dtype", o["kv_cache_dtype"]] if o["kv_cache_dtype"] != "auto" else []))
     assert o["num_gpu_blocks"] == base["kv_cache"]["num_gpu_blocks"]
+
+
+def test_plan_layout_flags_narrow_the_search():
+    args = ("plan", "deepseek-ai/DeepSeek-V3", "--max-model-len", "32768", "--concurrency", "64", "--gpus", "H200",
+            "--format", "json", "--all")
+    code, out, err = run_cli(*args, "--no-enable-expert-parallel", "-dcp", "1")
+    assert code == 0, err
+    doc = json.loads(out)
+    opts = doc["options"] + doc.get("dominated", [])
+    assert not any(o["enable_expert_parallel"] or o["decode_context_parallel_size"] > 1 for o in opts)
+    code, out, err = run_cli(*args, "--enable-expert-parallel")
+    doc = json.loads(out)
+    moe_dp = [o for o in doc["options"] + doc.get("dominated", []) if o["data_parallel_size"] > 1]
+    assert moe_dp and all(o["enable_expert_parallel"] for o in moe_dp)
+    line = error_line(*run_cli("plan", "deepseek-ai/DeepSeek-V3", "--concurrency", "64", "--gpus", "H200", "-dcp", "2"))
+    assert line.startswith("error: --decode-context-parallel-size:")
