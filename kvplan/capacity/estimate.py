@@ -383,7 +383,8 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     failure, largest = start_failure(stages, args, rules, resolved, remarks)
     pool = _pool(spec, args, rules, resolved, cache, stages)
     _closing_notes(spec, args, rules, resolved, remarks, world)
-    layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight)
+    layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight,
+                               getattr(rules.parallel, "BLOCKS_MIN_OVER_WORLD", False))
     return Plan(
         spec=spec,
         gpu=gpu,

@@ -389,18 +389,22 @@ class LayoutPlan:
 
 
 def layout_plan(
-    world: World, classes: list[ClassPlan], stages: list[StagePlan], max_model_len: int, max_in_flight: int
+    world: World, classes: list[ClassPlan], stages: list[StagePlan], max_model_len: int, max_in_flight: int,
+    min_over_world: bool = False,
 ) -> LayoutPlan:
     """The LayoutPlan of ``classes`` (every rank class planned) with ``stages`` (the binding
     class of each stage, after --max-model-len auto): each engine's blocks are the min over the
     classes its GPUs fall in (get_kv_cache_configs is per engine), its tokens and concurrency
     read off the first stage's layout at ``max_model_len`` (kv_cache_utils
-    get_max_concurrency_for_kv_cache_config / get_kv_cache_capacity)."""
+    get_max_concurrency_for_kv_cache_config / get_kv_cache_capacity). ``min_over_world``: the
+    version's ``parallel.BLOCKS_MIN_OVER_WORLD``: a MoE model's engines (one world) all take the
+    min over every class."""
     layout = stages[0].layout
     mml = max(max_model_len, 1)
     engines = []
     for e, experts in enumerate(world.engine_binding_experts()):
-        blocks = min(c.stage.num_blocks for c in classes if c.rank_class.local_experts == experts)
+        mine = [c for c in classes if min_over_world and world.is_moe or c.rank_class.local_experts == experts]
+        blocks = min(c.stage.num_blocks for c in mine)
         conc = layout.max_concurrency(blocks, mml, max_in_flight) if layout.groups else 0.0
         tokens = layout.kv_cache_tokens(blocks, mml, max_in_flight) if layout.groups else 0
         engines.append(EnginePool(e, blocks, tokens, conc, experts))

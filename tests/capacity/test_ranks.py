@@ -311,3 +311,16 @@ def test_plan_layout_flags_narrow_the_search():
     assert moe_dp and all(o["enable_expert_parallel"] for o in moe_dp)
     line = error_line(*run_cli("plan", "deepseek-ai/DeepSeek-V3", "--concurrency", "64", "--gpus", "H200", "-dcp", "2"))
     assert line.startswith("error: --decode-context-parallel-size:")
+
+
+def test_a_version_with_the_min_over_the_world_gives_every_moe_engine_the_same_blocks(monkeypatch):
+    # the hook a later version's rules set (parallel.BLOCKS_MIN_OVER_WORLD): Mixtral -dp 3 -ep's
+    # 2-expert engine then allocates the 3-expert engines' blocks
+    from kvplan.engines.vllm import versions
+
+    args = ("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096")
+    own = [e["num_gpu_blocks"] for e in estimate(*args)["parallel"]["engines"]]
+    assert own[0] == own[1] < own[2]
+    monkeypatch.setattr(versions.default().parallel, "BLOCKS_MIN_OVER_WORLD", True)
+    world = [e["num_gpu_blocks"] for e in estimate(*args)["parallel"]["engines"]]
+    assert world == [own[0]] * 3
