@@ -350,6 +350,13 @@ class _Pool:
     prefix_caching: bool
 
 
+def _blocks_min_over_world(rules: VllmRules, args: EngineArgs) -> bool:
+    """Whether a MoE model's DP engines share one block count: the version's rule, which may
+    depend on the sizing path (vLLM 0.34.0's extensible KV cache; engines/vllm/v0_XX/parallel.py)."""
+    rule = getattr(rules.parallel, "blocks_min_over_world", None)
+    return rule(args) if rule is not None else bool(getattr(rules.parallel, "BLOCKS_MIN_OVER_WORLD", False))
+
+
 def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, str] | None = None) -> Plan:
     """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
 
@@ -384,7 +391,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     pool = _pool(spec, args, rules, resolved, cache, stages)
     _closing_notes(spec, args, rules, resolved, remarks, world)
     layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight,
-                               getattr(rules.parallel, "BLOCKS_MIN_OVER_WORLD", False))
+                               _blocks_min_over_world(rules, args))
     return Plan(
         spec=spec,
         gpu=gpu,

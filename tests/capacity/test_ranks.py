@@ -68,7 +68,9 @@ def test_qwen3_235b_tp4_dp2_ep_on_h100_holds_16_experts_a_rank():
 
 
 def test_mixtral_dp3_ep_splits_experts_3_3_2_and_the_rank_with_3_binds():
-    doc = estimate("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096")
+    # vLLM 0.33.0: each DP engine keeps its own pool (0.34.0's world-group min: below)
+    doc = estimate("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096",
+                   "--vllm-version", "0.33.0")
     par = doc["parallel"]
     classes = {c["local_experts"]: c for c in par["rank_classes"]}
     assert set(classes) == {3, 2}  # 8 // 3 = 2, the first 8 % 3 = 2 ranks one more: 3, 3, 2
@@ -318,9 +320,39 @@ def test_a_version_with_the_min_over_the_world_gives_every_moe_engine_the_same_b
     # 2-expert engine then allocates the 3-expert engines' blocks
     from kvplan.engines.vllm import versions
 
-    args = ("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096")
+    args = ("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096",
+            "--vllm-version", "0.33.0")
     own = [e["num_gpu_blocks"] for e in estimate(*args)["parallel"]["engines"]]
     assert own[0] == own[1] < own[2]
-    monkeypatch.setattr(versions.default().parallel, "BLOCKS_MIN_OVER_WORLD", True)
+    monkeypatch.setattr(versions.select("0.33.0").parallel, "BLOCKS_MIN_OVER_WORLD", True)
     world = [e["num_gpu_blocks"] for e in estimate(*args)["parallel"]["engines"]]
     assert world == [own[0]] * 3
+
+
+MIXTRAL_DP3_EP = ("mistralai/Mixtral-8x7B-v0.1", "--gpu", "H100", "-dp", "3", "-ep", "--max-model-len", "4096")
+
+
+def test_vllm_034_extensible_cache_gives_every_moe_engine_the_world_min():
+    # vLLM 0.34.0 gpu_worker.py _min_across_ranks: with the extensible KV cache the block count is
+    # reduced over the whole world group, so the 2-expert engine allocates what the 3-expert ones do
+    own = [e["num_gpu_blocks"] for e in estimate(*MIXTRAL_DP3_EP, "--vllm-version", "0.33.0")["parallel"]["engines"]]
+    doc = estimate(*MIXTRAL_DP3_EP, "--vllm-version", "0.34.0")
+    blocks = [e["num_gpu_blocks"] for e in doc["parallel"]["engines"]]
+    assert blocks[0] == blocks[1] == blocks[2] == doc["kv_cache"]["num_gpu_blocks"]
+    assert own[0] == own[1] < own[2]  # 0.33.0: each engine its own min
+    # the estimate path (--kv-cache-memory-bytes turns the extensible cache off) keeps 0.33.0's per-engine min
+    fixed = estimate(*MIXTRAL_DP3_EP, "--vllm-version", "0.34.0", "--kv-cache-memory", "8GiB")
+    assert [c["local_experts"] for c in fixed["parallel"]["engines"]] == [3, 3, 2]
+
+
+def test_vllm_034_eplb_adds_the_fewest_redundant_experts_that_divide_the_group():
+    # config/parallel.py compute_eplb_num_redundant_experts (0.34.0): (ep - E mod ep) mod ep with
+    # ep = TP x PCP x DP = 3 and E = 8: (3 - 2) mod 3 = 1 replica, 9 experts over 3 GPUs = 3 each
+    new = estimate(*MIXTRAL_DP3_EP, "--enable-eplb", "--vllm-version", "0.34.0")
+    assert [e["local_experts"] for e in new["parallel"]["engines"]] == [3, 3, 3]
+    # 0.33.0: num_redundant_experts defaults to 0: 8 over 3 = 3, 3, 2
+    old = estimate(*MIXTRAL_DP3_EP, "--enable-eplb", "--vllm-version", "0.33.0")
+    assert [e["local_experts"] for e in old["parallel"]["engines"]] == [3, 3, 2]
+    # a configured count is taken as given in both
+    cfg = estimate(*MIXTRAL_DP3_EP, "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 4}', "--vllm-version", "0.34.0")
+    assert [e["local_experts"] for e in cfg["parallel"]["engines"]] == [4, 4, 4]  # 12 over 3
