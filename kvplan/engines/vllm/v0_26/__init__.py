@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvplan.engines.vllm.rules import FittedCoefficients, VllmRules
 from kvplan.engines.vllm.v0_26 import (
     activation,
+    addons,
     allocator,
     check_rules,
     defaults,
@@ -40,4 +41,5 @@ RULES = VllmRules(
     scheduler=scheduler,
     start_failures=family_quirks.START_FAILURES,
     kv_cache_dtype_ignored=family_quirks.KV_CACHE_DTYPE_IGNORED,
+    addons=addons,
 )

@@ -233,5 +233,25 @@ SERVE_FLAGS = {
     "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
     "revision": ("--revision", None),
     "limit_mm_per_prompt": ("--limit-mm-per-prompt", None),  # JSON (config/multimodal.py)
+    # add-ons (engines/vllm/features.py; defaults: config/speculative.py, lora.py, offload.py, cache.py)
+    "speculative_config": ("--speculative-config", None),
+    "spec_method": ("--spec-method", None),
+    "spec_model": ("--spec-model", None),
+    "spec_tokens": ("--spec-tokens", None),
+    "enable_lora": ("--enable-lora", False),
+    "max_loras": ("--max-loras", None),
+    "max_lora_rank": ("--max-lora-rank", None),
+    "max_cpu_loras": ("--max-cpu-loras", None),
+    "fully_sharded_loras": ("--fully-sharded-loras", False),
+    "lora_dtype": ("--lora-dtype", "auto"),
+    "cpu_offload_gb": ("--cpu-offload-gb", 0.0),
+    "cpu_offload_params": ("--cpu-offload-params", None),
+    "offload_group_size": ("--offload-group-size", 0),
+    "offload_num_in_group": ("--offload-num-in-group", None),
+    "offload_prefetch_step": ("--offload-prefetch-step", None),
+    "offload_params": ("--offload-params", None),
+    "kv_offloading_size": ("--kv-offloading-size", None),
+    "kv_offloading_backend": ("--kv-offloading-backend", "native"),
+    "kv_transfer_config": ("--kv-transfer-config", None),
 }
 
