@@ -23,6 +23,7 @@ from kvplan.cli.options import (
     parse_kv_cache_memory,
     parse_max_model_len,
     positive_engine_args,
+    with_addon_options,
 )
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
@@ -49,11 +50,12 @@ class EstimateFlags(EngineFlags):
     verbose: bool
     hf_overrides: Optional[str] = None
     perf: bool = False
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
-    app.command("estimate")(estimate)
+    app.command("estimate")(with_addon_options(estimate))
 
 
 def estimate(
@@ -102,6 +104,7 @@ def estimate(
     perf: bool = typer.Option(
         False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
     ),
+    addons: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -115,6 +118,7 @@ def estimate(
         revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
         shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
         curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt, perf=perf,
+        addons=addons,
     )
     try:
         code = run_estimate(flags)
@@ -170,6 +174,7 @@ def run_estimate(f: EstimateFlags) -> int:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
+        **(f.addons or {}),
     )
     plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)

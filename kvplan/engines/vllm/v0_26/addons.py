@@ -251,7 +251,7 @@ def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_
         n = ds.num_hidden_layers
         parts["eh_proj"] = n * 2 * h * h * db
         parts["enorm_hnorm"] = n * 2 * h * db
-    return {"draft_" + k: v for k, v in parts.items() if v}
+    return {(k if k.startswith("draft") else "draft_" + k): v for k, v in parts.items() if v}
 
 
 def draft_activation_bytes(draft: Any, target: Any, *, max_num_batched_tokens: int, dtype_bytes: int) -> int:
