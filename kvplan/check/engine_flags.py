@@ -48,17 +48,15 @@ _READ_FLAGS = frozenset(_ENGINE_FIELDS) | frozenset(_OTHER_INT_FLAGS) | {"model"
 
 # Flags that change vLLM's memory or KV-cache sizing but that kvplan's planner does not model.
 _NOT_MODELLED = {
-    "cpu-offload-gb": "weights offloaded to CPU free GPU memory for the KV cache",
     "num-gpu-blocks-override": "vLLM allocates exactly this many blocks",
-    "speculative-config": "a draft model and its KV cache take GPU memory",
-    "spec-model": "a draft model and its KV cache take GPU memory",
-    "enable-lora": "LoRA adapters take GPU memory",
-    "kv-offloading-size": "KV blocks offloaded to CPU",
-    "kv-transfer-config": "KV transfer connectors change the cache layout",
     "decode-context-parallel-size": "decode context parallel splits the KV cache",
     "prefill-context-parallel-size": "prefill context parallel splits the KV cache",
     "compilation-config": "CUDA-graph settings change the graph memory vLLM reserves",
     "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
     "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",
     "kv-cache-dtype-skip-layers": "unquantized layers change the page size",
+    "offload-backend": "the weight-offload backend choice",
 }
+# Speculative decoding, LoRA, weight and KV offload (--speculative-config, --enable-lora,
+# --cpu-offload-gb, --kv-offloading-size ...) are EngineArgs fields now (engines/vllm/args.py):
+# the planner sizes them (capacity/addons.py).

@@ -183,10 +183,12 @@ def engine_args(ctx, dep: Deployment, checks: list[str]) -> "_EngineInputs":
                 dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
             continue
         if base in _NOT_MODELLED:
+            # never an info note under a green verdict: the figures are approximate (a warning,
+            # which check --strict fails on)
             dep.diag(
                 NOT_MODELLED,
-                "info",
-                f"kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
+                "warning",
+                f"approximate: kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
                 line=s.line,
                 key=s.key,
             )
