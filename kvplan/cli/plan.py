@@ -249,6 +249,7 @@ def run_plan(kw: PlanFlags) -> int:
         "enable_prefix_caching": kw.enable_prefix_caching,
         "usage": kw.usage,
         "vllm_version": kw.vllm_version,
+        **(kw.addons or {}),
     }
     build_engine_args(**base_fields)  # one-line errors naming the flag
     base = {k: v for k, v in base_fields.items() if v is not None}
@@ -260,6 +261,14 @@ def run_plan(kw: PlanFlags) -> int:
 
     parse_hf_overrides(kw.hf_overrides)  # a bad value fails with the other flags' errors
     spec = load_spec(kw.model, kw.revision, kw.hf_overrides, kw.vllm_version)
+    if kw.addons and any(k in kw.addons for k in ("speculative_config", "spec_method", "spec_model")):
+        # --speculative-config's draft, read like any model (sources/draft.py), rides on the spec
+        from kvplan.capacity.options import load_spec_with_overrides
+        from kvplan.sources.draft import attach_draft
+
+        config = load_spec_with_overrides(kw.model, kw.revision, parse_hf_overrides(kw.hf_overrides),
+                                          vllm_version=kw.vllm_version)[1].config
+        spec = attach_draft(spec, build_engine_args(**base_fields), config, kw.vllm_version)
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
@@ -447,12 +456,15 @@ class PlanFlags:
     fmt: str
     hf_overrides: Optional[str] = None
     version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS), the same for every option
     slo: Optional[str] = None
 
 
 def register(app: typer.Typer) -> None:
     """Add the `plan` command to kvplan's typer app."""
-    app.command("plan")(plan_cmd)
+    from kvplan.cli.options import with_addon_options
+
+    app.command("plan")(with_addon_options(plan_cmd))
 
 
 def plan_cmd(
@@ -495,6 +507,7 @@ def plan_cmd(
     slo: Optional[str] = typer.Option(
         None, "--slo", metavar="KEY=TIME,...", help="Latency targets (ttft_p99=2s,tpot_p50=50ms): keep the options that meet them (needs --workload)."
     ),
+    addons: Optional[dict] = None,
 ) -> None:
     """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
     from kvplan.cli import fail
@@ -510,7 +523,7 @@ def plan_cmd(
         shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
         curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt,
         hf_overrides=hf_overrides,
-        slo=slo,
+        slo=slo, addons=addons,
     )
     try:
         code = run_plan(flags)

@@ -312,6 +312,12 @@ class EstimateDocument(_Strict):
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
         "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
     )
+    addons: Optional[dict[str, Any]] = Field(
+        default=None,
+        description="added only with speculative decoding, LoRA, weight or KV offload flags "
+        "(kvplan.capacity.addons AddonReport.to_dict): draft KV layers, lookahead, bytes by part, CPU KV pool, "
+        "host memory; absent otherwise",
+    )
     perf: Optional[PerfSection] = Field(
         default=None,
         description="added by `estimate --workload ... --perf` only (kvplan/render/perf_schema.py PerfSection): "
