@@ -5,7 +5,7 @@ bundled spec) and attach it to the target's ModelSpec (``ModelSpec.speculative_d
   (``LlamaForCausalLMEagle3`` ...) that vLLM maps to its llama_eagle*.py; kvplan parses its
   decoder with the base architecture's rules (DRAFTER_BASE) and keeps EAGLE-3's extra keys.
 * mtp (and the model-specific MTP names): the target's own config cut to its prediction layers
-  (vLLM 0.26.0/0.33.0 config/speculative.py hf_config_override: n_predict =
+  (vLLM config/speculative.py, every supported version: hf_config_override: n_predict =
   num_nextn_predict_layers, or mtp_num_hidden_layers; the MTP layers are the target's decoder
   layer type, MoE where the target's later layers are).
 * ngram / ngram_gpu: no draft model.
@@ -20,7 +20,7 @@ from typing import Any
 from kvplan.errors import KvplanError
 
 # EAGLE drafter architecture -> the base architecture whose decoder layer it builds (vLLM
-# model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS, 0.26.0 and 0.33.0).
+# model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS, every supported version).
 DRAFTER_BASE = {
     "EagleLlamaForCausalLM": "LlamaForCausalLM",
     "LlamaForCausalLMEagle": "LlamaForCausalLM",

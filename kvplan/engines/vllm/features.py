@@ -5,10 +5,10 @@ shorthands), LoRA (``--enable-lora`` ...), weight offload (``--cpu-offload-gb``,
 ``--kv-transfer-config``).
 
 Only how vLLM *reads* these flags lives here (its config classes' defaults and checks, the same
-in 0.26.0 and 0.33.0); what they cost in memory is each version's rule module
+in every supported version); what they cost in memory is each version's rule module
 (engines/vllm/v0_26/addons.py, v0_33/addons.py). Pure: no I/O.
 
-Rule sources (vLLM 0.26.0 and 0.33.0, identical where named): engine/arg_utils.py
+Rule sources (vLLM, the same in every supported version): engine/arg_utils.py
 create_speculative_config (the shorthands and their mutual exclusion with the JSON keys),
 config/speculative.py SpeculativeConfig (method names, ``[ngram]``, model-specific MTP names
 becoming ``mtp``, ``model`` defaulting to the target for ``mtp``), config/lora.py LoRAConfig
@@ -28,7 +28,7 @@ from kvplan.errors import KvplanError
 
 GiB = 1 << 30
 
-# vLLM config/lora.py MaxLoRARanks (0.26.0 and 0.33.0).
+# vLLM config/lora.py MaxLoRARanks (the same in every supported version).
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 LORA_DTYPES = ("auto", "float16", "bfloat16")
 KV_OFFLOADING_BACKENDS = ("native", "lmcache")
