@@ -39,6 +39,7 @@ class AddonPlan:
     lookahead_tokens: int = 0
     approximations: tuple[Approximation, ...] = ()
     v2: bool = True
+    checkpoint_read: bool = True  # False with --load-format dummy (the draft's own heads are never loaded)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,8 @@ def plan_addons(spec, args, rules, resolved, tp: int, pp: int) -> AddonPlan | No
                                  "the GPU KV cache is sized as without it")))
     v2 = ad.uses_v2_runner(resolved.v2, feats, pp)
     return AddonPlan(features=feats, draft=draft, draft_layer_specs=draft_specs,
-                     lookahead_tokens=ad.lookahead_tokens(feats), approximations=tuple(approx), v2=v2)
+                     lookahead_tokens=ad.lookahead_tokens(feats), approximations=tuple(approx), v2=v2,
+                     checkpoint_read=getattr(args, "load_format", None) != "dummy")
 
 
 def resolved_with_runner(resolved, addons: AddonPlan | None, pp: int):
@@ -186,7 +188,8 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
     approx: list[Approximation] = []
     if f.speculative is not None and last:
         if addons.draft is not None:
-            weights.update(ad.draft_weight_parts(addons.draft, spec, rules.weights, tp=tp, dtype_bytes=db))
+            weights.update(ad.draft_weight_parts(addons.draft, spec, rules.weights, tp=tp, dtype_bytes=db,
+                                                 checkpoint_read=addons.checkpoint_read))
             activation += ad.draft_activation_bytes(addons.draft, spec, max_num_batched_tokens=resolved.max_num_batched_tokens,
                                                     dtype_bytes=db)
             graph_layers += len(addons.draft_layer_specs)

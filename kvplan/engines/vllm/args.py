@@ -197,6 +197,9 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
               "native or lmcache.", metavar="BACKEND"),
     EngineArg("kv_transfer_config", str | None, None, "unset", ("--kv-transfer-config",),
               "KV connector (JSON).", check=_check_json, metavar="JSON"),
+    EngineArg("load_format", str | None, None, "auto (read the checkpoint)", ("--load-format",),
+              "How vLLM loads weights; dummy = random weights, no checkpoint read (a draft then shares the "
+              "target's embedding and lm_head).", metavar="FORMAT"),
     EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
               "(changes the batch defaults).", check=_check_usage),
     EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),

@@ -210,12 +210,16 @@ def _own(draft: Any, prefix: str) -> bool | None:
     return any(n.split(".")[-2:-1] == [prefix] or (prefix + ".") in n for n in names)
 
 
-def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_bytes: int) -> dict[str, int]:
+def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_bytes: int,
+                       checkpoint_read: bool = True) -> dict[str, int]:
     """Bytes the draft adds to the last stage's weights, by part (see the module docstring).
 
     Args:
         draft: model/draft.py DraftModel; target: the target's ModelSpec; weights: the version's
             weights module (weight_bytes_per_rank).
+        checkpoint_read: False under --load-format dummy: vLLM never calls the draft's
+            load_weights, so process_eagle_weight never marks an own embed_tokens / lm_head and
+            both are shared with the target (the draft's copies are freed).
     Returns: part -> bytes on one GPU (TP-sharded like the target, fc/eh_proj replicated).
     """
     ds = draft.spec
@@ -224,14 +228,15 @@ def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_
     db = dtype_bytes
     if draft.method == "draft_model":
         return {"draft_" + k: v for k, v in parts.items()}
-    own_embed = _own(draft, "embed_tokens")
+    own_embed = _own(draft, "embed_tokens") if checkpoint_read else False
     if not own_embed:
         parts.pop("embed_tokens", None)
-    own_head = _own(draft, "lm_head")
+    own_head = _own(draft, "lm_head") if checkpoint_read else False
     vocab_rows = -(-(draft.draft_vocab_size or ds.vocab_size) // VOCAB_PADDING) * VOCAB_PADDING // tp
     if draft.method == "eagle3" and draft.draft_vocab_size and draft.draft_vocab_size != target.vocab_size:
         # a draft vocabulary of its own needs its own head (its checkpoint carries lm_head)
         own_head = True if own_head is None else own_head
+        # draft_id_to_target_id is built at construction (llama_eagle3.py), loaded or not
         parts["draft_id_to_target_id"] = draft.draft_vocab_size * 8
     parts.pop("lm_head", None)
     if own_head:
