@@ -259,15 +259,28 @@ def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_
     return {(k if k.startswith("draft") else "draft_" + k): v for k, v in parts.items() if v}
 
 
+# The drafter's profile bytes above the target's peak: (drafter input width + 2 x hidden) x the
+# scheduled tokens x the dtype. FITTED on one real vLLM 0.26.0 start, v026-llama31-8b_eagle3 (H100,
+# Llama-3.1-8B + a one-layer EAGLE-3 draft, max_num_batched_tokens 16384): the peak was
+# 2,516,615,680 B against 1,845,510,656 B without a draft (kvplan's calibrated target peak), a
+# difference of 671,105,024 B = 5.0001 x 4096 x 16384 x 2: the 3 auxiliary hidden states the
+# target hands over plus the fc output and the draft layer's hidden state. Read in the source
+# (llama_eagle3.py combine_hidden_states -> fc; v1/worker/gpu/spec_decode/eagle speculator
+# propose), the extra 2 x hidden is not derived: the same form for EAGLE (input 2 x hidden:
+# [embeds, hidden]) and MTP (enorm/hnorm concat, 2 x hidden) is unchecked.
+DRAFTER_EXTRA_HIDDEN_STATES = 2
+
+
 def draft_activation_bytes(draft: Any, target: Any, *, max_num_batched_tokens: int, dtype_bytes: int) -> int:
-    """What the drafter's profile run holds above the target's peak, bytes (source-derived, not
-    measured): the target hidden states it reads, num_aux x hidden (EAGLE-3) or hidden (EAGLE,
-    MTP) per scheduled token, plus its fc/eh_proj input concatenation of the same size."""
+    """What the drafter's profile run holds above the target's peak, bytes:
+    (input width + DRAFTER_EXTRA_HIDDEN_STATES x hidden) x max_num_batched_tokens x dtype bytes,
+    the input width being num_aux x target hidden (EAGLE-3) or 2 x hidden (EAGLE, MTP). 0 for a
+    standalone draft model (its own forward is smaller than the target's). Fitted: see above."""
     if draft is None or draft.method == "draft_model":
         return 0
-    width = draft.num_aux_hidden_states * (draft.target_hidden_size or target.hidden_size) \
-        if draft.method == "eagle3" else 2 * target.hidden_size
-    return 2 * width * max_num_batched_tokens * dtype_bytes
+    h = target.hidden_size
+    width = draft.num_aux_hidden_states * (draft.target_hidden_size or h) if draft.method == "eagle3" else 2 * h
+    return (width + DRAFTER_EXTRA_HIDDEN_STATES * draft.spec.hidden_size) * max_num_batched_tokens * dtype_bytes
 
 
 # --- LoRA --------------------------------------------------------------------------------------
