@@ -95,11 +95,15 @@ KV_OFFLOAD_CHUNK_ALIGNMENT = 1
 # worker, power-of-two rounded) or "shared-region" (one /dev/shm mapping, the size asked)
 KV_OFFLOAD_HOST_LAYOUT = "pinned-tensors"
 
-# The features whose rule a real start of this version checked (engines/vllm/rules.Evidence):
-# none yet. Each name is a key of UNCHECKED_WORDS.
-CHECKED_FEATURES: frozenset[str] = frozenset()
+# The add-on rules a real start of this version checked (within 1 % of its num_gpu_blocks, replayed
+# in tests/engines/test_addon_starts.py), by UNCHECKED_WORDS key: the EAGLE-3 start
+# vllm-0.26.0-h100/v026-llama31-8b_eagle3 (H100, --enforce-eager, dummy weights).
+CHECKED_FEATURES: frozenset[str] = frozenset({"eagle3"})
 UNCHECKED_WORDS = {
-    "speculative": "speculative-decoding draft weights, draft KV layers and drafter profile",
+    "eagle3": "speculative decoding (eagle3): draft weights, draft KV layers and drafter profile",
+    "eagle": "speculative decoding (eagle): draft weights, draft KV layers and drafter profile",
+    "mtp": "speculative decoding (mtp): MTP layers' weights, KV layers and drafter profile",
+    "draft_model": "speculative decoding (draft_model): the draft model's weights and KV layers",
     "ngram": "the ngram token history",
     "lora": "LoRA slots, their profile and doubled CUDA graphs",
     "cpu_offload": "--cpu-offload-gb weight offload",
@@ -484,8 +488,10 @@ def unchecked(features: Any, checked: frozenset[str] = CHECKED_FEATURES) -> tupl
     checked (UNCHECKED_WORDS, minus ``checked``)."""
     used = []
     sp = features.speculative
-    if sp is not None:
-        used.append("ngram" if sp.method in ("ngram", "ngram_gpu") else "speculative")
+    if sp is not None and (sp.method in ("ngram", "ngram_gpu") or sp.method in UNCHECKED_WORDS):
+        used.append("ngram" if sp.method in ("ngram", "ngram_gpu") else sp.method)
+    elif sp is not None:
+        used.append("draft_model")
     if features.lora is not None:
         used.append("lora")
     if features.offload is not None:
