@@ -192,7 +192,7 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
                                                  checkpoint_read=addons.checkpoint_read))
             activation += ad.draft_activation_bytes(addons.draft, spec, max_num_batched_tokens=resolved.max_num_batched_tokens,
                                                     dtype_bytes=db)
-            graph_layers += len(addons.draft_layer_specs)
+            graph_layers += ad.draft_graph_layers(len(addons.draft_layer_specs), f)
         persistent += ad.ngram_history_bytes(f, resolved.max_num_seqs, resolved.max_model_len)
     if f.lora is not None:
         lora_db = db if f.lora.lora_dtype == "auto" else 2

@@ -287,6 +287,14 @@ def draft_activation_bytes(draft: Any, target: Any, *, max_num_batched_tokens: i
     return (width + DRAFTER_EXTRA_HIDDEN_STATES * draft.spec.hidden_size) * max_num_batched_tokens * dtype_bytes
 
 
+def draft_graph_layers(draft_kv_layers: int, features: Any) -> int:
+    """Layers the drafter adds to the CUDA-graph estimate: its attention layers, counted like the
+    target's (capture_model -> drafter.dummy_run captures them at the target's sizes). A later
+    version whose drafter captures more (0.34.0: FULL decode graphs on a request grid for K >= 2)
+    replaces this hook."""
+    return draft_kv_layers
+
+
 # --- LoRA --------------------------------------------------------------------------------------
 
 def _lora_linear(lora: Any, tp: int, in_full: int, out_full: int, slices: int, column: bool, db: int) -> int:

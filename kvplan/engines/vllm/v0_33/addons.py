@@ -17,6 +17,11 @@ lookahead, LoRA slots and graphs, UVA and prefetch weight offload) with what cha
   memory limit as shmem.
 * Lookahead: config/vllm.py num_lookahead_tokens: K for eagle/eagle3/mtp/draft_model, K + 1 for
   dflash and fill-in dspark, 0 for ngram (the same values as 0.26.0's scheduler).
+
+A later version reuses this module as its ``addons`` (dataclasses.replace keeps it) and replaces
+only what changed, e.g. a module that re-exports these names and binds its own
+``draft_graph_layers`` (0.34.0's draft FULL graphs on a request grid for K >= 2) or
+``draft_activation_bytes`` (the extensible path's warm-up runs spec-decode steps).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from kvplan.engines.vllm.v0_26.addons import (  # noqa: F401  (the unchanged rul
     AddonCosts,
     KVOffloadCapacity,
     draft_activation_bytes,
+    draft_graph_layers,
     draft_weight_parts,
     layer_parameters,
     lookahead_tokens,
