@@ -512,6 +512,8 @@ def _plan_stage(
         sm_count=gpu.sm_count,
         moe_workspace_persists=r.quant is None or r.quant.method != "mxfp4",
         fp8_act_quant=rules.quantization.fp8_activation_group(r.quant),
+        # a feature that moves the model to the other runner profiles on that runner (addons.py)
+        **({"v2": r.v2} if addons is not None and r.v2 != rules.runner.uses_v2_runner(spec) else {}),
     )
     costs = addon_steps.stage_costs(spec, addons, rules, r, tp=tp, layers=layers, first=rank == 0, last=rank == pp - 1)
     extra_layers, graph_factor, extra_peak, extra_consumed = 0, 1, 0, 0

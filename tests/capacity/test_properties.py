@@ -938,4 +938,5 @@ def test_schema_is_json_schema_of_the_pydantic_model():
         "stages",
         "workload",
         "perf",
+        "addons",
     }
