@@ -753,12 +753,6 @@ def engine_arguments(log: VllmLog) -> dict:
             out["enforce_eager"] = True
         if isinstance(cfg.get("kv_cache_dtype"), str) and cfg["kv_cache_dtype"] != "auto":
             out["kv_cache_dtype"] = cfg["kv_cache_dtype"]
-    if out.get("speculative_config") and "load_format" not in out:
-        # a kvplan child's case line leaves out the dummy weights it ran with; the draft's own
-        # heads depend on them (engines/vllm/v0_26/addons.py draft_weight_parts)
-        lf = (log.non_default_args or {}).get("load_format") or (cfg or {}).get("load_format")
-        if lf:
-            out["load_format"] = lf
     if log.gpu_memory_utilization is not None:
         out.setdefault("gpu_memory_utilization", log.gpu_memory_utilization)
     return out
