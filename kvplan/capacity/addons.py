@@ -119,6 +119,10 @@ def plan_addons(spec, args, rules, resolved, tp: int, pp: int) -> AddonPlan | No
     sp = feats.speculative
     draft = getattr(spec, "speculative_draft", None)
     draft_specs: tuple = ()
+    if sp is not None and sp.method is None and draft is not None:
+        # vLLM detects the method from the draft (config/speculative.py): sources/draft.py did
+        sp = replace(sp, method=draft.method)
+        feats = replace(feats, speculative=sp)
     if sp is not None:
         if sp.method not in ad.SIZED_METHODS and not (sp.method is None and draft is not None):
             approx.append(_approx(f"--speculative-config method {sp.method!r}: kvplan does not size this drafter "
