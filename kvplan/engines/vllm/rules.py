@@ -199,7 +199,13 @@ class VllmRules:
         if self.addons is not None:
             from kvplan.engines.vllm.features import features_of
 
-            unchecked += self.addons.unchecked(features_of(args, self.addons.MTP_METHODS))
+            feats = features_of(args, self.addons.MTP_METHODS)
+            draft = getattr(spec, "speculative_draft", None)
+            if feats.speculative is not None and feats.speculative.method is None and draft is not None:
+                from dataclasses import replace as _replace  # the method vLLM detects from the draft
+
+                feats = _replace(feats, speculative=_replace(feats.speculative, method=draft.method))
+            unchecked += self.addons.unchecked(feats)
         return Evidence(self.version, len(self.real_starts.STARTS), unchecked)
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
