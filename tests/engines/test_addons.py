@@ -314,7 +314,11 @@ def test_perf_needs_a_stated_acceptance():
     assert code == 2 and "between 1 and K + 1 = 4" in err
     code, out, err = run_cli(*args, "--speculative-config", _eagle3(), "--spec-acceptance", "3", "--format", "json")
     assert code == 0, err
-    s = json.loads(out)["speculative"]
+    doc = json.loads(out)
+    from kvplan.render.perf_schema import PerfDocument
+
+    PerfDocument.model_validate(doc)  # the perf JSON schema knows the section
+    s = doc["speculative"]
     # TPOT scales by (verify + draft step) / (acceptance x plain step): hand-checked from its terms
     assert s["tpot_factor"] == pytest.approx(s["spec_step_ms"] / (3 * s["plain_step_ms"]))
     assert s["throughput_factor"] == pytest.approx(1 / s["tpot_factor"])
