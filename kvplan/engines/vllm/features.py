@@ -192,6 +192,9 @@ def speculative_settings(args: Any, mtp_methods: frozenset[str]) -> SpeculativeS
         model = None
     if method == "mtp":
         model = None  # the target's own checkpoint
+    if method in ("eagle", "eagle3", "draft_model") and model is None:
+        raise KvplanError(f"--speculative-config: method {method} needs a draft \"model\" (vLLM: "
+                          "'num_speculative_tokens was provided but without speculative model')")
     if method is None and model is None:
         raise KvplanError("--speculative-config: needs a method or a model (vLLM cannot tell which drafter to build)")
     if k is None and method not in ("mtp",):
