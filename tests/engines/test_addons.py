@@ -15,6 +15,7 @@ import pytest
 from kvplan.capacity.options import plan_from_options
 from tests.check.common import check, diag, write
 from tests.helpers import run_cli
+from tests.hf_server import fake_hub  # noqa: F401  (the local Hub fixture)
 
 EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"  # bundled: one decoder layer, draft_vocab_size 32000
 GiB = 2**30
@@ -323,3 +324,17 @@ def test_perf_needs_a_stated_acceptance():
     assert s["tpot_factor"] == pytest.approx(s["spec_step_ms"] / (3 * s["plain_step_ms"]))
     assert s["throughput_factor"] == pytest.approx(1 / s["tpot_factor"])
     assert "not calibrated" in s["label"]
+
+
+def test_the_draft_config_comes_from_the_hub_like_any_model(fake_hub):  # noqa: F811 (tests/hf_server.py fixture)
+    # the published EAGLE-3 config under a Hub id the bundled specs do not have
+    cfg = json.loads((__import__("pathlib").Path(__file__).parents[2] / "model_specs"
+                      / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())["config"]
+    fake_hub.add_repo("acme/eagle3-draft", {"config.json": json.dumps(cfg).encode()})
+    sc = json.dumps({"method": "eagle3", "model": "acme/eagle3-draft", "num_speculative_tokens": 2})
+    code, out, err = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "8192",
+                             "--speculative-config", sc, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kv_cache"]["bytes_per_block"] == 33 * 65_536
+    assert fake_hub.requests_to("acme/eagle3-draft", "GET")
