@@ -16,10 +16,19 @@ from kvplan.engines.vllm.serve_flags import parse_human_int, parse_max_model_len
 # Values vLLM's parser reads with its own type functions (utils/argparse_utils.py
 # human_readable_int / human_readable_int_or_auto); the rest are argparse int/float/str and
 # BooleanOptionalAction switches, read by the table's type.
+def _json_value(v):
+    """A JSON flag (--speculative-config, --kv-transfer-config) as a --config YAML mapping or text."""
+    import json
+
+    return json.dumps(v) if isinstance(v, dict) else str(v)
+
+
 _VLLM_READERS = {
     "max_model_len": parse_max_model_len,
     "max_num_batched_tokens": parse_human_int,
     "kv_cache_memory_bytes": parse_human_int,
+    "speculative_config": _json_value,
+    "kv_transfer_config": _json_value,
 }
 # Table rows that are kvplan's own options, not `vllm serve` flags of a deployment.
 _NOT_SERVE_FLAGS = frozenset({"usage", "vllm_version"})
