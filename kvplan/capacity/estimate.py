@@ -28,6 +28,7 @@ from kvplan.capacity.outcomes import (  # noqa: F401
     RefusalKind,
     StartOutcome,
 )
+from kvplan.capacity import addons as addon_steps
 from kvplan.capacity import ranks
 from kvplan.capacity.resolve import Resolved, opening_remarks, resolve_engine_args, text_only_spec
 from kvplan.capacity.stage import StagePlan
@@ -91,6 +92,9 @@ class Plan:
         parallel: the world of ranks planned (capacity/ranks.py LayoutPlan: every rank class,
             each DP engine's pool, the binding class); the top-level figures are the binding
             engine's.
+        addons: what speculative decoding, LoRA, weight and KV offload did (capacity/addons.py
+            AddonReport: draft layers, lookahead, slots, offloaded bytes, CPU KV pool, host
+            memory); None when none of them is on.
     """
 
     spec: ModelSpec
@@ -121,6 +125,8 @@ class Plan:
     evidence: Evidence | None = None
     version_choice: VersionChoice | None = None
     parallel: ranks.LayoutPlan | None = field(default=None, repr=False, compare=False)
+    # speculative decoding, LoRA, weight and KV offload (capacity/addons.py AddonReport), None = none on
+    addons: object = field(default=None, compare=False)
 
     @property
     def version_label(self) -> str:
@@ -383,8 +389,11 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     remarks = opening_remarks(spec, gpu)
     spec = text_only_spec(spec, args, rules, remarks)
     resolved = resolve_engine_args(spec, gpu, args, env, rules, remarks)
-    cache = _cache_specs(spec, args, rules, resolved, remarks)
-    classes = _plan_rank_classes(spec, gpu, args, rules, resolved, cache, remarks, world)
+    # speculative decoding, LoRA, weight and KV offload (capacity/addons.py; None when none is on)
+    addons = addon_steps.plan_addons(spec, args, rules, resolved, args.tensor_parallel_size, args.pipeline_parallel_size)
+    resolved = addon_steps.resolved_with_runner(resolved, addons, args.pipeline_parallel_size)
+    cache = _cache_specs(spec, args, rules, resolved, remarks, addons)
+    classes = _plan_rank_classes(spec, gpu, args, rules, resolved, cache, remarks, world, addons)
     stages = _binding_stages(classes)
     stages, resolved = _auto_fit_max_model_len(stages, resolved, remarks)
     failure, largest = start_failure(stages, args, rules, resolved, remarks)
@@ -392,6 +401,15 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     _closing_notes(spec, args, rules, resolved, remarks, world)
     layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight,
                                _blocks_min_over_world(rules, args))
+    addon_report = addon_steps.report(
+        addons, rules, stages, [s.addon_costs for s in stages], block_size=pool.block_size,
+        tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, max_model_len=resolved.max_model_len,
+        num_blocks=pool.num_blocks,
+    )
+    if addons is not None:
+        approximations = approximations + addons.approximations + tuple(
+            a for s in stages if s.addon_costs is not None for a in s.addon_costs.approximations)
+        remarks += addon_steps.remarks(addon_report, resolved.max_model_len)
     return Plan(
         spec=spec,
         gpu=gpu,
@@ -420,6 +438,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         approximations=approximations,
         evidence=rules.evidence_for(spec, gpu, args),
         parallel=layout,
+        addons=addon_report,
     )
 
 
@@ -427,7 +446,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
 
 
 def _cache_specs(
-    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note]
+    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note], addons=None
 ) -> _CacheSpecs:
     """Every layer's KV-cache spec on one tensor-parallel rank, the decoder layer each belongs
     to, and their global grouping (vLLM v1/core/kv_cache_utils.py get_kv_cache_groups)."""
@@ -452,9 +471,17 @@ def _cache_specs(
     ] + [
         i for i in kv_layer_idx if i < len(spec.indexer_layers) and spec.indexer_layers[i]
     ]
+    spec_owner = spec_owner[: len(layer_specs)]
+    if addons is not None and addons.draft_layer_specs:
+        # the drafter's attention layers register with the target's (vLLM attn_utils.get_kv_cache_spec)
+        # and join its KV groups; they live with the last decoder layer's stage
+        layer_specs = list(layer_specs) + list(addons.draft_layer_specs)
+        spec_owner = spec_owner + [spec.num_hidden_layers - 1] * len(addons.draft_layer_specs)
+        global_layout = rules.allocator.build_layout(
+            layer_specs, disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager)
     return _CacheSpecs(
         layer_specs=tuple(layer_specs),
-        spec_owner=tuple(spec_owner[: len(layer_specs)]),
+        spec_owner=tuple(spec_owner),
         global_layout=global_layout,
         block_size=eff_block,
     )
@@ -465,7 +492,7 @@ def _cache_specs(
 
 def _plan_rank_classes(
     spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
-    cache: _CacheSpecs, remarks: list[Note], world: ranks.World,
+    cache: _CacheSpecs, remarks: list[Note], world: ranks.World, addons=None,
 ) -> list[ranks.ClassPlan]:
     """One StagePlan per rank class (ranks.World.rank_classes: each pipeline stage, vLLM
     weights.pp_layer_ranges = get_pp_indices, x each distinct share of the routed experts)."""
@@ -475,7 +502,7 @@ def _plan_rank_classes(
     remarks += [Note(NoteKind.CHECKPOINT_WEIGHTS, w) for w in said]
     stage_layers = rules.weights.pp_layer_ranges(spec.num_hidden_layers, args.pipeline_parallel_size)
     return [
-        ranks.ClassPlan(c, _plan_stage(spec, gpu, args, rules, r, cache, c, correction, world))
+        ranks.ClassPlan(c, _plan_stage(spec, gpu, args, rules, r, cache, c, correction, world, addons))
         for c in world.rank_classes(stage_layers)
     ]
 
@@ -493,7 +520,7 @@ def _binding_stages(classes: list[ranks.ClassPlan]) -> list[StagePlan]:
 
 def _plan_stage(
     spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
-    cache: _CacheSpecs, rank_class: ranks.RankClass, correction: int, world: ranks.World,
+    cache: _CacheSpecs, rank_class: ranks.RankClass, correction: int, world: ranks.World, addons=None,
 ) -> StagePlan:
     """One GPU of ``rank_class`` (its pipeline stage's decoder layers and expert share):
     weights, activation peak, CUDA graphs and non-torch memory -> the version's memory budget ->
@@ -522,18 +549,28 @@ def _plan_stage(
         sm_count=gpu.sm_count,
         moe_workspace_persists=r.quant is None or r.quant.method != "mxfp4",
         fp8_act_quant=rules.quantization.fp8_activation_group(r.quant),
+        # a feature that moves the model to the other runner profiles on that runner (addons.py)
+        **({"v2": r.v2} if addons is not None and r.v2 != rules.runner.uses_v2_runner(spec) else {}),
     )
-    cg, cg_applied = rules.runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
+    costs = addon_steps.stage_costs(spec, addons, rules, r, tp=tp, layers=layers, first=rank == 0, last=rank == pp - 1)
+    extra_layers, graph_factor, extra_peak, extra_consumed = 0, 1, 0, 0
+    if costs is not None:
+        w_parts.update(costs.weights)
+        extra_layers, graph_factor = costs.graph_layers, costs.graph_factor
+        extra_peak, extra_consumed = costs.activation, costs.persistent
+    cg, cg_applied = rules.runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager,
+                                                  num_layers=len(layers) + extra_layers)
+    cg, cg_applied = cg * graph_factor, cg_applied * graph_factor
     b = rules.memory.budget(
         total_bytes=gpu.memory_bytes,
         # a version may default it by sizing mode (0.34.0: 1.0 with the extensible KV cache)
         gpu_memory_utilization=rules.gpu_memory_utilization(args),
         weights=sum(w_parts.values()),
-        activation_peak=a.peak_bytes,
+        activation_peak=a.peak_bytes + extra_peak,
         # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
         # charges them with the non-torch memory as consumed memory
         non_torch=rules.non_torch_bytes(world.communicator_world, v1_cudagraphs=not r.v2 and not args.enforce_eager)
-        + getattr(a, "persistent_bytes", 0),
+        + getattr(a, "persistent_bytes", 0) + extra_consumed,
         cudagraph=cg,
         cudagraph_applied=cg_applied,
         kv_cache_memory=args.kv_cache_memory_bytes,
@@ -552,6 +589,7 @@ def _plan_stage(
         layout=layout,
         num_blocks=b.num_blocks(layout),
         bytes_for_max_len=layout.bytes_for_max_len(r.max_model_len, r.max_in_flight),
+        addon_costs=costs,
     )
 
 

@@ -62,6 +62,9 @@ def plan_from_options(
         profile = profile.with_memory(check_gpu_memory_flag(parse_bytes(gpu_memory, what="--gpu-memory"), gpu_memory,
                                                          vllm_version=args.vllm_version))
     spec, source = load_spec_with_overrides(model, revision, hf_overrides, vllm_version=args.vllm_version)
+    from kvplan.sources.draft import attach_draft
+
+    spec = attach_draft(spec, args, source.config, args.vllm_version)  # --speculative-config's draft, if any
     import os
 
     # vLLM reads VLLM_ALLOW_LONG_MAX_MODEL_LEN from its environment; kvplan runs in the one the user

@@ -83,6 +83,7 @@ class NoteKind(str, enum.Enum):
     V1_CUDAGRAPH_UNVERIFIED = "v1_cudagraph_unverified"  # kvplan's V1 graph estimate is unverified
     MULTIMODAL = "multimodal"  # the vision encoder's profile is not modelled
     KV_HEAD_REPLICATION = "kv_head_replication"  # TP above num_key_value_heads
+    ADDON = "addon"  # speculative decoding / LoRA / offload (capacity/addons.py)
 
 
 # Notes about kvplan's own confidence rather than about the deployment (Plan.notes; the rest
@@ -116,6 +117,7 @@ class RefusalKind(str, enum.Enum):
     QUANTIZATION = "quantization"
     MAX_MODEL_LEN = "max_model_len"
     MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+    ADDON = "addon"  # a speculative/LoRA/offload flag vLLM refuses (engines/vllm/features.py)
 
 
 class EstimateRefusal(KvplanError):

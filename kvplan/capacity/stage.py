@@ -29,3 +29,5 @@ class StagePlan:
     layout: KVCacheLayout
     num_blocks: int
     bytes_for_max_len: int
+    # what speculative decoding, LoRA and weight offload added (capacity/addons.py StageCosts), None = none
+    addon_costs: object = None

@@ -164,6 +164,13 @@ class Checker:
             return hit
         self.stats["plans"] += 1
         try:
+            if getattr(spec, "speculative_draft", None) is None and (
+                    args.speculative_config or args.spec_method or args.spec_model):
+                # --speculative-config's draft, read like any model (sources/draft.py)
+                from kvplan.sources.draft import attach_draft
+
+                config = next((v[1].config for v in self._specs.values() if isinstance(v, tuple) and v[0] is spec), None)
+                spec = attach_draft(spec, args, config, args.vllm_version)
             result = plan(spec, gpu, args)
         except KvplanError as exc:
             self._plans[key] = exc

@@ -97,6 +97,8 @@ class Deployment:
     # a k8s nvidia.com/gpu.product node label no node_selectors mapping covers: (value, line, key)
     gfd_product: tuple[str, int | None, str] | None = None
     gpu_count: int | None = None  # from the platform (k8s resources, compose devices)
+    # the container's memory limit in bytes (k8s resources.limits.memory), with its line and key
+    memory_limit: tuple[int, int | None, str] | None = None
     gpu_count_line: int | None = None
     gpu_count_key: str | None = None
     # CUDA_VISIBLE_DEVICES of the vLLM process: (value or None when unknown, line, why unknown)

@@ -131,6 +131,9 @@ NODE_SELECTORS = "node-selectors"  # which kvplan.yaml's node_selectors gave a K
 VLLM_VERSION = "vllm-version"  # which vLLM version a deployment was checked with, why, and its evidence
 
 
+HOST_MEMORY = "host-memory"  # weight/KV offload host memory against the container's memory limit
+
+
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
 INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
 

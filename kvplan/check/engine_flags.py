@@ -16,10 +16,19 @@ from kvplan.engines.vllm.serve_flags import parse_human_int, parse_max_model_len
 # Values vLLM's parser reads with its own type functions (utils/argparse_utils.py
 # human_readable_int / human_readable_int_or_auto); the rest are argparse int/float/str and
 # BooleanOptionalAction switches, read by the table's type.
+def _json_value(v):
+    """A JSON flag (--speculative-config, --kv-transfer-config) as a --config YAML mapping or text."""
+    import json
+
+    return json.dumps(v) if isinstance(v, dict) else str(v)
+
+
 _VLLM_READERS = {
     "max_model_len": parse_max_model_len,
     "max_num_batched_tokens": parse_human_int,
     "kv_cache_memory_bytes": parse_human_int,
+    "speculative_config": _json_value,
+    "kv_transfer_config": _json_value,
 }
 # Table rows that are kvplan's own options, not `vllm serve` flags of a deployment.
 _NOT_SERVE_FLAGS = frozenset({"usage", "vllm_version"})
@@ -53,16 +62,13 @@ _READ_FLAGS = frozenset(_ENGINE_FIELDS) | frozenset(_OTHER_INT_FLAGS) | {"model"
 
 # Flags that change vLLM's memory or KV-cache sizing but that kvplan's planner does not model.
 _NOT_MODELLED = {
-    "cpu-offload-gb": "weights offloaded to CPU free GPU memory for the KV cache",
     "num-gpu-blocks-override": "vLLM allocates exactly this many blocks",
-    "speculative-config": "a draft model and its KV cache take GPU memory",
-    "spec-model": "a draft model and its KV cache take GPU memory",
-    "enable-lora": "LoRA adapters take GPU memory",
-    "kv-offloading-size": "KV blocks offloaded to CPU",
-    "kv-transfer-config": "KV transfer connectors change the cache layout",
     "compilation-config": "CUDA-graph settings change the graph memory vLLM reserves",
     "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
     "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",
     "kv-cache-dtype-skip-layers": "unquantized layers change the page size",
-    "enable-expert-parallel": "expert parallel shards the experts over the data-parallel ranks instead of tensor parallel",
+    "offload-backend": "the weight-offload backend choice",
 }
+# Speculative decoding, LoRA, weight and KV offload (--speculative-config, --enable-lora,
+# --cpu-offload-gb, --kv-offloading-size ...) are EngineArgs fields now (engines/vllm/args.py):
+# the planner sizes them (capacity/addons.py).

@@ -25,6 +25,7 @@ from kvplan.cli.options import (
     parse_kv_cache_memory,
     parse_max_model_len,
     positive_engine_args,
+    with_addon_options,
 )
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
@@ -53,11 +54,12 @@ class EstimateFlags(EngineFlags):
     hf_overrides: Optional[str] = None
     perf: bool = False
     parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
-    app.command("estimate")(estimate)
+    app.command("estimate")(with_addon_options(estimate))
 
 
 def estimate(
@@ -120,6 +122,7 @@ def estimate(
     data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
     master_addr: Optional[str] = engine_option("master_addr", None),
     distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
+    addons: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     flags = estimate_flags(dict(locals()))  # first: locals() is the parameters only
@@ -257,6 +260,7 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
         vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
         **(f.parallel or {}),
+        **(f.addons or {}),
     )
     plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)

@@ -200,3 +200,43 @@ class EngineFlags:
     max_num_batched_tokens: Optional[int]
     enforce_eager: bool
     kv_cache_memory: Optional[str]
+
+
+# The add-on flags (speculative decoding, LoRA, weight and KV offload) every sizing command takes
+# (estimate, perf, plan): EngineArgs fields, spelled and range-checked by the table.
+ADDON_FIELDS = (
+    "speculative_config", "spec_method", "spec_model", "spec_tokens",
+    "enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "fully_sharded_loras", "lora_dtype",
+    "cpu_offload_gb", "cpu_offload_params", "offload_group_size", "offload_num_in_group", "offload_prefetch_step",
+    "offload_params", "kv_offloading_size", "kv_offloading_backend", "kv_transfer_config",
+)
+
+
+def with_addon_options(fn):
+    """Give a typer command ``fn`` (which takes ``addons: dict``) the add-on flags of ADDON_FIELDS
+    as options (their `vllm serve` spellings from the engine-argument table); ``fn`` receives the
+    given ones (not None, not the table's default) in ``addons``. The flags appear in --help in
+    the table's order after the command's own."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != "addons"]
+    for name in ADDON_FIELDS:
+        arg = engine_arg(name)
+        default = arg.default if arg.type is bool else None
+        annotation = Optional[arg.type] if arg.type is not bool else bool
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=engine_option(name, default, help=arg.help),
+                                        annotation=annotation))
+
+    @functools.wraps(fn)
+    def wrapper(**kw):
+        addons = {}
+        for name in ADDON_FIELDS:
+            v = kw.pop(name, None)
+            if v is not None and v is not False and v != engine_arg(name).default:
+                addons[name] = v
+        return fn(**kw, addons=addons)
+
+    wrapper.__signature__ = sig.replace(parameters=params)
+    return wrapper

@@ -54,11 +54,15 @@ class PerfFlags(EngineFlags):
     plot: Optional[str]
     saturation: bool = True
     parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
+    spec_acceptance: Optional[float] = None  # mean tokens a speculative step emits per request
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``perf`` command to ``app``."""
-    app.command("perf")(perf)
+    from kvplan.cli.options import with_addon_options
+
+    app.command("perf")(with_addon_options(perf))
 
 
 def perf(
@@ -115,6 +119,11 @@ def perf(
     data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
     master_addr: Optional[str] = engine_option("master_addr", None),
     distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
+    spec_acceptance: Optional[float] = typer.Option(
+        None, "--spec-acceptance", metavar="TOKENS",
+        help="With --speculative-config: mean tokens a step emits per request (vLLM's 'Mean acceptance length', 1..K+1); no default.",
+    ),
+    addons: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -128,7 +137,7 @@ def perf(
         enable_prefix_caching=enable_prefix_caching, revision=revision, vllm_version=vllm_version,
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
-        fmt=fmt, plot=plot, saturation=saturation,
+        fmt=fmt, plot=plot, saturation=saturation, spec_acceptance=spec_acceptance, addons=addons,
         parallel=parallel_values(
             data_parallel_size=data_parallel_size, data_parallel_size_local=data_parallel_size_local,
             enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
@@ -266,13 +275,14 @@ def run_perf(f: PerfFlags) -> int:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
-        **(f.parallel or {}),
+        **(f.parallel or {}), **(f.addons or {}),
     )
     plan = with_version_choice(plan, choice)
     engines = refuse_multi_gpu_layout(plan, dense_dp_ok=True)
     load = per_engine_load(load, engines)
     num_requests = max(1, f.num_requests // engines)
     check_modelled(plan)  # a layer kind kvplan does not model (KV-less): said before anything runs
+    acceptance = _check_spec_acceptance(plan, f.spec_acceptance)
     from kvplan.perf.serving import predict
 
     from kvplan.perf import progress
@@ -289,6 +299,9 @@ def run_perf(f: PerfFlags) -> int:
             rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
                             num_requests=min(num_requests, TUNE_REQUESTS),
                             efficiency=model.efficiency if model is not None else None)
+    spec_effect = None
+    if acceptance is not None:
+        spec_effect = speculative_effect_of(plan, model, result, lengths, load, acceptance)
     if slo is not None and not slo.meets(result.summary) and rec.best is None:
         code = EXIT_FAIL
     from kvplan.render import perf as render_perf
@@ -302,6 +315,8 @@ def run_perf(f: PerfFlags) -> int:
         if engines > 1:
             doc["data_parallel"] = data_parallel_section(result, engines)
             doc["approximate"] = [*doc.get("approximate", []), DP_BALANCER]
+        if spec_effect is not None:
+            doc["speculative"] = spec_effect.to_dict()
         print(json.dumps(doc, indent=2))
     else:
         from rich.console import Console
@@ -317,9 +332,59 @@ def run_perf(f: PerfFlags) -> int:
                 f"{dpd['output_throughput']:.1f} output tokens/s, {dpd['request_throughput']:.2f} requests/s "
                 f"({dpd['balancer']})", soft_wrap=True,
             )
+        if spec_effect is not None:
+            e = spec_effect
+            console.print(
+                f"speculative decoding ({e.method}, K={e.num_speculative_tokens}, acceptance {e.acceptance:g} tokens/step) "
+                f"at {e.batch} decodes of ~{e.context} tokens: step {e.plain_step_ms:.2f} -> {e.spec_step_ms:.2f} ms "
+                f"(draft {e.draft_ms:.2f} ms); TPOT x{e.tpot_factor:.2f}"
+                + (f" = {e.tpot_s * 1e3:.2f} ms" if e.tpot_s is not None else "")
+                + f", output throughput x{e.throughput_factor:.2f}"
+                + (f" = {e.output_throughput:.1f} tok/s" if e.output_throughput is not None else "")
+                + f" (approximate: {e.label})", soft_wrap=True)
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
+
+
+def _check_spec_acceptance(plan, acceptance):
+    """--spec-acceptance checked against the plan: required with speculative decoding (no default),
+    refused without it. None when neither is given. Raises KvplanError (exit 2)."""
+    from kvplan.perf.speculative import check_acceptance
+
+    rep = getattr(plan, "addons", None)
+    sp = rep.features.speculative if rep is not None and rep.features is not None else None
+    if sp is None:
+        if acceptance is not None:
+            raise KvplanError("--spec-acceptance: needs --speculative-config (there is no speculative decoding to scale)")
+        return None
+    return check_acceptance(acceptance, sp.num_speculative_tokens or 1, sp.method)
+
+
+def speculative_effect_of(plan, model, result, lengths, load, acceptance):
+    """The speculative effect (kvplan/perf/speculative.py) at the run's decode batch (the closed
+    loop's concurrency, else the plan's max_num_seqs capped by its concurrency) and mean context
+    (prompt + half the output), applied to the plain prediction's median TPOT and throughput."""
+    from dataclasses import replace as _replace
+
+    from kvplan.perf.speculative import speculative_effect
+    from kvplan.perf.step_time import step_model
+
+    pairs, weights = lengths.pairs, lengths.weights or [1.0] * len(lengths.pairs)
+    total = sum(weights)
+    context = int(sum(w * (p + o / 2) for (p, o), w in zip(pairs, weights)) / total)
+    cap = max(1, int(plan.max_concurrency)) if plan.max_concurrency else 1
+    batch = int(load.value) if load.kind == "closed" else min(plan.effective["max_num_seqs"], cap)
+    batch = max(1, min(batch, plan.effective["max_num_seqs"]))
+    draft = getattr(plan.spec, "speculative_draft", None)
+    draft_model = None
+    if draft is not None and model is not None:
+        draft_model = step_model(draft.spec, plan.gpu, plan.args, vllm_version=plan.effective["vllm_version"])
+    eff = speculative_effect(plan, model, acceptance, batch=batch, context=context, draft_step_model=draft_model)
+    s = result.summary
+    tpot = s.tpot.p50 if s.tpot is not None and s.tpot.count else None
+    return _replace(eff, tpot_s=tpot * eff.tpot_factor if tpot else None,
+                    output_throughput=s.output_throughput * eff.throughput_factor)
 
 
 ESTIMATE_REQUESTS = 1000

@@ -251,6 +251,7 @@ def run_plan(kw: PlanFlags) -> int:
         "enable_prefix_caching": kw.enable_prefix_caching,
         "usage": kw.usage,
         "vllm_version": kw.vllm_version,
+        **(kw.addons or {}),
     }
     build_engine_args(**base_fields)  # one-line errors naming the flag
     base = {k: v for k, v in base_fields.items() if v is not None}
@@ -262,6 +263,14 @@ def run_plan(kw: PlanFlags) -> int:
 
     parse_hf_overrides(kw.hf_overrides)  # a bad value fails with the other flags' errors
     spec = load_spec(kw.model, kw.revision, kw.hf_overrides, kw.vllm_version)
+    if kw.addons and any(k in kw.addons for k in ("speculative_config", "spec_method", "spec_model")):
+        # --speculative-config's draft, read like any model (sources/draft.py), rides on the spec
+        from kvplan.capacity.options import load_spec_with_overrides
+        from kvplan.sources.draft import attach_draft
+
+        config = load_spec_with_overrides(kw.model, kw.revision, parse_hf_overrides(kw.hf_overrides),
+                                          vllm_version=kw.vllm_version)[1].config
+        spec = attach_draft(spec, build_engine_args(**base_fields), config, kw.vllm_version)
     if mml is None:
         mml = spec.derived_max_model_len
     target = Target(max_model_len=mml, concurrency=float(kw.concurrency))
@@ -483,6 +492,7 @@ class PlanFlags:
     fmt: str
     hf_overrides: Optional[str] = None
     version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS), the same for every option
     slo: Optional[str] = None
     enable_expert_parallel: Optional[bool] = None  # None = try a MoE model's DP layouts with and without EP
     decode_context_parallel_size: str = "auto"  # auto = also try DCP over the TP ranks; 1 = never
@@ -503,7 +513,9 @@ def _dcp_choice(value: str) -> bool:
 
 def register(app: typer.Typer) -> None:
     """Add the `plan` command to kvplan's typer app."""
-    app.command("plan")(plan_cmd)
+    from kvplan.cli.options import with_addon_options
+
+    app.command("plan")(with_addon_options(plan_cmd))
 
 
 def plan_cmd(
@@ -554,6 +566,7 @@ def plan_cmd(
     slo: Optional[str] = typer.Option(
         None, "--slo", metavar="KEY=TIME,...", help="Latency targets (ttft_p99=2s,tpot_p50=50ms): keep the options that meet them (needs --workload)."
     ),
+    addons: Optional[dict] = None,
 ) -> None:
     """Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens."""
     from kvplan.cli import fail
@@ -571,6 +584,7 @@ def plan_cmd(
         hf_overrides=hf_overrides,
         slo=slo, enable_expert_parallel=enable_expert_parallel,
         decode_context_parallel_size=decode_context_parallel_size,
+        addons=addons,
     )
     try:
         code = run_plan(flags)

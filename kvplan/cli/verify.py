@@ -67,11 +67,14 @@ class VerifyFlags:
     bench_token_limit: int = 600_000
     endpoint: Optional[str] = None
     serve_args: Optional[str] = None
+    addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``verify`` command to ``app``."""
-    app.command("verify")(verify)
+    from kvplan.cli.options import with_addon_options
+
+    app.command("verify")(with_addon_options(verify))
 
 
 def verify(
@@ -124,13 +127,14 @@ def verify(
     bench_token_limit: int = typer.Option(600_000, "--bench-token-limit", help="With --bench: skip closed-loop points whose concurrency x input length exceeds this many prompt tokens."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="With --bench: benchmark the vLLM server already running at http://HOST:PORT instead of starting one."),
     serve_args: Optional[str] = typer.Option(None, "--serve-args", help="With --bench: more `vllm serve` flags for the server, verbatim (one shell-quoted string, e.g. '--async-scheduling')."),
+    addons: Optional[dict] = None,
 ) -> None:
     """Start vLLM with these arguments (or read its log) and compare with kvplan's prediction."""
     from kvplan.cli import fail
 
     try:
         code = _run(
-            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt, bench=bench, grid=grid, bench_seconds=bench_seconds, bench_token_limit=bench_token_limit, endpoint=endpoint, serve_args=serve_args)
+            VerifyFlags(model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype, block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory, revision=revision, vllm_version=vllm_version, usage=usage, dummy_weights=dummy_weights, tolerance=tolerance, timeout=timeout, record=record, name=name, from_log=from_log, start=start, batch=batch, deadline=deadline, skip_existing=skip_existing, fmt=fmt, bench=bench, grid=grid, bench_seconds=bench_seconds, bench_token_limit=bench_token_limit, endpoint=endpoint, serve_args=serve_args, addons=addons)
         )
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
@@ -168,6 +172,7 @@ def _options(kw: VerifyFlags) -> dict:
         "max_num_batched_tokens": kw.max_num_batched_tokens,
         "enforce_eager": True if kw.enforce_eager else None,
         "kv_cache_memory_bytes": parse_bytes(kw.kv_cache_memory, what=ALIASES["kv_cache_memory_bytes"][0]) if kw.kv_cache_memory else None,
+        **(kw.addons or {}),
     }
     return {k: v for k, v in out.items() if v is not None}
 

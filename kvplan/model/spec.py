@@ -15,6 +15,8 @@ from __future__ import annotations
 from enum import Enum
 from functools import cached_property
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -328,6 +330,9 @@ class ModelSpec(_Frozen):
     # the serve line carries it again so vLLM sizes the same config
     hf_overrides: str | None = None
     snapshot_notes: tuple[str, ...] = ()
+    # the speculative draft --speculative-config pairs with this model (model/draft.py DraftModel,
+    # attached by sources/draft.py), so that every re-plan keeps it; None = no draft model
+    speculative_draft: "Any" = None
 
     @property
     def exact(self) -> bool:

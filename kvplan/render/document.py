@@ -160,6 +160,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             }
             for s in plan.stages
         ],
+        # speculative decoding, LoRA, weight and KV offload: only when one is on (capacity/addons.py)
+        **({"addons": plan.addons.to_dict()} if getattr(plan, "addons", None) is not None else {}),
     }
 
 

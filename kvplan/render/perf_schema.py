@@ -7,7 +7,7 @@ Times are seconds, throughputs tokens/s or requests/s; a statistic without sampl
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Any, Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -206,6 +206,12 @@ class PerfDocument(PerfSection):
     vllm_version: str
     vllm: PerfVllm
     evidence: Optional[PerfEvidence]
+    speculative: Optional[dict[str, Any]] = Field(
+        default=None,
+        description="only with --speculative-config and --spec-acceptance (kvplan/perf/speculative.py "
+        "SpeculativeEffect): the step model's verify-and-draft step over the stated acceptance, applied to "
+        "TPOT and output throughput; labelled approximate",
+    )
 
 
 def perf_json_schema() -> dict:

@@ -427,6 +427,12 @@ class EstimateDocument(_Strict):
         description="added by `estimate --curves` only (kvplan.render.plots.pictures_dict): max concurrency "
         "re-planned over --max-model-len and --gpu-memory-utilization, and the memory parts; absent otherwise",
     )
+    addons: Optional[dict[str, Any]] = Field(
+        default=None,
+        description="added only with speculative decoding, LoRA, weight or KV offload flags "
+        "(kvplan.capacity.addons AddonReport.to_dict): draft KV layers, lookahead, bytes by part, CPU KV pool, "
+        "host memory; absent otherwise",
+    )
     perf: Optional[PerfSection] = Field(
         default=None,
         description="added by `estimate --workload ... --perf` only (kvplan/render/perf_schema.py PerfSection): "

@@ -182,6 +182,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     k.add_row("KV-cache groups", groups)
     console.print(k)
 
+    _print_addons(plan, console)
     if plan.fits:
         limit = (
             f"KV cache: {plan.max_concurrency:.2f} max-length requests fit, below max_num_seqs={eff['max_num_seqs']}"
@@ -315,3 +316,24 @@ def _extensible_rows(b, eff: dict) -> list[tuple[str, int]]:
         rows.append(("- margin max(1 GiB, 0.75 x peak)", b.margin_bytes))
     rows += [("- transient kept free max(peak, growth)", keep), ("= KV cache", b.kv_cache_bytes)]
     return rows
+
+
+def _print_addons(plan: Plan, console) -> None:
+    """One line per add-on term (capacity/addons.py AddonReport): what speculative decoding, LoRA
+    and the offloads add to (or take from) each GPU, and the host memory the offloads need."""
+    rep = getattr(plan, "addons", None)
+    if rep is None:
+        return
+    from rich.text import Text
+
+    groups: dict[str, int] = {}
+    for name, b in rep.parts.items():
+        key = ("draft model" if name.startswith("draft") else "LoRA slots" if name.startswith("lora")
+               else "offloaded weights" if name.endswith("offloaded") else name.replace("_", " "))
+        groups[key] = groups.get(key, 0) + b
+    text = ", ".join(f"{k} {v / 2**30:+.2f} GiB" for k, v in groups.items())
+    if rep.draft_layers:
+        text += f"; the draft's {rep.draft_layers} KV layer(s) join the groups"
+    if rep.host_bytes:
+        text += f"; host memory for offloading {rep.host_bytes / 2**30:.2f} GiB"
+    console.print(hanging(Text("add-ons: ", style="bold"), text))

@@ -219,6 +219,13 @@ def verify_log(
         model_name = (record or {}).get("name") or log.model or model_for_kvplan
 
     engine_args = engine_arguments(log)
+    if (engine_args.get("speculative_config") or (overrides or {}).get("speculative_config")) \
+            and "load_format" not in engine_args:
+        # a kvplan child's case line leaves out the dummy weights it ran with; the draft's own
+        # heads depend on them (engines/vllm/v0_26/addons.py draft_weight_parts)
+        lf = (log.non_default_args or {}).get("load_format") or (log.engine_config or {}).get("load_format")
+        if lf:
+            engine_args["load_format"] = lf
     if log.args_line is not None:
         args_where = at(log.args_line) + (": KVPLAN_CASE line" if log.case is not None and "kvplan-child" in log.families else "")
     elif record is not None and log.case is not None:

@@ -68,11 +68,34 @@ _ENGINE_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", bool),
     "revision": ("revision", str),
     "limit_mm_per_prompt": ("limit_mm_per_prompt", lambda v: v if isinstance(v, str) else json.dumps(v)),
+    # speculative decoding, LoRA, weight and KV offload (kvplan/capacity/addons.py sizes them)
+    "speculative_config": ("speculative_config", lambda v: v if isinstance(v, str) else json.dumps(v)),
+    "spec_method": ("spec_method", str),
+    "spec_model": ("spec_model", str),
+    "spec_tokens": ("spec_tokens", _whole),
+    "enable_lora": ("enable_lora", bool),
+    "max_loras": ("max_loras", _whole),
+    "max_lora_rank": ("max_lora_rank", _whole),
+    "max_cpu_loras": ("max_cpu_loras", _whole),
+    "fully_sharded_loras": ("fully_sharded_loras", bool),
+    "lora_dtype": ("lora_dtype", lambda v: str(v).removeprefix("torch.")),
+    "cpu_offload_gb": ("cpu_offload_gb", _finite),
+    "cpu_offload_params": ("cpu_offload_params", lambda v: v if isinstance(v, str) else ",".join(sorted(v))),
+    "offload_group_size": ("offload_group_size", _whole),
+    "offload_num_in_group": ("offload_num_in_group", _whole),
+    "offload_prefetch_step": ("offload_prefetch_step", _whole),
+    "offload_params": ("offload_params", lambda v: v if isinstance(v, str) else ",".join(sorted(v))),
+    "kv_offloading_size": ("kv_offloading_size", _finite),
+    "kv_offloading_backend": ("kv_offloading_backend", str),
+    "kv_transfer_config": ("kv_transfer_config", lambda v: v if isinstance(v, str) else json.dumps(v)),
+    # dummy weights: no checkpoint read, so an EAGLE/MTP draft keeps no head of its own (addons.py)
+    "load_format": ("load_format", lambda v: str(v).rsplit(".", 1)[-1].lower()),
 }
 # Keywords that do not change memory (or are what verify itself sets).
 _NO_MEMORY_EFFECT = frozenset(
     {
-        "model", "model_tag", "tokenizer", "skip_tokenizer_init", "load_format", "seed", "disable_log_stats",
+        "model", "model_tag", "tokenizer", "skip_tokenizer_init",
+        "lora_modules",  # adapters load into the CPU cache (lora/worker_manager.py device="cpu"); GPU slots are max_loras "seed", "disable_log_stats",
         "trust_remote_code", "served_model_name", "host", "port", "api_key", "download_dir", "tokenizer_mode",
         "enable_log_requests", "disable_log_requests", "uvicorn_log_level", "allowed_local_media_path",
         "chat_template", "hf_token", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
@@ -161,6 +184,9 @@ def options_to_engine_kwargs(options: dict) -> dict:
         "disable_hybrid_kv_cache_manager",
         "revision",
         "limit_mm_per_prompt",
+        "enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "fully_sharded_loras",
+        "cpu_offload_gb", "offload_group_size", "offload_num_in_group", "offload_prefetch_step",
+        "kv_offloading_size",
     ):
         v = options.get(key)
         if v is None or (key in ("kv_cache_dtype", "dtype") and v == "auto"):
@@ -170,6 +196,13 @@ def options_to_engine_kwargs(options: dict) -> dict:
         out[key] = v
     if options.get("enforce_eager"):
         out["enforce_eager"] = True
+    for key in ("speculative_config", "kv_transfer_config"):  # LLM(...) takes the mapping
+        if options.get(key):
+            out[key] = json.loads(options[key]) if isinstance(options[key], str) else options[key]
+    for key, default in (("enable_lora", False), ("fully_sharded_loras", False), ("cpu_offload_gb", 0),
+                         ("offload_group_size", 0)):
+        if out.get(key) == default:
+            del out[key]
     if isinstance(out.get("limit_mm_per_prompt"), str):
         out["limit_mm_per_prompt"] = json.loads(out["limit_mm_per_prompt"])  # LLM(...) takes the mapping
     return out

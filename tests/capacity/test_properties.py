@@ -916,7 +916,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf", "curves", "parallel"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf", "curves", "parallel", "addons"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
@@ -945,4 +945,5 @@ def test_schema_is_json_schema_of_the_pydantic_model():
         "workload",
         "curves",
         "perf",
+        "addons",
     }

@@ -572,7 +572,10 @@ def test_from_log_old_version_note(tmp_path):
     doc = json.loads(out)
     assert doc["vllm_version"] == "0.13.0"
     assert any("vLLM 0.13.0" in n for n in doc["notes"])
-    assert any("enable_lora" in n for n in doc["notes"])  # unmodelled arguments are reported
+    # enable_lora / max_lora_rank are modelled now (capacity/addons.py): the evidence names the
+    # LoRA rule as unchecked instead of a note calling the arguments unmodelled
+    assert not any("enable_lora" in n for n in doc["notes"])
+    assert any("LoRA" in u for u in doc["evidence"]["unchecked"])
     assert doc["status"] == "incomplete" and code == 1
 
 
@@ -582,10 +585,11 @@ def test_from_log_old_version_note(tmp_path):
 def test_engine_kwargs_to_options():
     opts, unmodelled = predict.engine_kwargs_to_options(
         {"max_model_len": "auto", "dtype": "torch.bfloat16", "kv_cache_dtype": "auto", "enforce_eager": True,
-         "served_model_name": ["x"], "cpu_offload_gb": 4, "model": "m"}
+         "served_model_name": ["x"], "cpu_offload_gb": 4, "num_gpu_blocks_override": 100, "model": "m"}
     )
-    assert opts == {"max_model_len": -1, "dtype": "bfloat16", "enforce_eager": True}
-    assert unmodelled == ["cpu_offload_gb"]
+    # cpu_offload_gb is modelled (capacity/addons.py); num_gpu_blocks_override is not
+    assert opts == {"max_model_len": -1, "dtype": "bfloat16", "enforce_eager": True, "cpu_offload_gb": 4.0}
+    assert unmodelled == ["num_gpu_blocks_override"]
 
 
 def test_options_to_engine_kwargs():

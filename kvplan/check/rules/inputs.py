@@ -186,12 +186,12 @@ def engine_args(ctx, dep: Deployment, checks: list[str]) -> "_EngineInputs":
             if name not in _ENGINE_FIELDS:
                 continue
         if base in _NOT_MODELLED:
-            # a warning, never an info note: the figures below a green verdict would ignore it
-            # (issue 22; `check --strict` fails on it)
+            # never an info note under a green verdict: the figures are approximate (a warning,
+            # which check --strict fails on)
             dep.diag(
                 NOT_MODELLED,
                 "warning",
-                f"kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
+                f"approximate: kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
                 line=s.line,
                 key=s.key,
             )

@@ -117,6 +117,7 @@ def plan_checks(
             hint=exc.hint,
         )
         return None
+    addon_checks(dep, p, checks)
     mml = p.effective["max_model_len"]
     ms = keys.get("max_model_len")
     mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
@@ -309,3 +310,61 @@ def plan_checks(
                     else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
                 )
     return figures
+
+
+def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
+    """What speculative decoding, LoRA and the offloads add to a deployment's verdict:
+
+    * the add-ons kvplan cannot size make the figures approximate (a warning: check --strict
+      fails on it; capacity/addons.py plan_addons' approximations);
+    * each add-on rule no real start of the version checked is named by the evidence (the
+      vllm-version note);
+    * the host memory the offloads need (pinned weights, the CPU KV pool: the version's
+      addons.py) against the container's memory limit (k8s resources.limits.memory): above it,
+      the pod is OOM-killed (error); without a limit the need is said (info).
+    """
+    from kvplan.check.diagnostics import APPROXIMATE, HOST_MEMORY
+
+    rep = getattr(p, "addons", None)
+    if rep is None:
+        return
+    spec_reasons = set(p.spec.approximations)
+    extra = [a for a in p.approximations if a not in spec_reasons and a.kind.value == "partial_rules"
+             and a.reason not in {d.message for d in dep.diagnostics}]
+    if extra:
+        checks.append(APPROXIMATE)
+        dep.diag(APPROXIMATE, "warning",
+                 "approximate: kvplan's memory figures for this deployment are approximate ("
+                 + "; ".join(a.reason for a in extra) + ")",
+                 hint="verify with a real start (kvplan verify)")
+    # the add-on rules no real start checked are named in the evidence (the vllm-version note)
+    need = rep.host_bytes
+    if not need and rep.kv_offload is None:
+        return
+    # this sized check replaces the buffer-only one check.rules.host_memory made before planning
+    dep.diagnostics[:] = [d for d in dep.diagnostics if d.check_id != HOST_MEMORY]
+    if HOST_MEMORY not in checks:
+        checks.append(HOST_MEMORY)
+    parts = []
+    if rep.kv_offload is not None and rep.kv_offload.host_bytes is not None:
+        parts.append(f"CPU KV pool {_gib(rep.kv_offload.host_bytes)}: {rep.kv_offload.host_rule}")
+    pinned = (need or 0) - (rep.kv_offload.host_bytes or 0 if rep.kv_offload is not None else 0)
+    if pinned > 0:
+        parts.append(f"offloaded weights {_gib(pinned)} pinned (power-of-two rounded: vllm-project/vllm issue #56410)")
+    if need is None:
+        dep.diag(HOST_MEMORY, "warning",
+                 f"approximate: {rep.kv_offload.host_rule}; the host memory it needs is not known to kvplan")
+        return
+    what = f"vLLM needs at least {_gib(need)} of host memory for offloading ({'; '.join(parts)}), plus the process itself"
+    limit_of = dep.memory_limit or dep.host_memory  # k8s resources.limits.memory / a serving stack's limit
+    if limit_of is not None:
+        limit, line, key = limit_of
+        if need > limit:
+            dep.diag(HOST_MEMORY, "error",
+                     f"{what}, above the container's memory limit of {_gib(limit)}: the pod is OOM-killed when the "
+                     "pool is populated", line=line, key=key,
+                     hint=f"raise {key} above {_gib(need)} plus the process's own memory, or lower the offload size")
+        else:
+            dep.diag(HOST_MEMORY, "info", f"{what}; the container's memory limit is {_gib(limit)}", line=line, key=key)
+    else:
+        dep.diag(HOST_MEMORY, "info", f"{what} (no container memory limit found to compare)")

@@ -4,6 +4,8 @@ their node selector maps to in kvplan.yaml."""
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,6 +281,11 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                             dep.gpu_count_line = doc.line_of(cpath + ("resources", part, "nvidia.com/gpu"))
                             dep.gpu_count_key = f"resources.{part}.nvidia.com/gpu"
                             break
+                    limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+                    mem = k8s_quantity_bytes(limits.get("memory"))
+                    if mem is not None:
+                        dep.memory_limit = (mem, doc.line_of(cpath + ("resources", "limits", "memory")),
+                                            "resources.limits.memory")
                     if dep.gpu_count is None and "NVIDIA_VISIBLE_DEVICES" in env:
                         # no device-plugin GPUs of its own (those are exclusive to the container):
                         # it sees the node's GPUs that NVIDIA_VISIBLE_DEVICES names, beside the
@@ -294,3 +301,20 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     _replicas_note(dep, doc, is_leader or group is None)
                     out.append(dep)
     return out
+
+
+_QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+             "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
+
+
+def k8s_quantity_bytes(value) -> int | None:
+    """A Kubernetes memory quantity ("64Gi", "68719476736", "64G", "1.5Gi") in bytes, None when
+    absent or not a quantity (k8s.io/apimachinery resource.Quantity suffixes)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([KMGTPE]i|[kKMGTPE])?\s*", str(value))
+    if not m:
+        return None
+    return int(float(m.group(1)) * _QUANTITY[m.group(2) or ""])

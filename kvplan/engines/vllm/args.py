@@ -110,6 +110,12 @@ def _check_backend(v: str | None) -> str | None:
     return v
 
 
+def _check_json(v: str | None) -> str | None:
+    from kvplan.engines.vllm.features import check_json_object
+
+    return check_json_object(v)
+
+
 def _check_usage(v: str) -> str:
     if v not in _RULES.defaults.USAGE_CONTEXTS:
         raise ValueError("must be 'serve' or 'llm'")
@@ -215,6 +221,44 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("distributed_executor_backend", str | None, None, "mp (ray inside a Ray placement group)",
               ("--distributed-executor-backend",), "Worker backend: mp, ray, uni or external_launcher.",
               check=_check_backend, metavar="BACKEND"),
+    # add-ons (engines/vllm/features.py reads them; each version's addons.py sizes them)
+    EngineArg("speculative_config", str | None, None, "unset (no speculative decoding)", ("--speculative-config", "-sc"),
+              "Speculative decoding (JSON: method, model, num_speculative_tokens ...).", check=_check_json, metavar="JSON"),
+    EngineArg("spec_method", str | None, None, "unset", ("--spec-method",), "Shorthand for --speculative-config's method.",
+              metavar="METHOD"),
+    EngineArg("spec_model", str | None, None, "unset", ("--spec-model",), "Shorthand for --speculative-config's model.",
+              metavar="MODEL"),
+    EngineArg("spec_tokens", int | None, None, "unset", ("--spec-tokens",),
+              "Shorthand for --speculative-config's num_speculative_tokens.", ge=1, le=1024, metavar="K"),
+    EngineArg("enable_lora", bool, False, "False", ("--enable-lora",), "LoRA adapters (GPU slots for --max-loras)."),
+    EngineArg("max_loras", int | None, None, "1", ("--max-loras",), "LoRA adapters in one batch (GPU slots).",
+              ge=1, le=1 << 16, metavar="N"),
+    EngineArg("max_lora_rank", int | None, None, "16", ("--max-lora-rank",), "Largest LoRA rank.", ge=1, le=512, metavar="RANK"),
+    EngineArg("max_cpu_loras", int | None, None, "--max-loras", ("--max-cpu-loras",), "LoRA adapters cached in CPU memory.",
+              ge=1, le=1 << 20, metavar="N"),
+    EngineArg("fully_sharded_loras", bool, False, "False", ("--fully-sharded-loras",), "Shard LoRA slots over TP."),
+    EngineArg("lora_dtype", str, "auto", "auto (the model dtype)", ("--lora-dtype",), "LoRA slot dtype.", metavar="DTYPE"),
+    EngineArg("cpu_offload_gb", float, 0.0, "0", ("--cpu-offload-gb",), "GiB of weights per GPU kept in CPU memory.",
+              ge=0, le=1 << 20, metavar="GIB"),
+    EngineArg("cpu_offload_params", str | None, None, "unset (every parameter eligible)", ("--cpu-offload-params",),
+              "Parameter-name segments --cpu-offload-gb may offload.", metavar="NAMES"),
+    EngineArg("offload_group_size", int, 0, "0 (off)", ("--offload-group-size",), "Prefetch offload: layers per group.",
+              ge=0, le=1 << 16, metavar="N"),
+    EngineArg("offload_num_in_group", int | None, None, "1", ("--offload-num-in-group",),
+              "Prefetch offload: layers offloaded per group.", ge=1, le=1 << 16, metavar="N"),
+    EngineArg("offload_prefetch_step", int | None, None, "1", ("--offload-prefetch-step",),
+              "Prefetch offload: layers prefetched ahead (GPU buffers).", ge=0, le=1 << 16, metavar="N"),
+    EngineArg("offload_params", str | None, None, "unset", ("--offload-params",),
+              "Prefetch offload: parameter-name segments to offload.", metavar="NAMES"),
+    EngineArg("kv_offloading_size", float | None, None, "unset (off)", ("--kv-offloading-size",),
+              "GiB of CPU memory for offloaded KV blocks (all workers).", gt=0, le=1 << 24, metavar="GIB"),
+    EngineArg("kv_offloading_backend", str, "native", "native", ("--kv-offloading-backend",),
+              "native or lmcache.", metavar="BACKEND"),
+    EngineArg("kv_transfer_config", str | None, None, "unset", ("--kv-transfer-config",),
+              "KV connector (JSON).", check=_check_json, metavar="JSON"),
+    EngineArg("load_format", str | None, None, "auto (read the checkpoint)", ("--load-format",),
+              "How vLLM loads weights; dummy = random weights, no checkpoint read (a draft then shares the "
+              "target's embedding and lm_head).", metavar="FORMAT"),
     EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
               "(changes the batch defaults).", check=_check_usage),
     EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),

@@ -213,6 +213,8 @@ class VllmRules:
         removed_architectures: architecture -> the last vLLM release that served it, for the
             architectures this version's registry no longer serves (registry.py
             _PREVIOUSLY_SUPPORTED_MODELS) and kvplan has a family for: the parse refuses them.
+        addons: module: speculative decoding, LoRA, weight and KV offload (v0_26/addons.py);
+            inherited by a later version unless it replaces the module.
         unread_implementations: architecture -> why this version serves it from model code
             kvplan's rules were not checked against (one line); every estimate of it under this
             version is approximate with that reason. Not inherited by a later version.
@@ -240,11 +242,23 @@ class VllmRules:
     kv_cache_dtype_ignored: frozenset = frozenset()
     removed_architectures: dict = field(default_factory=dict)
     unread_implementations: dict = field(default_factory=dict)
+    addons: ModuleType | None = None
 
     def evidence_for(self, spec: Any, gpu: Any, args: Any) -> Evidence:
         """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with
         engine ``args`` (EngineArgs) under these rules."""
-        return Evidence(self.version, len(self.real_starts.STARTS), tuple(self.real_starts.unchecked(spec, gpu, args)))
+        unchecked = tuple(self.real_starts.unchecked(spec, gpu, args))
+        if self.addons is not None:
+            from kvplan.engines.vllm.features import features_of
+
+            feats = features_of(args, self.addons.MTP_METHODS)
+            draft = getattr(spec, "speculative_draft", None)
+            if feats.speculative is not None and feats.speculative.method is None and draft is not None:
+                from dataclasses import replace as _replace  # the method vLLM detects from the draft
+
+                feats = _replace(feats, speculative=_replace(feats.speculative, method=draft.method))
+            unchecked += self.addons.unchecked(feats)
+        return Evidence(self.version, len(self.real_starts.STARTS), unchecked)
 
     def gpu_memory_utilization(self, args: Any) -> float:
         """The gpu_memory_utilization this version uses for engine ``args`` (EngineArgs): the

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvplan.engines.vllm.rules import FittedCoefficients, VllmRules
 from kvplan.engines.vllm.v0_26 import (
     activation,
+    addons,
     allocator,
     check_rules,
     defaults,
@@ -42,4 +43,5 @@ RULES = VllmRules(
     parallel=parallel,
     start_failures=family_quirks.START_FAILURES,
     kv_cache_dtype_ignored=family_quirks.KV_CACHE_DTYPE_IGNORED,
+    addons=addons,
 )

@@ -305,6 +305,7 @@ class ProfileRun:
     sm_count: int | None
     moe_workspace_persists: bool
     fp8_act_quant: int
+    v2: bool | None = None  # the model runner when a feature chose it (capacity/addons.py); None = the model's
 
     @property
     def rows(self) -> int:
@@ -337,7 +338,7 @@ def _peak(run: ProfileRun) -> ActivationEstimate:
     """vLLM 0.26.0's peak for one profiling run (activation_peak's rule, module docstring)."""
     spec, t, act = run.spec, run.tokens, run.act_dtype_bytes
     h = spec.hidden_size
-    v2 = uses_v2_runner(spec)
+    v2 = uses_v2_runner(spec) if run.v2 is None else run.v2
     per_token, forward = forward_bytes(run, _layer_bytes_per_token, compiled_mlp=v2)
     compile_fixed = COMPILE_FIXED_BYTES_PER_HIDDEN * h
     sampler = 0
@@ -384,6 +385,7 @@ def activation_peak(
     moe_workspace_persists: bool = True,
     fp8_act_quant: int = 0,
     peak_rule: Callable[[ProfileRun], ActivationEstimate] = _peak,
+    v2: bool | None = None,
 ) -> ActivationEstimate:
     """Predict vLLM 0.26.0's "GiB for peak activation" on one GPU.
 
@@ -399,6 +401,8 @@ def activation_peak(
             0 without them.
         peak_rule: the version's rule over the resolved ProfileRun (a later version binds its
             own: rules.override).
+        v2: the model runner when a feature chose it (a speculative method the V2 runner lacks:
+            capacity/addons.py); None = the model's default runner.
     Returns:
         ActivationEstimate (bytes).
     """
@@ -414,5 +418,6 @@ def activation_peak(
         sm_count=sm_count,
         moe_workspace_persists=moe_workspace_persists,
         fp8_act_quant=fp8_act_quant,
+        v2=v2,
     )
     return peak_rule(run)

@@ -19,6 +19,7 @@ from kvplan.engines.vllm import v0_26
 from kvplan.engines.vllm.rules import FittedCoefficients
 from kvplan.engines.vllm.v0_33 import (
     activation,
+    addons,
     allocator,
     defaults,
     kv_spec,
@@ -49,6 +50,7 @@ RULES = replace(
     runner=runner,
     scheduler=scheduler,
     parallel=parallel,
+    addons=addons,
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
