@@ -51,7 +51,7 @@ def _perf_dict(p, o=None) -> dict:
     per_hour, per_request = _served(o, p) if o is not None else (None, None)
     return {
         "requests_per_hour": None if per_hour is None else round(per_hour, 1),
-        "cost_per_request_usd": None if per_request is None else round(per_request, 8),
+        "cost_per_request_usd": None if per_request is None else float(f"{per_request:.6g}"),
         "concurrency": p.concurrency,
         "meets_slo": p.meets,
         "calibration": p.calibration,
