@@ -12,7 +12,7 @@ with its datasheet; plus one fixed latency per collective, the step coefficients
     all-gather, B bytes per rank (n - 1) x B / bw           (each rank receives n - 1 shares)
     reduce-scatter, the same     (n - 1) x B / bw
 
-Where vLLM runs them (read in vLLM 0.33.0):
+Where vLLM runs them (read in the release engines/vllm/v0_33/ restates):
   * TP: every decoder layer's attention output projection and MLP down projection are
     RowParallelLinear with reduce_results: two all-reduces of the [tokens, hidden] activations
     per layer (model_executor/layers/linear.py RowParallelLinear.forward).

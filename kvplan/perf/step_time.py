@@ -608,7 +608,7 @@ def _moe_data_parallel(spec: ModelSpec, args: Any, rules: Any, tp: int, db: int,
         (expert_share = that / E); without EP a 1/(TP x DP) slice of every expert (share 1). Under
         DP > 1 the experts run on dp x the engine's tokens and each MoE layer pays the dispatch
         and combine (moe_comm_bytes_per_token = hidden x activation dtype bytes).
-    Rule sources: vLLM 0.33.0 fused_moe/config.py FusedMoEParallelConfig.make (the expert group
+    Rule sources: vLLM (engines/vllm/v0_33/ release) fused_moe/config.py FusedMoEParallelConfig.make (the expert group
     TP x PCP x DP), fused_moe/layer.py determine_expert_map (whole experts per EP rank).
     """
     from kvplan.capacity import ranks
