@@ -426,7 +426,10 @@ def per_engine_load(load, engines: int):
     if engines <= 1:
         return load
     if load.kind == "closed":
-        if int(load.value) % engines:
+        from kvplan.perf.comm import balance
+
+        routed = balance(int(load.value), engines)  # C requests from empty engines: round-robin
+        if len(set(routed.count(e) for e in range(engines))) > 1:
             raise KvplanError(
                 f"--concurrency {int(load.value)}: not a multiple of --data-parallel-size {engines}; each engine "
                 "would serve a different number of requests",
