@@ -3,7 +3,8 @@
 Searches every GPU profile x tensor-parallel size x pipeline-parallel size x --kv-cache-dtype x
 --quantization, runs kvplan's estimate (the selected vLLM version's rules) on each engine, replicates an engine
 that starts with data parallelism until the target concurrency is met, and ranks what meets it
-by hourly cost, then GPU count.
+by hourly cost, then GPU count (`plan --slo` re-ranks by cost per served request:
+served_rank_key, with kvplan perf's throughput).
 
 Rules of the search (kvplan's, not vLLM's):
 
@@ -32,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
-from kvplan.capacity.search_layouts import dcp_options, moe_dp_options
+from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, moe_dp_options, note_tp_engine
 from kvplan.capacity.search_option import Option, Target  # noqa: F401  (their home; imported from here too)
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
@@ -128,6 +129,7 @@ class SearchResult:
     refusal: str | None = None
     refusal_hint: str | None = None
     approximations: tuple = ()
+    layout_notes: tuple[str, ...] = ()  # a MoE model's DP (+ EP) options against TP: search_layouts.dp_ep_notes
 
     @property
     def exact(self) -> bool:
@@ -290,6 +292,37 @@ def rank_key(o: Option) -> tuple:
     return (1, 0.0, o.num_gpus, o.accuracy_rank, o.gpu.memory_bytes, o.pipeline_parallel_size, -o.achieved)
 
 
+RANKED_BY_HOURLY_COST = ("by cost per hour of the GPUs that hold --concurrency (then GPU count); "
+                         "add --workload and --slo to rank by cost per served request")
+RANKED_BY_SERVED_REQUEST = ("by cost per served request: $/hour over the requests/hour kvplan perf predicts for "
+                            "each option in a closed loop at --concurrency (its DP engines together)")
+
+
+def served_requests_per_hour(o: Option, request_throughput: float | None) -> float | None:
+    """Requests an option serves per hour: ``request_throughput`` (requests/s of one engine,
+    kvplan perf's closed loop at the engine's share of --concurrency) x its DP engines x 3600;
+    None when there is no prediction."""
+    if request_throughput is None or not request_throughput > 0:
+        return None
+    return request_throughput * o.data_parallel_size * 3600.0
+
+
+def cost_per_served_request(o: Option, request_throughput: float | None) -> float | None:
+    """USD per served request: hourly_cost / served_requests_per_hour; None when either is
+    unknown (an unpriced GPU, no prediction)."""
+    per_hour = served_requests_per_hour(o, request_throughput)
+    if o.hourly_cost is None or per_hour is None:
+        return None
+    return o.hourly_cost / per_hour
+
+
+def served_rank_key(o: Option, request_throughput: float | None) -> tuple:
+    """`plan --slo`'s order: options with a cost per served request first, cheapest per request
+    first; then the rest in rank_key order (unpriced GPUs, no prediction). Ties: rank_key."""
+    c = cost_per_served_request(o, request_throughput)
+    return (0, c, *rank_key(o)) if c is not None else (1, 0.0, *rank_key(o))
+
+
 def _approximations(spec, base: dict, candidates: list) -> tuple:
     """Why every option's figures are approximate: an option's own reasons (they share the model
     and --limit-mm-per-prompt), else the same rule on the base arguments."""
@@ -363,6 +396,7 @@ def search(
     evaluated = combos = sized = 0
     invalid_parallel: dict[tuple[int, int], str] = {}
     util_refused: list = []  # sized plans refused for requesting more than the free memory
+    tp_engines: dict = {}  # a MoE model's best TP x PP engine per (GPU, kv, quant): dp_ep_notes
 
     def skip(gpu, tp, pp, kv, q, cat, why, flag=None):
         skipped.append(Skipped(gpu.id, tp, pp, kv, q, cat, why, flag))
@@ -457,6 +491,8 @@ def search(
                         if per_engine <= 0:
                             skip(gpu, tp, pp, kv, q, "does_not_start", "no request fits")
                             continue
+                        if spec.moe is not None:
+                            note_tp_engine(tp_engines, gpu.id, kv, q, engine, per_engine, tp, pp)
                         max_dp = space.max_gpus // engine
                         # the same engine with decode context parallel over its TP ranks (more requests per engine)
                         if space.decode_context_parallel:
@@ -538,4 +574,5 @@ def search(
         refusal=refusal,
         refusal_hint=refusal_hint,
         approximations=_approximations(spec, base, candidates),
+        layout_notes=dp_ep_notes(spec, kept, tp_engines, env, workload),
     )

@@ -93,3 +93,57 @@ def dcp_options(spec, gpu, args, env, target, max_dp: int, price, gpus_per_node,
     if dp > max_dp or (spec.moe is not None and dp > 1):
         return []
     return [Option(p, dp, per_engine, price, binding, target, gpus_per_node, cap)]
+
+
+def note_tp_engine(best: dict, gpu_id: str, kv: str, quant, engine_gpus: int, per_engine: float, tp: int,
+                   pp: int) -> None:
+    """Keep in ``best`` (keyed by GPU, --kv-cache-dtype, --quantization) the TP x PP engine of a
+    MoE model that serves the most requests per GPU, whether or not it meets the target alone:
+    dp_ep_notes compares the DP layouts with it."""
+    k = (gpu_id, kv, quant)
+    if k not in best or per_engine / engine_gpus > best[k][0] / best[k][1]:
+        best[k] = (per_engine, engine_gpus, tp, pp)
+
+
+def dp_ep_notes(spec, options, tp_engines: dict, env=None, workload=None) -> tuple[str, ...]:
+    """For a MoE model: one line per GPU type, for the best-ranked data-parallel option
+    (``--data-parallel-size`` > 1, with or without --enable-expert-parallel), comparing on the
+    same GPUs its layout with the TP x PP engine of the same GPU, KV dtype and weights that
+    serves the most requests per GPU (note_tp_engine): the DP layout is planned again at that
+    engine's GPU count (DP = its GPUs / the option's TP; the estimate, capacity/estimate.py plan)
+    and the line says which serves more. For MLA models the reason is named: under TP every rank
+    holds the whole latent cache (one KV head, replicated), under DP an engine's GPUs hold only
+    their own requests' (docs/parallelism.md). Empty for a dense model or without a DP option."""
+    from kvplan.capacity.estimate import plan
+
+    if spec.moe is None:
+        return ()
+    out, seen = [], set()
+    for o in options:
+        dp0 = o.plan.args.data_parallel_size or 1
+        if dp0 <= 1 or o.gpu.id in seen:
+            continue
+        seen.add(o.gpu.id)
+        tp = tp_engines.get((o.gpu.id, o.kv_cache_dtype, o.quantization))
+        ep = bool(o.plan.args.enable_expert_parallel)
+        name = "DP + EP" if ep else "DP"
+        if tp is None:
+            out.append(f"{name} on {o.gpu.id}: no TP x PP engine of this model starts on it at this --max-model-len "
+                       f"with kv={o.kv_cache_dtype}, weights={o.quantization or 'as in the checkpoint'}")
+            continue
+        per_engine, gpus, t, p = tp
+        dp = gpus // o.tensor_parallel_size
+        if dp < 2 or gpus % o.tensor_parallel_size:
+            continue
+        try:
+            q = plan(spec, o.gpu, o.plan.args.model_copy(update={"data_parallel_size": dp}), env)
+        except KvplanError:
+            continue
+        served = engine_capacity(q, workload)[0] * dp if q.fits else 0.0
+        layout = (f"-tp {o.tensor_parallel_size} " if o.tensor_parallel_size > 1 else "") + f"-dp {dp}" + (" -ep" if ep else "")
+        shape = f"-tp {t}" + (f" -pp {p}" if p > 1 else "")
+        more = served > per_engine
+        why = " (MLA: under TP every rank holds the whole latent cache)" if spec.uses_mla and more else ""
+        out.append(f"{name} {'serves more' if more else 'serves no more'} on {gpus}x {o.gpu.id}: {layout} "
+                   f"{served:.1f} requests, one {shape} engine {per_engine:.1f}{why}")
+    return tuple(out)

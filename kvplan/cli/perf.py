@@ -313,8 +313,8 @@ def run_perf(f: PerfFlags) -> int:
             print(f"warning: {choice.warning()}", file=sys.stderr)
         doc = render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision)
         if engines > 1:
-            doc["data_parallel"] = data_parallel_section(result, engines)
-            doc["approximate"] = [*doc.get("approximate", []), DP_BALANCER]
+            doc["data_parallel"] = data_parallel_section(result, engines, plan)
+            doc["approximate"] = [*doc.get("approximate", []), doc["data_parallel"]["balancer"]]
         if spec_effect is not None:
             doc["speculative"] = spec_effect.to_dict()
         print(json.dumps(doc, indent=2))
@@ -326,9 +326,10 @@ def run_perf(f: PerfFlags) -> int:
                                  title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})",
                                  plan=plan)
         if engines > 1:
-            dpd = data_parallel_section(result, engines)
+            dpd = data_parallel_section(result, engines, plan)
             console.print(
-                f"data parallel: the figures above are one of {engines} engines at 1/{engines} of the load; together "
+                f"data parallel: the figures above are one of {engines} engines at 1/{engines} of the load"
+                f"{' (the engine with the fewest KV blocks; all step in lockstep)' if dpd['lockstep'] else ''}; together "
                 f"{dpd['output_throughput']:.1f} output tokens/s, {dpd['request_throughput']:.2f} requests/s "
                 f"({dpd['balancer']})", soft_wrap=True,
             )
@@ -405,12 +406,14 @@ def estimate_requests(concurrency: int) -> int:
 
 
 def refuse_multi_gpu_layout(plan, dense_dp_ok: bool = False) -> int:
-    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs. A dense
-    model's DP engines are each exactly that engine (capacity/ranks.py), so with
-    ``dense_dp_ok`` their count is returned (`kvplan perf` splits the load over them); any other
-    layout beyond one engine (expert / context parallel, a MoE model's DP, several nodes) is
-    refused before anything runs, naming the flag, rather than predicted without its
-    communication (EP all-to-all, DCP all-gathers) or its balancer.
+    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs. With
+    ``dense_dp_ok`` (`kvplan perf`) DP engines are returned as a count and the load is split
+    over them: a dense model's DP engines are each exactly that engine (capacity/ranks.py); a
+    MoE model's DP engines (with or without --enable-expert-parallel) step in lockstep, and the
+    step model adds the experts' share, the dispatch/combine per MoE layer and the lockstep
+    (kvplan/perf/step_time.py, kvplan/perf/comm.py). Expert parallel over TP alone is one engine.
+    Context parallel and several nodes (cross-node links) are refused before anything runs,
+    naming the flag, rather than predicted without their communication (DCP all-gathers).
 
     Returns:
         the number of independent engines (1 without a multi-GPU layout).
@@ -421,47 +424,63 @@ def refuse_multi_gpu_layout(plan, dense_dp_ok: bool = False) -> int:
     if lp is None or not lp.shown:
         return 1
     w = lp.world
-    dense_dp = w.dp > 1 and not w.is_moe and not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1)
-    if dense_dp and dense_dp_ok:
+    single_node = not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1)
+    dense_dp = w.dp > 1 and not w.is_moe and single_node
+    if single_node and w.dp > 1 and dense_dp_ok:
         return w.dp
+    if single_node and w.dp == 1:  # expert parallel over TP alone: one engine, its experts whole per GPU
+        return 1
+    if single_node and w.dp > 1 and not dense_dp:
+        raise KvplanError(
+            f"--data-parallel-size {w.dp}: estimate --perf predicts one engine; a MoE model's {w.dp} DP engines "
+            "step in lockstep",
+            hint=f"use `kvplan perf ... --data-parallel-size {w.dp}` (the load split over the engines)",
+        )
     if dense_dp:
         raise KvplanError(
             f"--data-parallel-size {w.dp}: estimate --perf predicts one engine; a dense model's {w.dp} DP engines are "
             "independent (each a DP 1 deployment)",
             hint=f"use `kvplan perf ... --data-parallel-size {w.dp}` (the load split over the engines)",
         )
-    flag = ("--enable-expert-parallel" if w.uses_ep else "--data-parallel-size" if w.dp > 1
-            else "--decode-context-parallel-size" if w.dcp > 1 else "--prefill-context-parallel-size" if w.pcp > 1
+    flag = ("--decode-context-parallel-size" if w.dcp > 1 else "--prefill-context-parallel-size" if w.pcp > 1
             else "--nnodes")
     raise KvplanError(
-        f"{flag}: kvplan perf does not model this multi-GPU layout's step times yet (expert all-to-all, "
-        "context-parallel all-gathers, cross-node links); `kvplan estimate` sizes its KV cache",
+        f"{flag}: kvplan perf does not model this multi-GPU layout's step times yet (context-parallel "
+        "all-gathers, cross-node links); `kvplan estimate` sizes its KV cache",
         hint="use `kvplan estimate` with the same flags for blocks, tokens and per-engine concurrency",
     )
 
 
 DP_BALANCER = ("independent engines behind vLLM's balancer taken as an even split of the load (approximate; "
                "derived from the vLLM source, not checked on multi-GPU hardware)")
+MOE_DP_BALANCER = ("a MoE model's DP engines behind vLLM's least-loaded balancer, taken as an even split, stepping in "
+                   "lockstep (idle engines run dummy batches): the engine with the fewest KV blocks is emulated and "
+                   "its step is every engine's (approximate; uncalibrated: multi-GPU communication from link physics, "
+                   "no multi-GPU record)")
 
 
-def data_parallel_section(result, engines: int) -> dict:
+def data_parallel_section(result, engines: int, plan=None) -> dict:
     """The perf JSON's ``data_parallel`` object: the engine count, that every other figure is
-    one engine's, and the engines' summed throughput (tokens/s, requests/s)."""
+    one engine's, whether the engines step in lockstep (a MoE model: vLLM DPEngineCoreProc),
+    and the engines' summed throughput (tokens/s, requests/s)."""
     s = result.summary
+    lockstep = bool(plan is not None and plan.parallel is not None and plan.parallel.world.is_moe)
     return {
         "engines": engines,
         "figures_are_per_engine": True,
+        "lockstep": lockstep,
         "output_throughput": round(s.output_throughput * engines, 3),
         "total_token_throughput": round(s.total_token_throughput * engines, 3),
         "request_throughput": round(s.request_throughput * engines, 4),
-        "balancer": DP_BALANCER,
+        "balancer": MOE_DP_BALANCER if lockstep else DP_BALANCER,
     }
 
 
 def per_engine_load(load, engines: int):
-    """The load one of ``engines`` independent DP engines sees behind vLLM's balancer, taken as
-    an even split (the DP coordinator routes each request to the least-loaded engine,
-    v1/engine/core_client.py; an even split is its steady state): a closed loop of C requests
+    """The load one of ``engines`` DP engines sees behind vLLM's balancer, taken as an even
+    split (the DP coordinator routes each request to the least-loaded engine,
+    v1/engine/core_client.py, restated in kvplan/perf/comm.py balance: round-robin from empty
+    engines, C / N each in a steady closed loop): a closed loop of C requests
     gives each engine C / N (C must divide), an open loop of R requests/s gives each R / N.
 
     Raises:
@@ -472,6 +491,7 @@ def per_engine_load(load, engines: int):
     if engines <= 1:
         return load
     if load.kind == "closed":
+        # C requests into empty engines go round-robin (perf/comm.py balance): even iff N divides C
         if int(load.value) % engines:
             raise KvplanError(
                 f"--concurrency {int(load.value)}: not a multiple of --data-parallel-size {engines}; each engine "

@@ -360,12 +360,13 @@ def _write_manifest(result, fmt: str, kw) -> int:
 
 def _screen_slo(result, wl, slo, concurrency: float):
     """`plan --slo`: serve the workload on every option (kvplan/perf/tune.py screen_options), keep
-    those meeting the SLO in price order (kvplan/capacity/search.py rank_key; dominated options are
-    screened too, since a larger engine can be the cheapest fast enough). Returns (result with only those options, perf)
+    those meeting the SLO, ranked by cost per served request (kvplan/capacity/search.py
+    served_rank_key: $/hour over the predicted requests/hour; dominated options are screened too,
+    since a larger engine can be the cheapest per request). Returns (result with only those options, perf)
     where perf = {"slo": SLO, "by_option": {id(option): OptionPerf}, "missed": options dropped}."""
     from dataclasses import replace
 
-    from kvplan.capacity.search import rank_key
+    from kvplan.capacity.search import rank_key, served_rank_key
     from kvplan.perf.tune import screen_options
     from kvplan.perf.workload import Lengths, SharedPrefix
 
@@ -374,7 +375,8 @@ def _screen_slo(result, wl, slo, concurrency: float):
     candidates = sorted(result.options + result.dominated, key=rank_key)
     checked = screen_options(candidates, Lengths.from_workload(wl.workload), slo, concurrency, shared_prefix=prefix)
     by_option = {id(o): p for o, p in zip(candidates, checked)}
-    meeting = [o for o in candidates if by_option[id(o)].meets]
+    meeting = sorted((o for o in candidates if by_option[id(o)].meets),
+                     key=lambda o: served_rank_key(o, _throughput(by_option[id(o)])))
     missed = [o for o in candidates if not by_option[id(o)].meets]
     closest = result.closest if meeting else (missed[0] if missed else result.closest)
     note = result.closest_note
@@ -386,6 +388,11 @@ def _screen_slo(result, wl, slo, concurrency: float):
         else:
             note = f"{len(missed)} option(s) hold the concurrency, none meets --slo {slo.text}; the cheapest is shown"
     return replace(result, options=meeting, dominated=[], closest=closest, closest_note=note), {"slo": slo, "by_option": by_option, "missed": missed}
+
+
+def _throughput(p) -> float | None:
+    """requests/s of one engine in an option's `plan --slo` run (None when it was not predicted)."""
+    return p.summary.request_throughput if p is not None and p.summary is not None else None
 
 
 def prepare_extras(plan, *, workload=None, shared_prefix_tokens: int = 0, n: int = 1,

@@ -47,7 +47,15 @@ estimate uses: weights.weight_bytes_per_rank, kv_spec):
   * attention FLOPs: causal pairs sum_{i=1..n} min(c + i, window) x 2 x heads x (d_qk + d_v) per
     layer (MLA: the expanded form for prompt chunks, the absorbed latent form for decodes).
   * TP > 1: two all-reduces per layer of T x hidden activations, ring cost 2(tp-1)/tp x bytes
-    over the link bandwidth plus a fixed latency each. UNCALIBRATED: no TP > 1 measurement.
+    over the link bandwidth plus a fixed latency each (kvplan/perf/comm.py). UNCALIBRATED: no
+    TP > 1 measurement.
+  * a MoE model under DP > 1 (one engine of the DP group; kvplan/perf/comm.py for the vLLM
+    rules): the DP engines step in lockstep and every MoE layer all-gathers the hidden states of
+    all DP ranks, so the routed experts run on dp x T tokens (the engines taken as equally
+    loaded); with --enable-expert-parallel a GPU holds whole experts (the binding rank's count,
+    capacity/ranks.py) and reads and computes only those, without it a 1/(TP x DP) slice of every
+    expert; dispatch (all-gather) and combine (reduce-scatter) per MoE layer over the link.
+    UNCALIBRATED: no multi-GPU record.
 
 Input: the scheduler's StepBatch (kvplan/perf/batch.py: prefill chunks + decode count and their
 summed/maximum context), or per-request (num_new_tokens, num_computed_tokens) pairs. Cheap: the
@@ -64,6 +72,7 @@ from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 from kvplan.model.spec import LayerKind, ModelSpec
 from kvplan.perf import gpu_perf
+from kvplan.perf.comm import MULTI_GPU_UNCALIBRATED, moe_dp_dispatch_combine_seconds, ring_allreduce_seconds
 from kvplan.perf.coefficients import Efficiency, resolve
 from kvplan.perf.recurrent import recurrent_cost, recurrent_layers
 
@@ -78,7 +87,11 @@ QUANT_UNFITTED = ("{dtype} GEMMs: the coefficients were fitted on bf16 runs only
                   "online-FP8 record kvplan's TPOT was 10-15 % low and its throughput 9-22 % high")
 EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
                    "ungraphed steps of CUDA-graph runs and checked on one 4-layer eager record only")
-TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
+TP_UNCALIBRATED = (f"TP > 1: the all-reduce term is {MULTI_GPU_UNCALIBRATED} (two ring all-reduces per layer over "
+                   "the GPU profile's link bandwidth, a prior latency each; only TP = 1 was measured)")
+MOE_DP_UNCALIBRATED = (f"MoE data parallel: {MULTI_GPU_UNCALIBRATED} (DP engines in lockstep, taken as equally loaded; "
+                       "experts on the tokens of all DP ranks; all-gather dispatch + reduce-scatter combine per MoE "
+                       "layer, vLLM's default allgather_reducescatter backend)")
 HYBRID_UNCALIBRATED = ("hybrid model: its {kind} layers' state traffic and scan are costed from bytes and FLOPs "
                        "(kvplan/perf/recurrent.py) but uncalibrated: no hybrid model is in any fit")
 
@@ -210,6 +223,10 @@ class StepModel:
     scan_prefill_flops_per_token: float = 0.0
     scan_decode_flops_per_token: float = 0.0
     recurrent_kind: str = ""
+    dp: int = 1
+    expert_token_scale: int = 1
+    expert_share: float = 1.0
+    moe_comm_bytes_per_token: int = 0
 
     @property
     def hybrid(self) -> bool:
@@ -224,6 +241,8 @@ class StepModel:
         out.extend(e.transfer_notes)
         if self.tp > 1:
             out.append(TP_UNCALIBRATED)
+        if self.moe_comm_bytes_per_token:
+            out.append(MOE_DP_UNCALIBRATED)
         if self.cuda_graph_max_tokens == 0:
             out.append(EAGER_UNCHECKED)
         if e.from_fit and self.matmul_dtype not in ("bf16", "fp16"):
@@ -265,17 +284,28 @@ class StepModel:
         kv += self.state_bytes_per_request * requests
         if self.recurrent_kind:  # the recurrent layers' scan (kvplan/perf/recurrent.py)
             attn += self.scan_prefill_flops_per_token * (tokens - num_decodes) + self.scan_decode_flops_per_token * num_decodes
-        touched = expected_experts(tokens, self.num_experts, self.top_k) if self.num_experts else 0.0
+        # MoE under DP: the experts see every DP rank's tokens (expert_token_scale = dp) and this
+        # GPU holds expert_share of the experts (EP: whole experts; 1: a slice of every expert)
+        routed = tokens * self.expert_token_scale
+        touched = expected_experts(routed, self.num_experts, self.top_k) * self.expert_share if self.num_experts else 0.0
         expert_bytes = touched * self.expert_bytes
-        expert_flops = 2.0 * self.top_k * self.expert_params * tokens
+        expert_flops = 2.0 * self.top_k * self.expert_params * routed * self.expert_share
         linear = 2.0 * self.dense_params * tokens + 2.0 * self.lm_head_params * requests
         return self.dense_weight_bytes, linear, kv, attn, tokens, requests, touched, expert_bytes, expert_flops
 
     def _allreduce_ms(self, tokens: int) -> float:
-        if not self.allreduces or not tokens:
+        """The step's communication, ms: TP all-reduces, and a MoE model's DP dispatch/combine."""
+        if not tokens:
             return 0.0
-        ring = 2.0 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token / self.link_bandwidth
-        return self.allreduces * (ring * 1e3 + self.efficiency.allreduce_latency_us / 1e3)
+        lat = self.efficiency.allreduce_latency_us / 1e6
+        ms = 0.0
+        if self.allreduces:
+            ms += self.allreduces * ring_allreduce_seconds(
+                tokens * self.allreduce_bytes_per_token, self.tp, self.link_bandwidth, lat) * 1e3
+        if self.moe_comm_bytes_per_token:
+            ms += self.num_moe_layers * moe_dp_dispatch_combine_seconds(
+                tokens, self.moe_comm_bytes_per_token, self.dp, self.link_bandwidth, lat) * 1e3
+        return ms
 
     def terms(self, prefills: Iterable[Any] = (), num_decodes: int = 0, decode_context_tokens: int = 0,
               max_decode_context: int = 0) -> StepTerms:
@@ -526,16 +556,23 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         gpu.id, gpu.compute_capability, rules.version,
         runner_note=lambda g, v: transfer_caveats(spec, gpu, tp, quant, rules, g, v))
     layers = spec.num_hidden_layers
+    moe_dp = _moe_data_parallel(spec, args, rules, tp, db, quant, machete) if experts else None
+    if moe_dp is not None:
+        expert_bytes, expert_params, moe_fields = moe_dp
+    else:
+        expert_bytes = tally.get("experts", 0) / experts if experts else 0.0
+        expert_params = params.get("experts", 0) / experts if experts else 0.0
+        moe_fields = {}
     return StepModel(
         name=spec.name,
         gpu_id=gpu.id,
         tp=tp,
         dense_weight_bytes=int(dense_bytes),
-        expert_bytes=tally.get("experts", 0) / experts if experts else 0.0,
+        expert_bytes=expert_bytes,
         num_experts=experts,
         top_k=top_k,
         dense_params=int(dense_params),
-        expert_params=params.get("experts", 0) / experts if experts else 0.0,
+        expert_params=expert_params,
         lm_head_params=int(lm_params),
         groups=tuple(AttentionGroup(n, *key) for key, n in groups.items()),
         state_bytes_per_request=rec.state_bytes_per_request,
@@ -547,7 +584,7 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         bandwidth=gpu_perf.memory_bandwidth(gpu),
         matmul_flops=gpu_perf.matmul_flops(gpu, mm_dtype),
         attention_flops=gpu_perf.matmul_flops(gpu, act),
-        link_bandwidth=gpu_perf.link_bandwidth(gpu) if tp > 1 else math.inf,
+        link_bandwidth=gpu_perf.link_bandwidth(gpu) if tp > 1 or moe_fields.get("dp", 1) > 1 else math.inf,
         matmul_dtype=mm_dtype,
         efficiency=eff,
         approximations=tuple(dict.fromkeys(approx)),
@@ -556,4 +593,41 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         num_layers=layers,
         num_moe_layers=sum(1 for x in spec.moe_layers if x) if experts else 0,
         cuda_graph_max_tokens=rules.runner.cuda_graph_max_tokens(args, gpu.compute_capability),
+        **moe_fields,
     )
+
+
+def _moe_data_parallel(spec: ModelSpec, args: Any, rules: Any, tp: int, db: int, quant: Any, machete: bool):
+    """A MoE model's expert sizes and DP fields when the layout spreads its experts beyond TP
+    (--data-parallel-size > 1 and/or --enable-expert-parallel; capacity/ranks.py World); None
+    otherwise (the TP-sliced sizes of step_model stand, unchanged).
+
+    Returns:
+        (bytes of one expert as this GPU holds it, its parameters, StepModel fields): with EP a
+        GPU holds whole experts, the binding rank ``max(experts_per_ep_rank)`` of them
+        (expert_share = that / E); without EP a 1/(TP x DP) slice of every expert (share 1). Under
+        DP > 1 the experts run on dp x the engine's tokens and each MoE layer pays the dispatch
+        and combine (moe_comm_bytes_per_token = hidden x activation dtype bytes).
+    Rule sources: vLLM (engines/vllm/v0_33/ release) fused_moe/config.py FusedMoEParallelConfig.make (the expert group
+    TP x PCP x DP), fused_moe/layer.py determine_expert_map (whole experts per EP rank).
+    """
+    from kvplan.capacity import ranks
+
+    dp = args.data_parallel_size or 1
+    if dp <= 1 and not args.enable_expert_parallel:
+        return None
+    w = ranks.world_of(spec, args, rules.parallel)
+    if w.dp <= 1 and not w.uses_ep:
+        return None
+    e = spec.moe.num_experts
+    if w.uses_ep:  # whole experts: the unsliced expert's size
+        shards, share = 1, max(w.experts_per_ep_rank) / e
+    else:
+        shards, share = w.expert_group, 1.0
+    per = rules.weights.weight_bytes_per_rank(spec, tensor_parallel_size=tp, dtype_bytes=db, quant=quant,
+                                              machete=machete, expert_shards=shards).parts.get("experts", 0) / e
+    par = rules.weights.weight_bytes_per_rank(spec, tensor_parallel_size=tp, dtype_bytes=1, quant=None,
+                                              expert_shards=shards).parts.get("experts", 0) / e
+    fields = {"dp": w.dp, "expert_token_scale": w.dp, "expert_share": share,
+              "moe_comm_bytes_per_token": spec.hidden_size * db if w.dp > 1 else 0}
+    return per, par, fields

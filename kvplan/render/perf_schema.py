@@ -179,13 +179,15 @@ class PerfEvidence(_Strict):
 
 
 class DataParallelDoc(BaseModel):
-    """``data_parallel``: a dense model's independent DP engines (kvplan/cli/perf.py
-    data_parallel_section); every other figure of the document is one engine's."""
+    """``data_parallel``: the DP engines (kvplan/cli/perf.py data_parallel_section): a dense
+    model's independent engines, or a MoE model's engines stepping in lockstep; every other
+    figure of the document is one engine's (for a MoE model the one with the fewest KV blocks)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     engines: int = Field(ge=2)
     figures_are_per_engine: bool
+    lockstep: bool = Field(description="a MoE model's engines: every step lasts the slowest engine's (vLLM DPEngineCoreProc)")
     output_throughput: float = Field(ge=0, description="tokens/s, the engines together")
     total_token_throughput: float = Field(ge=0, description="tokens/s, the engines together")
     request_throughput: float = Field(ge=0, description="requests/s, the engines together")
@@ -196,7 +198,7 @@ class PerfDocument(PerfSection):
     """The whole ``kvplan perf --format json`` document."""
 
     data_parallel: Optional[DataParallelDoc] = Field(
-        default=None, description="--data-parallel-size > 1 on a dense model; absent otherwise"
+        default=None, description="--data-parallel-size > 1; absent otherwise"
     )
 
     kvplan_version: str

@@ -26,11 +26,32 @@ def evidence_lines(options) -> list[tuple[str, list[int]]]:
     return list(out.items())
 
 
-def _perf_dict(p) -> dict:
-    """One option's `plan --slo` run (kvplan/perf/tune.py OptionPerf) for JSON."""
+def _served(o, p) -> tuple[float | None, float | None]:
+    """(requests served per hour, USD per served request) of option ``o`` under its `plan --slo`
+    run ``p`` (kvplan/capacity/search.py); None where unknown."""
+    from kvplan.capacity.search import cost_per_served_request, served_requests_per_hour
+
+    rps = p.summary.request_throughput if p is not None and p.summary is not None else None
+    return served_requests_per_hour(o, rps), cost_per_served_request(o, rps)
+
+
+def ranking_line(perf) -> str:
+    """What the options are ranked by: cost per served request with `--slo` (a predicted
+    throughput), else cost per hour at the target concurrency."""
+    from kvplan.capacity.search import RANKED_BY_HOURLY_COST, RANKED_BY_SERVED_REQUEST
+
+    return RANKED_BY_SERVED_REQUEST if perf is not None else RANKED_BY_HOURLY_COST
+
+
+def _perf_dict(p, o=None) -> dict:
+    """One option's `plan --slo` run (kvplan/perf/tune.py OptionPerf) for JSON, with the
+    option's requests served per hour and USD per served request (None where unknown)."""
     from kvplan.render.perf import metrics_dict
 
+    per_hour, per_request = _served(o, p) if o is not None else (None, None)
     return {
+        "requests_per_hour": None if per_hour is None else round(per_hour, 1),
+        "cost_per_request_usd": None if per_request is None else float(f"{per_request:.6g}"),
         "concurrency": p.concurrency,
         "meets_slo": p.meets,
         "calibration": p.calibration,
@@ -55,6 +76,8 @@ def to_dict(result, flags, capacity=None, wl=None, perf=None) -> dict:
         **({} if result.exact else {"approximate": [a.reason for a in result.approximations]}),
         "vllm": _choice(flags).to_dict(),
         "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},
+        "ranking": ranking_line(perf),
+        "layout_notes": list(result.layout_notes),
         "options": [o.to_dict(rev) for o in result.options[:top]],
         "options_total": len(result.options),
         "closest": result.closest.to_dict(rev) if (result.closest is not None and not result.options) else None,
@@ -79,9 +102,9 @@ def to_dict(result, flags, capacity=None, wl=None, perf=None) -> dict:
     if perf is not None:  # `plan --slo`: each option's run under the SLO, and the options dropped
         by = perf["by_option"]
         for o, d in zip(result.options[:top], out["options"]):
-            d["perf"] = _perf_dict(by[id(o)])
+            d["perf"] = _perf_dict(by[id(o)], o)
         if out["closest"] is not None and id(result.closest) in by:
-            out["closest"]["perf"] = _perf_dict(by[id(result.closest)])
+            out["closest"]["perf"] = _perf_dict(by[id(result.closest)], result.closest)
         out["slo"] = {
             "targets": {t.key: t.limit_s for t in perf["slo"].targets},
             "options_missing_slo": len(perf["missed"]),
@@ -105,10 +128,11 @@ def _dropped(perf, by) -> str:
     return "; ".join(parts)
 
 
-def _perf_cells(p) -> tuple[str, str]:
+def _perf_cells(o, p) -> tuple[str, str, str]:
     if p is None or p.summary is None:
-        return ("-", "-")
-    return (_ms(p.summary.ttft.p99), _ms(p.summary.tpot.p50))
+        return ("-", "-", "-")
+    cost = _served(o, p)[1]
+    return (_ms(p.summary.ttft.p99), _ms(p.summary.tpot.p50), "?" if cost is None else f"{cost * 1000:.3f}")
 
 
 _LIMIT_SHORT = {"kv_cache": "KV", "kv_state": "state", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens"}
@@ -168,7 +192,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             "; ".join(a.reason for a in result.approximations),
         ))
     shown = result.options[: flags.top]
-    if flags.show_all:
+    if flags.show_all and perf is None:  # with --slo the dominated were screened into the options, ranked per request
         shown = sorted(result.options + result.dominated, key=__import__("kvplan.capacity.search", fromlist=["rank_key"]).rank_key)[: flags.top]
     if shown:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -179,7 +203,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             table.add_column("exact", no_wrap=True)
         by = perf["by_option"] if perf is not None else None
         if by is not None:
-            for col in ("ttft99", "tpot50"):
+            for col in ("ttft99", "tpot50", "$/1k req"):
                 table.add_column(col, justify="right", no_wrap=True)
         for i, o in enumerate(shown, 1):
             eff = o.plan.effective
@@ -191,16 +215,19 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
                 _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
                 _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
                 *(() if result.exact else ("no" if not o.plan.exact else "yes",)),
-                *(() if by is None else _perf_cells(by.get(id(o)))),
+                *(() if by is None else _perf_cells(o, by.get(id(o)))),
             )
         console.print(table)
+        console.print(_hang(Text("ranking: ", style="dim"), ranking_line(perf)))
+        for line in result.layout_notes:
+            console.print(_hang(Text("layout: ", style="dim"), line))
         for label, idx in evidence_lines(shown):
             who = "" if len(idx) == len(shown) else f" ({_ranges(idx)})"
             console.print(_hang(Text(f"evidence{who}: ", style="dim"), label))
         if by is not None:
             labels = sorted({by[id(o)].calibration for o in shown if id(o) in by})
             console.print(
-                f"ttft99 / tpot50: TTFT p99 / TPOT p50 in ms, in a closed loop at each option's share of --concurrency, {wl.workload.description}; "
+                f"ttft99 / tpot50 / $/1k req: TTFT p99 / TPOT p50 in ms and USD per 1000 served requests, in a closed loop at each option's share of --concurrency, {wl.workload.description}; "
                 f"{'; '.join(labels)}; every option shown meets --slo {perf['slo'].text} "
                 f"({_dropped(perf, by)})", soft_wrap=True,
             )

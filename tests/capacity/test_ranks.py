@@ -219,9 +219,13 @@ def test_plan_plans_moe_data_parallel_as_vllm_shards_it():
 
 
 def test_perf_refuses_multi_gpu_layouts_naming_the_flag():
-    line = error_line(*run_cli("perf", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-dp", "8", "-ep",
+    # DP + EP is predicted now (tests/perf/test_multi_gpu_perf.py); context parallel is not
+    line = error_line(*run_cli("perf", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "-dcp", "8",
                                "--input-len", "100", "--output-len", "100", "--concurrency", "8"))
-    assert line.startswith("error: --enable-expert-parallel:")
+    assert line.startswith("error: --decode-context-parallel-size:")
+    line = error_line(*run_cli("estimate", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-dp", "8", "-ep",
+                               "--workload", "prompt=100 output=100", "--perf"))
+    assert line.startswith("error: --data-parallel-size 8:") and "lockstep" in line
     line = error_line(*run_cli("perf", "Qwen/Qwen3-8B", "--gpu", "H200", "-dp", "4", "--input-len", "100",
                                "--output-len", "100", "--concurrency", "10"))
     assert line.startswith("error: --concurrency 10:")  # 10 requests do not split evenly over 4 engines
