@@ -53,11 +53,14 @@ class Evidence:
             version package's real_starts.STARTS).
         unchecked: the rules this estimate used that no real start checked (the version's
             real_starts.unchecked), in words; empty when every rule it used was checked.
+        identical_release: the release the answer is for when it is not ``version`` but its
+            sizing source is identical to ``version``'s (versions.VersionChoice.apply_to); "" otherwise.
     """
 
     version: str
     real_starts: int
     unchecked: tuple[str, ...] = ()
+    identical_release: str = ""
 
     @property
     def checked(self) -> bool:
@@ -69,9 +72,14 @@ class Evidence:
         hardware: <rule>; <rule> (the rest calibrated on N real starts)"."""
         calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
         if self.checked:
-            return calibrated
-        return ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
-                + f" (the rest {calibrated})")
+            label = calibrated
+        else:
+            label = ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
+                     + f" (the rest {calibrated})")
+        if self.identical_release:
+            return (f"sizing source identical to vLLM {self.version} (no start of {self.identical_release} itself); "
+                    f"its rules: {label}")
+        return label
 
     def to_dict(self) -> dict:
         """JSON: {"checked", "real_starts", "unchecked", "label"}."""

@@ -73,3 +73,13 @@ def cuda_graph_max_tokens(args, compute_capability: str | None = None, *, ceilin
     if mbt:
         size = min(size, int(mbt))
     return size
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'VllmConfig.use_v2_model_runner'),
+    ('config/vllm.py', 'VllmConfig._set_cudagraph_sizes'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_run'),
+    ('v1/worker/gpu_model_runner.py', 'GPUModelRunner.profile_run'),
+)

@@ -56,3 +56,15 @@ def cuda_graph_max_tokens(args, compute_capability: str | None = None) -> int:
     _set_cudagraph_sizes (default_max_graph_size)."""
     ceiling = 1024 if (compute_capability or "").startswith("10.") else 512
     return _v026.cuda_graph_max_tokens(args, ceiling=ceiling)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'VllmConfig.use_v2_model_runner'),
+    ('config/vllm.py', 'VllmConfig._set_cudagraph_sizes'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_cudagraph_memory'),
+    ('v1/worker/gpu/cudagraph_utils.py', '_FULL_GRAPH_PROFILING_SAMPLES'),
+    ('v1/worker/gpu/cudagraph_utils.py', '_MIN_PER_GRAPH_BYTES'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+)
