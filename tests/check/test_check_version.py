@@ -137,7 +137,7 @@ def test_the_two_versions_give_their_own_numbers(tmp_path):
     assert old["figures"]["num_gpu_blocks"] != new["figures"]["num_gpu_blocks"]
 
 
-@pytest.mark.parametrize("tag", ["v0.30.1", "v0.34.0"])
+@pytest.mark.parametrize("tag", ["v0.30.1", "v0.35.0"])
 def test_a_tag_without_rules_warns_naming_the_nearest_and_strict_fails(tmp_path, tag):
     path = write(tmp_path, "deploy.yaml", k8s(f"vllm/vllm-openai:{tag}"))
     code, doc, _ = check(path)
@@ -287,19 +287,19 @@ def test_an_unknown_flag_version_is_exit_2(tmp_path):
 
 
 def test_the_version_shows_in_human_github_and_junit(tmp_path):
-    path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.34.0"))
+    path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.35.0"))
     code, out, _ = run_cli("check", path)
     text = unwrapped(out)
-    assert "vllm-version" in text and "checked with vLLM 0.33.0, the nearest supported to 0.34.0" in text
+    assert "vllm-version" in text and "checked with vLLM 0.33.0, the nearest supported to 0.35.0" in text
     code, out, _ = run_cli("check", path, "--format", "github")
-    assert any(s.startswith("::warning ") and "title=kvplan vllm-version" in s and "0.34.0" in s for s in out.splitlines())
+    assert any(s.startswith("::warning ") and "title=kvplan vllm-version" in s and "0.35.0" in s for s in out.splitlines())
     assert any(s.startswith("::notice ") and "checked with vLLM 0.33.0" in s for s in out.splitlines())
     junit = tmp_path / "report.xml"
     code, _, _ = run_cli("check", path, "--strict", "--junit-xml", str(junit))
     assert code == 1
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     case = cases["Deployment/chat container vllm :: vllm-version"]
-    assert case.find("failure") is not None and "0.34.0" in case.find("failure").get("message")
+    assert case.find("failure") is not None and "0.35.0" in case.find("failure").get("message")
 
 
 def test_a_model_the_images_vllm_no_longer_serves_is_a_finding_not_an_unreadable_model(tmp_path):

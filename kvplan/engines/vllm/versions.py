@@ -169,7 +169,7 @@ class VersionChoice:
             return f"vLLM {self.wanted}, sizing source identical to vLLM {self.version} ({self.reason})"
         if self.basis == "derived":
             return (f"vLLM {self.wanted}, approximated by vLLM {self.version}'s rules: its sizing source differs in "
-                    f"{self._changes()} ({self.reason})")
+                    f"{self._changes(3)} ({self.reason})")
         return (f"vLLM {self.version}, the nearest supported to {self.wanted} ({self.reason}; "
                 f"kvplan has no rules for {self.wanted})")
 
@@ -180,7 +180,7 @@ class VersionChoice:
             return None
         if self.basis == "derived":
             return (f"vLLM {self.wanted} ({self.reason}): kvplan has no rules of its own for it; using vLLM "
-                    f"{self.version}'s, whose sizing source differs from {self.wanted}'s in {self._changes(40)}: "
+                    f"{self.version}'s, whose sizing source differs from {self.wanted}'s in {self._changes(100)}: "
                     "the numbers are approximate")
         return (f"vLLM {self.wanted} ({self.reason}): kvplan has no rules for it; using the nearest supported "
                 f"version, {self.version}, whose numbers may differ from {self.wanted}'s "
@@ -192,8 +192,8 @@ class VersionChoice:
         if not self.substituted:
             return None
         if self.basis == "derived":
-            return (f"vLLM {self.wanted} itself (these are the rules of {self.version}; {self.wanted}'s sizing source "
-                    f"differs in {self._changes(40)})")
+            return (f"vLLM {self.wanted} itself, approximated by the rules of {self.version}: its sizing source "
+                    f"differs in {self._changes(6)}")
         return f"vLLM {self.wanted} itself (these are the rules of {self.version}, the nearest supported)"
 
     def apply_to(self, evidence):
@@ -254,10 +254,12 @@ def nearest(version: str) -> str:
 
 def choose(text: str, reason: str) -> VersionChoice:
     """The version a file, log or installed package names (``text``, e.g. "v0.33.0-cu130"),
-    with ``reason`` saying where it was read. A release kvplan has rules for is used as such; any
-    other (v0.30.1, v0.34.0, 0.33.0rc1) is replaced by the nearest supported version, and the
-    choice says so (``wanted``; its ``warning``). Text naming no release at all ("latest") gives
-    the newest supported, wanted = the text.
+    with ``reason`` saying where it was read. A release kvplan has rules for is used as such; a
+    release it has fingerprinted (0.20.0 ... 0.34.x) is served as release_choice says (identical
+    sizing source, or derived with the changed functions named); any other (v0.10.2, v0.35.0,
+    0.33.0rc1), or a fingerprinted one release_choice refuses, is replaced by the nearest
+    supported version, and the choice says so (``wanted``; its ``warning``). Text naming no
+    release at all ("latest") gives the newest supported, wanted = the text.
 
     Raises nothing: the callers warn, label or (``check --strict``) fail.
     """
@@ -266,8 +268,14 @@ def choose(text: str, reason: str) -> VersionChoice:
         return VersionChoice(DEFAULT_VERSION, reason, wanted=text)
     exact = text.strip().lstrip("v")
     exact = exact.split("+", 1)[0].split("-", 1)[0]
-    if base in SUPPORTED and exact in (base, base.rsplit(".0", 1)[0] if base.endswith(".0") else base):
+    if exact == base.rsplit(".0", 1)[0] and base.endswith(".0"):
+        exact = base  # "0.11" names 0.11.0
+    if base in SUPPORTED and exact == base:
         return VersionChoice(base, reason)
+    if exact == base and fingerprinted(base):
+        served = release_choice(base, reason)
+        if served is not None:
+            return served
     return VersionChoice(nearest(base), reason, wanted=exact)
 
 
@@ -408,6 +416,30 @@ def installed_vllm() -> Optional[str]:
         return None
 
 
+def for_flag(flag: str, reason: str = "--vllm-version") -> VersionChoice:
+    """The choice ``--vllm-version flag`` makes: a modelled version as itself, a fingerprinted
+    release as release_choice serves it (identical sizing source, or derived and labelled).
+
+    Raises:
+        KvplanError: kvplan has neither rules nor fingerprints for ``flag``, or refuses the
+            release (exit 2, names --vllm-version and why).
+    """
+    if flag in SUPPORTED:
+        return VersionChoice(flag, reason)
+    if fingerprinted(flag):
+        choice = release_choice(flag, reason)
+        if choice is None:
+            raise KvplanError(f"--vllm-version: kvplan refuses vLLM {flag}: {release_verdict(flag)}",
+                              hint="supported: " + ", ".join(SUPPORTED))
+        return choice
+    known = sorted(release_data()["releases"], key=_key)
+    raise KvplanError(
+        f"--vllm-version: kvplan has no rules for vLLM {flag!r}",
+        hint="supported: " + ", ".join(SUPPORTED) + (f"; also every release it has fingerprinted, {known[0]} to "
+                                                     f"{known[-1]} (docs/versions.md)" if known else ""),
+    )
+
+
 def resolve(flag: Optional[str]) -> VersionChoice:
     """The version a command uses when nothing more specific names one: the ``--vllm-version``
     flag (``flag``), else the installed vllm package's version (the nearest supported, labelled,
@@ -417,8 +449,7 @@ def resolve(flag: Optional[str]) -> VersionChoice:
         KvplanError: the flag names a version kvplan has no rules for (exit 2, names --vllm-version).
     """
     if flag is not None:
-        select(flag)
-        return VersionChoice(flag, "--vllm-version")
+        return for_flag(flag)
     installed = installed_vllm()
     if installed is None:
         return VersionChoice(DEFAULT_VERSION, "newest supported; no vllm installed")
