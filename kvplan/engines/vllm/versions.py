@@ -109,7 +109,8 @@ def default() -> VllmRules:
 # How the CLI's default is chosen, for --help (estimate, plan, check, verify, schema).
 DEFAULT_HELP = (
     "Default: the version of the installed vllm package (read from its metadata, not imported) when "
-    "kvplan has rules for it, the nearest supported one (labelled) when it has none, else the "
+    "kvplan has rules for it or has fingerprinted it (0.20.0 on; labelled unless its sizing source is "
+    "identical to a supported version's), the nearest supported one (labelled) otherwise, else the "
     "newest supported."
 )
 
@@ -384,8 +385,10 @@ def _distance(a: str, b: str) -> tuple:
 
 
 def release_flag_tables(data: Optional[dict] = None) -> dict[str, dict]:
-    """release -> {arity: "names"} with releases.json's stored differences applied, in release order."""
-    data = data if data is not None else release_data()
+    """release -> {arity: "names"} with releases.json's stored differences applied, in release
+    order (of ``data``, a releases.json document; None: the installed one)."""
+    if data is None:
+        data = release_data()
     out: dict[str, dict] = {}
     prev: dict[str, str] = {}
     for v in sorted(data["releases"], key=_key):
