@@ -197,6 +197,11 @@ def test_a_release_identical_to_a_newly_modelled_one_is_served_as_it(monkeypatch
     choice = versions.release_choice("0.27.1")
     assert (choice.version, choice.identical) == ("0.27.0", True)
     assert choice.label() == "vLLM 0.27.1, sizing source identical to vLLM 0.27.0 (--vllm-version)"
+    from kvplan.engines.vllm.rules import Evidence
+
+    evidence = choice.apply_to(Evidence("0.27.0", 3))
+    assert evidence.checked and evidence.label() == ("sizing source identical to vLLM 0.27.0 (no start of 0.27.1 itself); "
+                                                     "its rules: calibrated on 3 real vLLM 0.27.0 starts")
 
 
 # --- the committed data and docs ---------------------------------------------------------------------

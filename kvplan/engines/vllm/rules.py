@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
 
@@ -71,15 +71,13 @@ class Evidence:
         """"calibrated on N real starts", or "derived from the source, not yet checked on
         hardware: <rule>; <rule> (the rest calibrated on N real starts)"."""
         calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
-        if self.checked:
-            label = calibrated
-        else:
-            label = ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
-                     + f" (the rest {calibrated})")
-        if self.identical_release:
+        if self.identical_release:  # "sizing source identical to vLLM X (no start of Y itself); its rules: ..."
             return (f"sizing source identical to vLLM {self.version} (no start of {self.identical_release} itself); "
-                    f"its rules: {label}")
-        return label
+                    f"its rules: {replace(self, identical_release='').label()}")
+        if self.checked:
+            return calibrated
+        return ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
+                + f" (the rest {calibrated})")
 
     def to_dict(self) -> dict:
         """JSON: {"checked", "real_starts", "unchecked", "label"}."""
