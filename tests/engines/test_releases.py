@@ -313,3 +313,16 @@ def test_a_catalogue_per_release():
     assert catalogue("0.33.0").resolve("--device-memory-utilization").status == "ok"  # new in 0.33.0's arg_utils.py
     assert catalogue("0.26.0").resolve("--device-memory-utilization").status == "removed"
     assert catalogue("0.26.0").exact and not catalogue("0.35.0").exact and catalogue("0.35.0").based_on == "0.34.0"
+
+
+def test_every_stored_release_has_the_flags_every_vllm_serve_has():
+    # flags documented for every `vllm serve` of these years, with the arity their argparse gives
+    # them: a release whose extraction missed its parser (a moved cli_args.py) fails here
+    core = {"model": "value", "max-model-len": "value", "gpu-memory-utilization": "value",
+            "tensor-parallel-size": "value", "kv-cache-dtype": "value", "block-size": "value",
+            "enforce-eager": "negatable", "enable-prefix-caching": "negatable", "port": "value",
+            "host": "value", "api-key": "list", "served-model-name": "list", "headless": "bool", "config": "value"}
+    for release, table in versions.release_flag_tables().items():
+        arity = {n: k for k, names in table.items() for n in names.split()}
+        assert {n: arity.get(n) for n in core} == core, release
+        assert versions.release_data()["releases"][release]["short"]["-tp"] == "tensor-parallel-size", release
