@@ -21,10 +21,10 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from functools import lru_cache
-from pathlib import Path
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from kvplan.errors import KvplanError
