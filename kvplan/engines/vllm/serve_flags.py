@@ -181,11 +181,11 @@ def catalogue(version: str | None = None) -> FlagCatalogue:
     """The flag catalogue for a vLLM release (None: kvplan's default version).
 
     The flags come from the release's own table when kvplan has read it (releases.json, written
-    by benchmarks/vllm_fingerprints.py from the release's arg_utils.py / cli_args.py: every
-    release 0.20.0 ... 0.34.x), else from the modelled version's rules (``VllmRules.flag_table``).
-    For any other release text ("0.10.2", "0.35.0", "0.33.0rc1") the nearest release kvplan has
-    read stands in, marked ``based_on`` (not exact). What is not a flag list -- why a flag is
-    ignored, which "None" means unset -- comes from the modelled version that serves the release.
+    by benchmarks/vllm_fingerprints.py from the release's arg_utils.py / cli_args.py), else from
+    the modelled version's rules (``VllmRules.flag_table``). For any other release text (older
+    or newer than every release read, a release candidate) the nearest read release stands in,
+    marked ``based_on`` (not exact). What is not a flag list -- why a flag is ignored, which
+    "None" means unset -- comes from the modelled version that serves the release.
 
     Raises:
         KvplanError: the text names no release at all (names --vllm-version).
