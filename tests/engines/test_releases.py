@@ -326,3 +326,13 @@ def test_every_stored_release_has_the_flags_every_vllm_serve_has():
         arity = {n: k for k, names in table.items() for n in names.split()}
         assert {n: arity.get(n) for n in core} == core, release
         assert versions.release_data()["releases"][release]["short"]["-tp"] == "tensor-parallel-size", release
+
+
+def test_plan_options_name_the_release_they_stand_for():
+    code, out, err = run_cli("plan", MODEL, "--gpus", "H200", "--max-model-len", "8192", "--vllm-version", "0.27.1",
+                             "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["vllm"]["requested"] == "0.27.1" and doc["vllm"]["version"] == "0.26.0"
+    for option in doc["options"]:
+        assert option["evidence"]["unchecked"][0].startswith("vLLM 0.27.1 itself, approximated by the rules of 0.26.0")
