@@ -22,6 +22,21 @@ request_latency_ms, request_serial_ms, per_layer_us, moe_layer_us, moe_bandwidth
 moe_matmul_fraction (kvplan/perf/coefficients.py). The search starts from the priors (or
 --start) with two values of per_request_us (see start_point) and keeps the better start.
 allreduce_latency_us stays at its prior (TP = 1 only).
+
+Writing: the fit's entry replaces the entry of the same (GPU, vLLM version) in the file; the other
+entries stay. The entry records the GPU's compute capability (the unit a fit transfers within:
+kvplan/perf/coefficients.py resolve).
+
+CROSS-GPU CHECK (the transfer's error, measured):
+
+    python benchmarks/calibrate_perf.py --check-gpu --from h200@0.26.0 H100_RECORD.json.gz ...
+
+replays every counted point of the records (another GPU of the fit's compute capability) with the
+fit's coefficients unchanged -- nothing is fitted on them -- prints the table, and writes the
+median |errors| into the fit's entry as ``cross_gpu: [{gpu, vllm_version, records, points,
+residuals, checked_at}]`` (--dry-run: print only). Every prediction transferred from that fit then
+names the measured error in its label. The reverse direction is the same command with the other
+GPU's fit (--from h100-sxm@0.26.0 H200 records).
 """
 
 from __future__ import annotations
@@ -169,6 +184,88 @@ def table(rows, label: str) -> list[str]:
     return lines
 
 
+def _header() -> str:
+    return "\n".join(ln for ln in DEFAULT_OUT.read_text().splitlines() if ln.startswith("#")) + "\n"
+
+
+def merged_fits(text: str, entry: dict) -> list[dict]:
+    """The file's ``fits`` list with ``entry`` in place of the entry of the same (gpu,
+    vllm_version), or appended."""
+    fits = (yaml.safe_load(text) or {}).get("fits") or []
+    key = (str(entry["gpu"]), str(entry["vllm_version"]))
+    out = [f for f in fits if (str(f.get("gpu")), str(f.get("vllm_version"))) != key]
+    return out + [entry]
+
+
+def with_cross_gpu(text: str, fit_gpu: str, fit_version: str, check: dict) -> str:
+    """``text`` (a coefficients file) with ``check`` ({gpu, vllm_version, records, points,
+    residuals, checked_at}) in the cross_gpu list of the (fit_gpu, fit_version) entry, replacing
+    an earlier check of the same GPU and version; the header comments kept.
+
+    Raises:
+        SystemExit: no such entry.
+    """
+    fits = (yaml.safe_load(text) or {}).get("fits") or []
+    for f in fits:
+        if (str(f.get("gpu")), str(f.get("vllm_version"))) == (fit_gpu, fit_version):
+            kept = [c for c in f.get("cross_gpu") or []
+                    if (str(c.get("gpu")), str(c.get("vllm_version"))) != (check["gpu"], check["vllm_version"])]
+            f["cross_gpu"] = kept + [check]
+            break
+    else:
+        raise SystemExit(f"--from {fit_gpu}@{fit_version}: no such fit in the coefficients file")
+    header = "\n".join(ln for ln in text.splitlines() if ln.startswith("#"))
+    return header + "\n" + yaml.safe_dump({"fits": fits}, sort_keys=False, width=100)
+
+
+def check_gpu(paths: list[Path], source: str, out: Path, dry_run: bool) -> int:
+    """The cross-GPU check (module docstring): the fit ``source`` ("gpu@version") replayed on
+    another GPU's records, nothing fitted."""
+    from kvplan.gpus import bundled_profiles, find_gpu
+    from kvplan.perf.coefficients import parse_entries
+
+    fit_gpu, _, fit_version = source.partition("@")
+    text = out.read_text()
+    fit = parse_entries(text, str(out)).get((fit_gpu, fit_version))
+    if fit is None:
+        raise SystemExit(f"--from {source}: no such fit in {out}")
+    profiles = bundled_profiles()
+    fit_cc = fit.fit.get("compute_capability") or profiles[fit_gpu].compute_capability
+    rows, names, target = [], [], None
+    for p in paths:
+        rec = R.load(p)
+        if not counted(rec):
+            print(f"skip {p.name}: --enforce-eager run")
+            continue
+        gpu = find_gpu(rec.gpu_name or "", profiles)
+        if gpu.id == fit_gpu or gpu.compute_capability != fit_cc:
+            raise SystemExit(f"{p.name}: {gpu.id} (compute capability {gpu.compute_capability}) is not another GPU "
+                             f"of {fit_gpu}'s architecture ({fit_cc})")
+        if target not in (None, (gpu.id, rec.vllm_version)):
+            raise SystemExit(f"{p.name}: records of one GPU and vLLM version per check")
+        target = (gpu.id, rec.vllm_version)
+        name = p.name.replace(".json.gz", "").replace(".json", "")
+        eng = R.engine_for(rec, efficiency=fit)
+        names.append(name)
+        for pt in rec.points:
+            if pt.requests and not any(r.error is not None or r.done_us is None for r in pt.requests):
+                rows.append(R.replay_point(eng, pt, name))
+    if not rows:
+        raise SystemExit("no counted points in the records")
+    print("\n".join(table(rows, f"{fit_gpu}->{target[0]}")))
+    res = residuals(rows)
+    print("cross-GPU", res)
+    if dry_run:
+        return 0
+    check = {"gpu": target[0], "vllm_version": target[1], "records": names,
+             "points": [f"{r.record}:{r.point}" for r in rows], "residuals": res,
+             "checked_at": _dt.date.today().isoformat(),
+             "how": "benchmarks/calibrate_perf.py --check-gpu: every counted point replayed with the fit unchanged"}
+    out.write_text(with_cross_gpu(text, fit_gpu, fit_version, check))
+    print(f"wrote the cross-GPU check into {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("records", nargs="*", type=Path)
@@ -178,7 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", type=Path, help="YAML of coefficient values to start the search from")
     ap.add_argument("--checkpoint", type=Path, help="write the best coefficients so far here (YAML)")
     ap.add_argument("--fixed", type=Path, help="YAML of coefficients: skip the search, report these")
+    ap.add_argument("--check-gpu", action="store_true",
+                    help="replay the records with the --from fit unchanged and record the cross-GPU error")
+    ap.add_argument("--from", dest="source", default="h200@0.26.0", help="the fit a --check-gpu replays: GPU@VERSION")
     a = ap.parse_args(argv)
+    if a.check_gpu:
+        if not a.records:
+            ap.error("--check-gpu needs the other GPU's records")
+        return check_gpu(a.records, a.source, a.out, a.dry_run)
     paths = a.records or DEFAULT_RECORDS
     fit_items, held_items, names = [], [], []
     recs = []
@@ -241,8 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     gpu = recs[0][2].model.gpu_id
     version = recs[0][1].vllm_version
+    from kvplan.gpus import bundled_profiles
+
     entry = {
         "gpu": gpu, "vllm_version": version,
+        "compute_capability": bundled_profiles()[gpu].compute_capability,
+        "cross_gpu": [],
         "coefficients": {n: round(getattr(eff, n), 5) for n in NAMES},
         "fitted_on": sorted({n for _, n, _ in fit_items}),
         "held_out_records": sorted({n for _, n, _ in held_items} - {n for _, n, _ in fit_items}),
@@ -255,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         "fitted_at": _dt.date.today().isoformat(),
         "residuals": res,
     }
-    header = [ln for ln in DEFAULT_OUT.read_text().splitlines() if ln.startswith("#")]
-    a.out.write_text("\n".join(header) + "\n" + yaml.safe_dump({"fits": [entry]}, sort_keys=False, width=100))
+    current = a.out.read_text() if a.out.exists() else ""
+    a.out.write_text(_header() + yaml.safe_dump({"fits": merged_fits(current, entry)}, sort_keys=False, width=100))
     print(f"wrote {a.out}")
     return 0
 

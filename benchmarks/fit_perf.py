@@ -188,9 +188,15 @@ def write(out: Path, gpu: str, version: str, eff: Efficiency, provenance: dict) 
         header = [ln for ln in text.splitlines() if ln.startswith("#")]
         entries = (yaml.safe_load(text) or {}).get("fits") or []
     entries = [e for e in entries if (str(e.get("gpu")), str(e.get("vllm_version"))) != (gpu, version)]
+    from kvplan.gpus import bundled_profiles
+
+    prof = bundled_profiles().get(gpu)
     entry = {
         "gpu": gpu,
         "vllm_version": version,
+        # the unit a fit transfers within (kvplan/perf/coefficients.py resolve)
+        "compute_capability": prof.compute_capability if prof is not None else None,
+        "cross_gpu": [],
         "coefficients": {n: round(getattr(eff, n), 6) for n in FITTED_NAMES},
         **provenance,
     }

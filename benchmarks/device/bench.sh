@@ -2,8 +2,9 @@
 # On the GPU machine: benchmark vLLM's OpenAI server on one model with `kvplan verify --bench`
 # (one server start, the whole grid), then bundle the record and the server log into one tarball.
 #
-# usage (from the project root, vLLM on PYTHONPATH):
-#   PYTHONPATH=/tmp/site26 bash benchmarks/device/bench.sh MODEL_DIR NAME [vllm serve flags...]
+# The device runner (README.md here) calls it for every case of kind "bench", with OUT=/tmp/logs/bench,
+# GRID and BENCH_TIMEOUT from the case. By hand (from the project root, vLLM on PYTHONPATH):
+#   PYTHONPATH=/tmp/site-0.26.0 bash benchmarks/device/bench.sh MODEL_DIR NAME [vllm serve flags...]
 #   e.g. bash benchmarks/device/bench.sh /tmp/models/llama31-8b llama31-8b_bf16 --max-model-len 10240
 # env: GRID (full|quick, default full), SECONDS_PER_POINT (default: the grid's, 8 s for full),
 #      TOKEN_LIMIT (skip closed-loop points with concurrency x input_len above it; default 600000),

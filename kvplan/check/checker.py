@@ -12,6 +12,9 @@ Inputs, detected per file (``detect_kind``):
   ``nvidia.com/gpu`` resource count, ``nodeSelector`` mapped to a GPU profile by
   ``kvplan.yaml``'s ``node_selectors``).
 * ``manifest``: a ``kvplan.yaml`` listing several deployments (``Manifest``).
+* serving stacks' manifests (KServe, llm-d modelservice values, Dynamo, production-stack values,
+  Ray Serve LLM configs): each role's `vllm serve` line as the stack builds it
+  (``sources/stacks.py``; docs/stacks.md).
 
 YAML files are read document by document (``yaml_doc_kind``), so one file may hold several
 kinds; a vLLM config in a file of several documents also fails ``multiple-documents`` (vLLM
@@ -64,6 +67,7 @@ from kvplan.check.diagnostics import (
 from kvplan.check.paths import _display_path, _real, is_stdin, link_out_of_repository
 from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_error
 from kvplan.check.rules.hardware import gpu_count_check, gpus_needed, resolve_gpu, utilization_target
+from kvplan.check.rules.host_memory import host_memory_check
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
 from kvplan.check.rules.memory import plan_checks
 from kvplan.check.rules.model import load_spec, model_checks
@@ -74,6 +78,7 @@ from kvplan.check.sources.dockerfile import dockerfile_calls
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.k8s import k8s_deployments
 from kvplan.check.sources.manifest import covered_by_manifests, manifest_deployments, node_selectors_for
+from kvplan.check.sources.stacks import STACK_KINDS, stack_deployments
 from kvplan.check.sources.shell import find_directives, read_dotenv, serve_calls_in_text
 from kvplan.check.sources.vllm_config import deployment_from_config, describe_yaml, duplicate_top_keys, multiple_documents_problem
 from kvplan.check.version import deployment_version, version_diagnostics
@@ -385,6 +390,17 @@ class Checker:
                     fr.diagnostics.append(
                         Diagnostic(check_id=INVALID_VALUE, severity="error", file=shown, line=line, key=key, message=message)
                     )
+            elif kind in STACK_KINDS:
+                if node_map is None:
+                    node_map, map_file = node_selectors_for(self, path, fr)
+                unread: list = []
+                stack = stack_deployments(kind, doc, shown, raw, self.cat, node_map, base_dir=path.parent, problems=unread)
+                for dep in stack:
+                    self._gpu_from_gfd_label(dep)
+                deps += stack
+                for line, key, message, hint in unread:  # a part not checked: never a silent pass
+                    fr.diagnostics.append(Diagnostic(check_id=NO_DEPLOYMENT, severity="warning", file=shown, line=line,
+                                                     key=key, message=message, hint=hint))
             elif kind == "vllm-config":
                 name = shown if len(docs) == 1 or n_configs == 1 else f"{shown} (document {i + 1})"
                 deps.append(
@@ -438,6 +454,7 @@ class Checker:
         eng = engine_args(self, dep, checks)
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
         gpu_count_check(self, dep, targets, eng, checks)
+        host_memory_check(dep, checks)
         if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
             util = eng.args.gpu_memory_utilization
             dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))

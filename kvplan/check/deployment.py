@@ -116,6 +116,8 @@ class Deployment:
     image: str | None = None
     image_line: int | None = None
     image_key: str | None = None
+    # a serving stack's container memory limit: (bytes, line, key) (check.sources.stack)
+    host_memory: tuple[int, int | None, str] | None = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
     serve_read: Any = None  # what parse_serve_args read (ServeRead), for reread_serve_args
     # the manifest's top-level vllm_version (value, line) when the deployment names its own:

@@ -92,6 +92,12 @@ FP8_KV_UNSUPPORTED = "fp8-kv-unsupported-gpu"
 GPU_COUNT = "gpu-count"
 
 
+REPLICAS = "replicas"  # a serving stack's replicas of an engine: the figures are per replica
+
+
+HOST_MEMORY = "host-memory"  # the container's memory limit holds less than vLLM's CPU KV offload buffer
+
+
 SHARED_GPU = "shared-gpu"  # vLLM processes on one host whose utilizations of a GPU sum above 1
 
 

@@ -61,4 +61,5 @@ _NOT_MODELLED = {
     "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
     "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",
     "kv-cache-dtype-skip-layers": "unquantized layers change the page size",
+    "enable-expert-parallel": "expert parallel shards the experts over the data-parallel ranks instead of tensor parallel",
 }

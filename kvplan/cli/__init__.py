@@ -1,5 +1,5 @@
 """kvplan's command line (typer): the app, main() and the registration of the commands, one
-module each (estimate, gpus, verify, check and schema, plan), each thin: parse flags -> typed
+module each (estimate, gpus, verify, check and schema, plan, perf, web), each thin: parse flags -> typed
 inputs -> core -> render.
 
 Flags are spelled as `vllm serve` spells them (the engine arguments' options are derived from
@@ -40,8 +40,26 @@ _COMMAND_MODULES = {
     "schema": "kvplan.cli.schema",
     "plan": "kvplan.cli.plan",
     "perf": "kvplan.cli.perf",
+    "web": "kvplan.cli.web",
 }
 _registered: set[str] = set()
+
+# command -> the first paragraph of its help, which `kvplan --help` lists. With these, the root
+# help registers a placeholder per command instead of importing every command module (and with
+# them pydantic and every version's rules): 4x faster. A command missing here is imported for
+# the root help as before. tests/cli/test_startup_structure.py checks each line against the
+# command's own docstring, so a reworded command cannot list stale text.
+_SUMMARIES = {
+    "estimate": "Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU.",
+    "gpus": "List GPU profiles (CUDA-visible memory, fp8 support, price).",
+    "verify": "Start vLLM with these arguments (or read its log) and compare with kvplan's prediction.",
+    "check": "Check vLLM deployment files before a GPU is rented (exit 0 pass, 1 fail, 2 unreadable input).",
+    "schema": "Print the JSON Schema of the config format (for editors: yaml-language-server).",
+    "plan": "Find the cheapest GPUs that serve CONCURRENCY requests of MAX_MODEL_LEN tokens.",
+    "perf": "Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU.",
+    "web": "Serve a local web page and JSON API (/api/v1/...) over the CLI's documents.",
+}
+_placeholders: list = []  # the typer CommandInfo of each placeholder now in app.registered_commands
 
 
 def _version(value: bool) -> None:
@@ -68,10 +86,10 @@ def fail(message: str, hint: str | None = None, code: int = EXIT_BAD_INPUT) -> N
 
 # Moved to kvplan.capacity.options and kvplan.cli.options (issue 11); importers outside the CLI
 # still read them here (kvplan.cli.plan_from_options, kvplan.cli.parse_max_model_len, ...). These
-# aliases go when every importer is updated.
-from kvplan.capacity.options import _plain_message, build_engine_args, plan_from_options  # noqa: E402,F401
-
+# aliases go when every importer is updated. Imported when first read (see __getattr__).
 _MOVED = {
+    "_plain_message": "kvplan.capacity.options", "build_engine_args": "kvplan.capacity.options",
+    "plan_from_options": "kvplan.capacity.options",
     "parse_max_model_len": "kvplan.cli.options", "parse_kv_cache_memory": "kvplan.cli.options",
     "positive": "kvplan.cli.options", "_flag_typed": "kvplan.cli.options",
     "estimate": "kvplan.cli.estimate", "run_estimate": "kvplan.cli.estimate", "_warn_multi_node": "kvplan.cli.estimate",
@@ -88,21 +106,49 @@ def __getattr__(name: str):
 
 
 def register_commands(argv: list[str] | None = None) -> None:
-    """Register the command modules needed for ``argv`` (all of them when argv names none of
-    kvplan's own commands, e.g. for --help). Idempotent."""
-    wanted = None
+    """Register the command modules needed for ``argv`` (all of them when argv names a word
+    that is none of kvplan's commands). Idempotent.
+
+    When argv names no command at all (``kvplan --help``, ``kvplan``), only the root help is
+    printed: each command with a line in _SUMMARIES gets a placeholder carrying that line, and
+    its module is not imported. A later call that needs the real command replaces it."""
+    wanted = None  # the modules to register; None = all
+    root_help = False
     if argv is not None:
         first = next((a for a in argv if not a.startswith("-")), None)
         if first is None and "--version" in argv and "--help" not in argv:
             return  # `kvplan --version` prints and exits before any command is needed
         if first in _COMMAND_MODULES:
             wanted = {_COMMAND_MODULES[first]}
+        root_help = first is None
+    if root_help:
+        _register_placeholders()
+        wanted = {m for c, m in _COMMAND_MODULES.items() if c not in _SUMMARIES}
+    elif _placeholders:
+        app.registered_commands[:] = [c for c in app.registered_commands if c not in _placeholders]
+        _placeholders.clear()
     for name in dict.fromkeys(_COMMAND_MODULES.values()):
         if name in _registered or (wanted is not None and name not in wanted):
             continue
         importlib.import_module(name).register(app)
         _registered.add(name)
     _fill_metavars(app)
+
+
+def _register_placeholders() -> None:
+    """One placeholder command per command of _SUMMARIES not yet registered, in _COMMAND_MODULES'
+    order, for the root help (see register_commands)."""
+    if _placeholders:
+        return
+    for command, module in _COMMAND_MODULES.items():
+        if module in _registered or command not in _SUMMARIES:
+            continue
+        app.command(command, help=_SUMMARIES[command])(_placeholder)
+        _placeholders.append(app.registered_commands[-1])
+
+
+def _placeholder() -> None:  # pragma: no cover - never invoked: a command word registers the real one
+    raise typer.Exit(0)
 
 
 # Help-text placeholders for options declared without a metavar (typer would print its own
@@ -112,16 +158,24 @@ _METAVARS = {
     "--format": "FORMAT", "--gpu": "GPU", "--gpus": "GPU[,GPU...]", "--gpu-memory": "SIZE", "--gpu-profiles": "FILE",
     "--price": "GPU=USD", "--plot": "FILE", "--workload": "SPEC|FILE", "--from-log": "FILE", "--batch": "FILE",
     "--junit-xml": "FILE", "--config": "FILE", "--revision": "REVISION", "--usage": "llm|serve",
-    "--name": "NAME", "--stdin-name": "NAME",
+    "--name": "NAME", "--stdin-name": "NAME", "--vllm-version": "VERSION",
 }
 _TYPE_METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
 
 
 def _metavars() -> dict[str, str]:
-    """_METAVARS plus each engine argument's placeholder (ENGINE_ARGS), under every spelling."""
+    """_METAVARS plus each engine argument's placeholder (ENGINE_ARGS), under every spelling.
+
+    The table is read only when a registered command has already imported it (its options are
+    engine options): importing it builds EngineArgs and loads the default version's rules,
+    which `kvplan check --help` would otherwise pay for. _METAVARS names the one engine flag such
+    a command declares by hand (--vllm-version), as the table spells it (a test keeps them equal).
+    """
+    out = dict(_METAVARS)
+    if "kvplan.cli.options" not in sys.modules:
+        return out
     from kvplan.cli.options import ALIASES, ENGINE_ARGS
 
-    out = dict(_METAVARS)
     for arg in ENGINE_ARGS:
         if arg.metavar:
             out.update({f: arg.metavar for f in arg.flags + ALIASES.get(arg.name, ()) if f.startswith("--")})

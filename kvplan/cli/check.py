@@ -3,8 +3,9 @@
 `kvplan check FILE...` reads vLLM deployment files (``vllm serve --config`` YAML, shell scripts,
 Dockerfiles, docker-compose and Kubernetes YAML, kvplan.yaml) and reports what the selected vLLM version
 would refuse or what misses the declared targets. Output: human (rich, default), ``--format json``,
-``--format github`` (workflow-command annotations); ``--junit-xml FILE`` is written atomically
-after all checks. Exit codes: 0 all pass (warnings too unless ``--strict``), 1 a check failed,
+``--format github`` (workflow-command annotations), ``--format sarif`` (SARIF 2.1.0);
+``--junit-xml FILE`` is written atomically after all checks, and a Markdown summary is appended to
+``$GITHUB_STEP_SUMMARY`` when it is set. Exit codes: 0 all pass (warnings too unless ``--strict``), 1 a check failed,
 2 a file could not be read/parsed (or its GPU/model could not be resolved).
 
 Everything heavy (pydantic models, the planner, rich) is imported inside the commands so that
@@ -21,7 +22,7 @@ from typing import Optional
 
 import typer
 
-FORMATS = ("human", "json", "github")
+FORMATS = ("human", "json", "github", "sarif")
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +39,9 @@ def register(app: typer.Typer) -> None:
             help="vLLM version whose flags and rules to check every deployment against. Without it, each deployment's "
             "kvplan.yaml vllm_version, else its vLLM image tag, else the default. " + DEFAULT_HELP,
         ),
-        fmt: str = typer.Option("human", "--format", help="human, json or github (workflow annotations)."),
+        fmt: str = typer.Option(
+            "human", "--format", help="human, json, github (workflow annotations) or sarif (SARIF 2.1.0, for code scanning)."
+        ),
         junit_xml: Optional[str] = typer.Option(None, "--junit-xml", help="Also write a JUnit XML report to this file."),
         strict: bool = typer.Option(False, "--strict", help="Fail (exit 1) on warnings too."),
         stdin_name: Optional[str] = typer.Option(
@@ -86,13 +89,14 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict,
     from kvplan.errors import KvplanError
 
     if fmt not in FORMATS:
-        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json or github")
+        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use human, json, github or sarif")
     from kvplan.io.files import record_inputs
 
     named = named_inputs([*files, *(gpu_profiles or [])])
     target = check_junit_path(junit_xml) if junit_xml is not None else None
     if target is not None:
         check_not_an_input(junit_xml, target, named)
+    summary = step_summary_target(named)
     with record_inputs() as read:
         report = check_files(files, gpu=gpu, gpu_profiles=gpu_profiles, vllm_version=vllm_version, stdin_name=stdin_name)
     code = report.exit_code(strict)
@@ -101,12 +105,18 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict,
         # are known only now: the report must not replace one of them either
         check_not_an_input(junit_xml, target, {**read, **named})
         write_junit(report, junit_xml, strict, target=target)
+    if summary is not None:
+        append_step_summary(report, strict, summary, {**read, **named})
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:  # text from input files on an ASCII CI log: escape, never crash
         reconfigure(errors="backslashreplace")
     try:
         if fmt == "json":
             print(json.dumps(report.to_dict(strict), indent=2))
+        elif fmt == "sarif":
+            from kvplan.check.sarif import sarif_log
+
+            print(json.dumps(sarif_log(report, strict), indent=2))
         elif fmt == "github":
             print_github(report, strict)
         else:
@@ -115,6 +125,44 @@ def run_check(*, files, gpu, gpu_profiles, vllm_version, fmt, junit_xml, strict,
     except BrokenPipeError:
         _drop_stdout()
     return code
+
+
+def step_summary_target(inputs: dict[tuple[int, int], str]):
+    """Where the Markdown summary goes: ``$GITHUB_STEP_SUMMARY`` when it is set and not empty
+    (GitHub Actions sets it to a file per step), else None. Checked before anything is checked or
+    printed, as --junit-xml is (kvplan.io.files.output_target: a regular file in a writable
+    directory, no standard stream, no input of the check).
+
+    Raises:
+        KvplanError: the path cannot be written or is an input of the check (names the variable).
+    """
+    from kvplan.check.summary import ENV_VAR
+    from kvplan.io.files import output_target
+
+    path = os.environ.get(ENV_VAR)
+    if not path:
+        return None
+    target = output_target(path, f"${ENV_VAR}", "the file GitHub Actions sets")
+    check_not_an_input(path, target, inputs, what=f"${ENV_VAR}")
+    return target
+
+
+def append_step_summary(report, strict: bool, target, inputs: dict[tuple[int, int], str]) -> None:
+    """Append the Markdown summary (kvplan.check.summary) to ``target`` (step_summary_target's
+    file), after the files read during the check are known (none of them is appended to).
+
+    Raises:
+        KvplanError: the file is an input of the check or cannot be appended to (exit 2).
+    """
+    from kvplan.check.summary import ENV_VAR, markdown_summary
+    from kvplan.errors import KvplanError
+
+    check_not_an_input(os.environ.get(ENV_VAR, str(target)), target, inputs, what=f"${ENV_VAR}")
+    try:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(markdown_summary(report, strict))
+    except OSError as exc:
+        raise KvplanError(f"${ENV_VAR}: cannot append the summary to {target}: {exc.strerror or exc}") from None
 
 
 def _drop_stdout() -> None:
@@ -146,7 +194,7 @@ def named_inputs(paths: list[str]) -> dict[tuple[int, int], str]:
     return found
 
 
-def check_not_an_input(path: str, target, inputs: dict[tuple[int, int], str]) -> None:
+def check_not_an_input(path: str, target, inputs: dict[tuple[int, int], str], what: str = "--junit-xml") -> None:
     """Refuse a --junit-xml target that is one of the check's inputs: the same file (st_dev,
     st_ino: a symbolic or hard link to it included) as a file named on the command line or
     read during the check (fresh-eyes-5 H3: `--junit-xml in.yaml` replaced in.yaml).
@@ -167,8 +215,8 @@ def check_not_an_input(path: str, target, inputs: dict[tuple[int, int], str]) ->
     if name is not None:
         same = "" if name == path else f" ({name})"
         raise KvplanError(
-            f"--junit-xml: {path} is an input of this check{same}; kvplan does not overwrite it",
-            hint="give another file name such as kvplan-junit.xml",
+            f"{what}: {path} is an input of this check{same}; kvplan does not overwrite it",
+            hint="give another file name such as kvplan-junit.xml" if what == "--junit-xml" else f"point {what} at another file",
         )
 
 

@@ -27,7 +27,8 @@ from kvplan.cli.options import (
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
-FORMATS = ("table", "json", "yaml", "serve")
+FORMATS = ("table", "json", "yaml", "serve", "k8s", "lws", "kserve", "llm-d", "compose")
+STACK_FORMATS = FORMATS[4:]  # a serving stack's manifest (kvplan.render.served.write)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def estimate(
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage", metavar="USAGE", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option(
-        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file) or serve (the `vllm serve` line only)."
+        "table", "--format", metavar="FORMAT", help="table, json, yaml (a vLLM --config file), serve (the `vllm serve` line only), "
+        "or a manifest that `kvplan check` reads back: k8s, lws, kserve, llm-d, compose."
     ),
     workload: Optional[str] = typer.Option(
         None, "--workload", metavar="WORKLOAD", help="Request lengths: 'prompt=MEAN[,P95] output=MEAN[,P95]' or a CSV/JSONL file."
@@ -104,18 +106,9 @@ def estimate(
     ),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
+    flags = estimate_flags(dict(locals()))  # first: locals() is the parameters only
     from kvplan.cli import fail
 
-    flags = EstimateFlags(
-        model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
-        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
-        block_size=block_size, dtype=dtype, quantization=quantization, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, enforce_eager=enforce_eager, kv_cache_memory=kv_cache_memory,
-        revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt, workload=workload,
-        shared_prefix_tokens=shared_prefix_tokens, n=n, enable_prefix_caching=enable_prefix_caching, plot=plot,
-        curves=curves, verbose=verbose, hf_overrides=hf_overrides, limit_mm_per_prompt=limit_mm_per_prompt, perf=perf,
-    )
     try:
         code = run_estimate(flags)
     except KvplanError as e:
@@ -124,8 +117,80 @@ def estimate(
     raise typer.Exit(code)
 
 
+def estimate_flags(params: dict) -> EstimateFlags:
+    """The EstimateFlags of one `kvplan estimate` call from its parameters as click parsed them
+    ({parameter name: value}). The one place parameters become flags: the CLI's callback and the
+    web API (kvplan.cli.web.api) both build them here. Parameters are EstimateFlags' fields by
+    name; one that is not (a group of flags kept together) is mapped here.
+
+    Raises:
+        TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
+    """
+    return EstimateFlags(**params)
+
+
+@dataclass
+class PreparedEstimate:
+    """Everything `kvplan estimate` prints, worked out before any output (see prepare_estimate):
+    the plan and its source, the --workload/--plot/--curves extras (``extras_fn`` None without
+    them) and the --perf result (or the note saying why there is none)."""
+
+    flags: EstimateFlags
+    plan: object
+    source: object
+    extras: dict
+    extras_fn: object = None
+    perf: object = None
+    perf_note: Optional[str] = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 it starts, 1 it does not (the CLI's exit code)."""
+        return EXIT_OK if self.plan.fits else EXIT_FAIL
+
+
 def run_estimate(f: EstimateFlags) -> int:
     """The body of `kvplan estimate`: check the flags, plan, render. Returns the exit code.
+
+    Raises:
+        KvplanError: a bad flag, file or model (exit 2), no matplotlib for --plot (exit 3).
+    """
+    p = prepare_estimate(f)
+    plan, extras, estimate_extras = p.plan, p.extras, p.extras_fn
+    from kvplan import render
+
+    revision = f.revision
+    if f.fmt == "json":
+        print(json.dumps(estimate_document(p), indent=2))
+    elif f.fmt in ("yaml", "serve") or f.fmt in STACK_FORMATS:
+        text = estimate_text(p)  # built before any output: a plan no manifest can carry fails alone
+        print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
+        if not plan.exact:
+            print(render.approximate_warning(plan), file=sys.stderr)
+        if not plan.fits:
+            print(render.no_start_warning(plan), file=sys.stderr)
+        sys.stdout.write(text)
+        if estimate_extras:
+            estimate_extras(plan, fmt=f.fmt, **extras)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        render.print_table(plan, console, revision, verbose=f.verbose)
+        if estimate_extras:
+            estimate_extras(plan, fmt=f.fmt, console=console, **extras)
+        if p.perf is not None:
+            from kvplan.render.perf import print_report
+
+            print_report(p.perf, console, title=f"Serving at the concurrency that fits ({p.perf.calibration.label})")
+        elif p.perf_note is not None:
+            console.print(f"note: {p.perf_note}", soft_wrap=True)
+    return p.exit_code
+
+
+def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
+    """Check the flags, plan, and work out the extras and --perf: everything before any output
+    (a refusal raises here, so the command prints one error and nothing else). Writes nothing.
 
     Raises:
         KvplanError: a bad flag, file or model (exit 2), no matplotlib for --plot (exit 3).
@@ -135,7 +200,10 @@ def run_estimate(f: EstimateFlags) -> int:
     from kvplan.engines.vllm.versions import resolve
 
     if f.fmt not in FORMATS:
-        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table, json, yaml or serve")
+        raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use " + ", ".join(FORMATS))
+    if f.fmt in STACK_FORMATS and f.gpu_memory is not None:
+        raise KvplanError(f"--gpu-memory: cannot be written in a --format {f.fmt} manifest (check would size the "
+                          "GPU profile's own memory)", hint="drop --gpu-memory, or add a GPU profile with --gpu-profiles")
     positive_engine_args({
         "tensor_parallel_size": f.tensor_parallel_size,
         "pipeline_parallel_size": f.pipeline_parallel_size,
@@ -146,7 +214,7 @@ def run_estimate(f: EstimateFlags) -> int:
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
     if f.perf and f.workload is None:
         raise KvplanError("--perf: needs --workload (the request lengths to serve)", hint="add --workload 'prompt=MEAN[,P95] output=MEAN[,P95]'")
-    if f.perf and f.fmt in ("yaml", "serve"):
+    if f.perf and f.fmt not in ("table", "json"):
         raise KvplanError(f"--perf: not written in --format {f.fmt}", hint="use --format table or json")
     choice = resolve(f.vllm_version)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
@@ -178,47 +246,52 @@ def run_estimate(f: EstimateFlags) -> int:
     perf = perf_note = None
     if f.perf:  # worked out before any output: a refusal prints one error and nothing else
         from kvplan.cli.perf import estimate_perf
+        from kvplan.perf import progress
 
-        perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
+        with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
+            perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
+    return PreparedEstimate(f, plan, source, extras, estimate_extras, perf, perf_note)
 
+
+def estimate_document(p: PreparedEstimate) -> dict:
+    """The ``kvplan estimate --format json`` document of a prepared estimate (what the CLI prints
+    and the web API returns; schema: kvplan.render.schema.estimate_json_schema). Writes --plot
+    when it was given, as the CLI does.
+
+    Raises:
+        KvplanError: --plot cannot be written (exit 2).
+    """
     from kvplan import render
 
-    revision = f.revision
-    if f.fmt == "json":
-        doc = render.to_dict(plan, source.provenance | {"origin": source.origin}, revision)
-        if estimate_extras:
-            estimate_extras(plan, fmt=f.fmt, doc=doc, **extras)
-        if perf is not None:
-            from kvplan.render.perf import perf_section
+    doc = render.to_dict(p.plan, p.source.provenance | {"origin": p.source.origin}, p.flags.revision)
+    if p.extras_fn:
+        p.extras_fn(p.plan, fmt="json", doc=doc, **p.extras)
+    if p.perf is not None:
+        from kvplan.render.perf import perf_section
 
-            doc["perf"] = perf_section(perf)
-        elif perf_note is not None:  # a hybrid model: the estimate stands, perf is null and said why
-            doc["perf"] = None
-            doc["warnings"] = [*doc["warnings"], perf_note]
-        print(json.dumps(doc, indent=2))
-    elif f.fmt in ("yaml", "serve"):
-        print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
-        if not plan.exact:
-            print(render.approximate_warning(plan), file=sys.stderr)
-        if not plan.fits:
-            print(render.no_start_warning(plan), file=sys.stderr)
-        sys.stdout.write(render.config_yaml(plan, revision) if f.fmt == "yaml" else render.serve_command(plan, revision) + "\n")
-        if estimate_extras:
-            estimate_extras(plan, fmt=f.fmt, **extras)
-    else:
-        from rich.console import Console
+        doc["perf"] = perf_section(p.perf)
+    elif p.perf_note is not None:  # a model kvplan perf does not model: the estimate stands, perf is null and said why
+        doc["perf"] = None
+        doc["warnings"] = [*doc["warnings"], p.perf_note]
+    return doc
 
-        console = Console()
-        render.print_table(plan, console, revision, verbose=f.verbose)
-        if estimate_extras:
-            estimate_extras(plan, fmt=f.fmt, console=console, **extras)
-        if perf is not None:
-            from kvplan.render.perf import print_report
 
-            print_report(perf, console, title=f"Serving at the concurrency that fits ({perf.calibration.label})")
-        elif perf_note is not None:
-            console.print(f"note: {perf_note}", soft_wrap=True)
-    return EXIT_OK if plan.fits else EXIT_FAIL
+def estimate_text(p: PreparedEstimate) -> str:
+    """What ``kvplan estimate --format yaml|serve|<stack>`` writes on stdout (a `vllm serve --config`
+    file, the serve line and a newline, or a serving stack's manifest); the stderr lines are the caller's.
+
+    Raises:
+        KvplanError: a plan the stack's manifest cannot carry (exit 2).
+    """
+    from kvplan import render
+
+    if p.flags.fmt in STACK_FORMATS:
+        from kvplan.render.manifests import write
+
+        return write(p.flags.fmt, p.plan, p.flags.revision)
+    if p.flags.fmt == "yaml":
+        return render.config_yaml(p.plan, p.flags.revision)
+    return render.serve_command(p.plan, p.flags.revision) + "\n"
 
 
 def _warn_multi_node(plan) -> None:

@@ -27,10 +27,10 @@ def gpus(
     try:
         from kvplan.gpus import load_profiles
 
-        profiles = load_profiles(gpu_profiles)
         if fmt == "json":
-            print(json.dumps([p.model_dump() for p in profiles.values()], indent=2))
+            print(json.dumps(gpus_document(gpu_profiles), indent=2))
             return
+        profiles = load_profiles(gpu_profiles)
         if fmt != "table":
             raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
         from rich.console import Console
@@ -40,3 +40,15 @@ def gpus(
         print_gpus(profiles.values(), Console())
     except KvplanError as e:
         fail(e.message, e.hint, e.exit_code)
+
+
+def gpus_document(gpu_profiles: Optional[list[str]]) -> list[dict]:
+    """The ``kvplan gpus --format json`` document: every profile (bundled plus ``gpu_profiles``
+    files) as a dict (kvplan.gpus.GPUProfile fields; memory in bytes).
+
+    Raises:
+        KvplanError: an unreadable or invalid --gpu-profiles file.
+    """
+    from kvplan.gpus import load_profiles
+
+    return [p.model_dump() for p in load_profiles(gpu_profiles).values()]

@@ -86,7 +86,8 @@ def perf(
     ),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", metavar="C", help="Closed loop: C requests in flight."),
     request_rate: Optional[float] = typer.Option(None, "--request-rate", metavar="R", help="Open loop: Poisson arrivals at R requests/s."),
-    num_requests: int = typer.Option(1000, "--num-requests", metavar="N", help="Requests to send."),
+    num_requests: int = typer.Option(1000, "--num-requests", "--num-prompts", metavar="N",
+                                     help="Requests to send (--num-prompts: vllm bench serve's name), at most 100,000."),
     shared_prefix: Optional[str] = typer.Option(
         None, "--shared-prefix", metavar="FRACTION:TOKENS", help="A share of the requests starting with the same TOKENS-token prefix."
     ),
@@ -215,7 +216,9 @@ def run_perf(f: PerfFlags) -> int:
         "max_num_seqs": f.max_num_seqs, "max_num_batched_tokens": f.max_num_batched_tokens, "block_size": f.block_size,
     })
     check_fraction("gpu_memory_utilization", f.gpu_memory_utilization)
-    positive("--num-requests", f.num_requests)
+    from kvplan.perf.serving import check_num_requests
+
+    check_num_requests(f.num_requests)
     load = load_from_flags(f.concurrency, f.request_rate)
     prefix = parse_shared_prefix(f.shared_prefix)
     slo = None
@@ -242,22 +245,25 @@ def run_perf(f: PerfFlags) -> int:
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
     )
     plan = with_version_choice(plan, choice)
-    check_modelled(plan)  # a hybrid model: kvplan's limitation, said before anything runs
+    check_modelled(plan)  # a layer kind kvplan does not model (KV-less): said before anything runs
     from kvplan.perf.serving import predict
 
+    from kvplan.perf import progress
+
     model, timer = step_timer(plan)
-    result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
-                     step_time=timer, saturation=f.saturation)
     rec = None
     code = EXIT_OK
-    if slo is not None:
-        from kvplan.perf.tune import TUNE_REQUESTS, recommend
+    with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
+        result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
+                         step_time=timer, saturation=f.saturation)
+        if slo is not None:
+            from kvplan.perf.tune import TUNE_REQUESTS, recommend
 
-        rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
-                        num_requests=min(f.num_requests, TUNE_REQUESTS),
-                        efficiency=model.efficiency if model is not None else None)
-        if not slo.meets(result.summary) and rec.best is None:
-            code = EXIT_FAIL
+            rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
+                            num_requests=min(f.num_requests, TUNE_REQUESTS),
+                            efficiency=model.efficiency if model is not None else None)
+    if slo is not None and not slo.meets(result.summary) and rec.best is None:
+        code = EXIT_FAIL
     from kvplan.render import perf as render_perf
 
     if f.plot is not None:
@@ -286,9 +292,13 @@ ESTIMATE_REQUESTS_PER_SLOT = 4
 
 def estimate_requests(concurrency: int) -> int:
     """Requests ``estimate --perf`` sends at ``concurrency``: ESTIMATE_REQUESTS, raised to
-    ESTIMATE_REQUESTS_PER_SLOT x the concurrency when that is more (the output's workload line
-    and JSON ``workload.num_requests`` state the number)."""
-    return max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency))
+    ESTIMATE_REQUESTS_PER_SLOT x the concurrency when that is more, at most the emulator's cap
+    (kvplan/perf/serving.py MAX_REQUESTS; a shorter run than 3 x the concurrency is labelled by
+    the prediction itself). The output's workload line and JSON ``workload.num_requests`` state
+    the number."""
+    from kvplan.perf.serving import MAX_REQUESTS
+
+    return min(max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency)), MAX_REQUESTS)
 
 
 def perf_unavailable_note(reason: str) -> str:

@@ -201,8 +201,10 @@ def run_plan(kw: PlanFlags) -> int:
 
     KV_CACHE_DTYPES = versions.default().kv_spec.KV_CACHE_DTYPES
     fmt = kw.fmt
-    if fmt not in ("table", "json"):
-        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table or json")
+    from kvplan.render.served import FORMATS as STACK_FORMATS
+
+    if fmt not in ("table", "json", *STACK_FORMATS):
+        raise KvplanError(f"--format: unknown value {fmt!r}", hint="use table, json or " + ", ".join(STACK_FORMATS))
     choice = versions.resolve(kw.vllm_version)  # an unknown --vllm-version is refused here (exit 2)
     kw = replace(kw, vllm_version=choice.version, version_choice=choice)
     # Flags first (cheap, one line each), then files, then the model, then the sweep: nothing is
@@ -293,7 +295,10 @@ def run_plan(kw: PlanFlags) -> int:
 
     perf = None
     if slo is not None:
-        result, perf = _screen_slo(result, wl, slo, kw.concurrency)
+        from kvplan.perf import progress
+
+        with progress.on_terminal(progress.wanted(fmt)):  # stderr, a terminal only; never in JSON or CI
+            result, perf = _screen_slo(result, wl, slo, kw.concurrency)
     focus = result.options[0] if result.options else result.closest
     capacity = None
     if wl is not None and focus is not None:
@@ -308,6 +313,8 @@ def run_plan(kw: PlanFlags) -> int:
 
     from kvplan.render.plan import print_result, to_dict
 
+    if fmt in STACK_FORMATS:
+        return _write_manifest(result, fmt, kw)
     if fmt == "json":
         print(json.dumps(to_dict(result, kw, capacity, wl, perf=perf), indent=2))
     else:
@@ -322,6 +329,29 @@ def run_plan(kw: PlanFlags) -> int:
         if kw.plot is not None and pics is not None:
             console.print(f"plot written to {kw.plot}", soft_wrap=True)
     return EXIT_OK if result.options else EXIT_FAIL
+
+
+def _write_manifest(result, fmt: str, kw) -> int:
+    """`plan --format k8s|lws|kserve|llm-d|compose`: the manifest of the cheapest option's
+    engine with its data-parallel size as the stack's replicas (compose: one); exit 1 with
+    nothing on stdout when no option meets the target."""
+    import sys
+
+    from kvplan.render.manifests import write
+
+    if not result.options:
+        print("kvplan: no option meets the target; nothing written (`kvplan plan` without --format says why)",
+              file=sys.stderr)
+        return EXIT_FAIL
+    best = result.options[0]
+    dp = best.data_parallel_size
+    text = write(fmt, best.plan, kw.revision, replicas=dp)
+    where = "one replica (compose runs one; scale it with `docker compose up --scale`)" if fmt == "compose" and dp > 1 else \
+        f"{dp} replica(s)"
+    print(f"kvplan: the cheapest option: {dp} replica(s) of this engine on {best.plan.gpu.id}; the manifest has {where}",
+          file=sys.stderr)
+    sys.stdout.write(text)
+    return EXIT_OK
 
 
 def _screen_slo(result, wl, slo, concurrency: float):
@@ -403,6 +433,10 @@ def estimate_extras(plan, *, fmt: str, doc: dict | None = None, console=None, wo
             doc["workload"] = cap.to_dict() | {"summary": workload_summary(wl.workload, cap.max_model_len)}
         else:
             doc["workload"] = None
+        if curves and pics is not None:  # --curves --format json: the pictures' numbers
+            from kvplan.render.plots import pictures_dict
+
+            doc["curves"] = pictures_dict(pics)
     if console is not None and fmt == "table" and cap is not None:
         from kvplan.render.plan import print_capacity
 
@@ -498,7 +532,7 @@ def plan_cmd(
     ),
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage"),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    fmt: str = typer.Option("table", "--format", help="table, json, or the cheapest option's manifest: k8s, lws, kserve, llm-d, compose."),
     slo: Optional[str] = typer.Option(
         None, "--slo", metavar="KEY=TIME,...", help="Latency targets (ttft_p99=2s,tpot_p50=50ms): keep the options that meet them (needs --workload)."
     ),

@@ -36,23 +36,36 @@ class GroupSpec:
     """One KV-cache group as the scheduler sees it.
 
     Attributes:
-        kind: "full" (full attention and MLA: every block kept until the request ends) or
-            "sliding" (blocks before the window freed as the request advances).
-        block_size: tokens per block of this group.
+        kind: "full" (full attention and MLA: every block kept until the request ends),
+            "sliding" (blocks before the window freed as the request advances) or "state" (a
+            recurrent layer's state -- Mamba, GDN, short conv: a fixed number of pages per request,
+            whatever its length).
+        block_size: tokens per block of this group (for a state group, vLLM's hybrid block size:
+            it only aligns the attention groups' blocks).
         sliding_window: the window in tokens (sliding groups only).
+        pages_per_request: pages a request holds in a state group from admission to finish
+            (the version's kv_spec blocks_per_request: 1 in vLLM's mamba_cache_mode "none", 2 in
+            "align", + 1 prefill checkpoint for Mamba-2 and FlashInfer GDN where the version has them).
+            vLLM v1/core/single_type_kv_cache_manager.py MambaManager: in "align" mode the table
+            follows the token positions but remove_skipped_blocks frees all but the live state
+            blocks, so the live count is at most this; kvplan holds the most throughout (upper
+            bound, labelled by the emulator).
     """
 
     kind: str
     block_size: int
     sliding_window: int | None = None
+    pages_per_request: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("full", "sliding"):
+        if self.kind not in ("full", "sliding", "state"):
             raise KvplanError(
-                f"KV-cache group kind {self.kind!r}: the scheduler emulator models full-attention "
-                "and sliding-window groups only",
-                hint="Mamba, chunked-local and mixed-page layouts are not emulated",
+                f"KV-cache group kind {self.kind!r}: the scheduler emulator models full-attention, "
+                "sliding-window and recurrent-state groups only",
+                hint="chunked-local and mixed-page layouts are not emulated",
             )
+        if self.kind == "state" and self.pages_per_request < 1:
+            raise KvplanError("pages_per_request: a recurrent-state group needs >= 1 page per request")
         if self.block_size < 1:
             raise KvplanError(f"block_size: must be >= 1, got {self.block_size}")
         if self.kind == "sliding" and not (self.sliding_window and self.sliding_window >= 1):
@@ -61,25 +74,28 @@ class GroupSpec:
 
 # Group kinds of kvplan's allocator (engines/vllm/vX_Y/allocator.py KVCacheGroup.kind) the
 # emulator can stand behind, and how it treats them.
-_LAYOUT_KINDS = {"full": "full", "mla": "full", "sliding": "sliding"}
+_LAYOUT_KINDS = {"full": "full", "mla": "full", "sliding": "sliding", "mamba": "state", "mamba2": "state", "gdn": "state"}
 
 
 def groups_from_layout(layout) -> tuple[GroupSpec, ...]:
     """The groups of kvplan's KV-cache layout (an allocator ``KVCacheLayout``) as GroupSpecs.
 
     Raises:
-        KvplanError: a group kind the emulator does not model (Mamba, chunked-local attention,
-            or the mixed single group of differing pages), naming it.
+        KvplanError: a group kind the emulator does not model (chunked-local attention, or the
+            mixed single group of differing pages), naming it.
     """
     out = []
     for g in layout.groups:
         kind = g.kind  # the mixed single group keeps its layers' kind; a block is one id
         if kind not in _LAYOUT_KINDS:
             raise KvplanError(
-                f"KV-cache group kind {kind!r}: the scheduler emulator models full-attention, MLA "
-                "and sliding-window groups only"
+                f"KV-cache group kind {kind!r}: the scheduler emulator models full-attention, MLA, "
+                "sliding-window and recurrent-state (Mamba, GDN) groups only"
             )
-        out.append(GroupSpec(_LAYOUT_KINDS[kind], g.block_size, g.sliding_window if kind == "sliding" else None))
+        mapped = _LAYOUT_KINDS[kind]
+        # a state group's pages per request do not depend on lengths (kv_spec blocks_per_request)
+        pages = g.blocks_per_request(1, 1) if mapped == "state" else 0
+        out.append(GroupSpec(mapped, g.block_size, g.sliding_window if kind == "sliding" else None, pages))
     return tuple(out)
 
 

@@ -10,7 +10,9 @@ step_with_batch_queue), so finished requests free their seats and blocks one ste
 new arrival waits for the next scheduling instant.
 
 Not modelled (refused or absent by construction): speculative decoding, pipeline parallelism,
-KV connectors, encoder inputs, priority scheduling, LoRA, Mamba/chunked-local groups. Host-side
+KV connectors, encoder inputs, priority scheduling, LoRA, chunked-local groups. Recurrent-state
+groups (Mamba, GDN, short conv: blocks.GroupSpec "state") hold a fixed number of pages per request
+from admission to finish; prefix-cache hits are not emulated when a layout has one. Host-side
 costs (tokenization, detokenization, HTTP) belong to the step-time model or the client.
 
 Units: seconds (float), tokens and blocks (int).
@@ -26,6 +28,7 @@ from math import gcd
 
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
+from kvplan.perf import progress
 from kvplan.perf.batch import PrefillChunk, StepBatch, StepTime
 from kvplan.perf.blocks import _GROUP_BITS, NULL_BLOCK, BlockPool, GroupSpec, content_key
 from kvplan.perf.workload import ClosedLoop, OpenLoop, RequestSpec, TraceLoop
@@ -234,6 +237,20 @@ class Emulator:
                 "prefix-cache hits with sliding-window groups: the window's blocks are required "
                 "cached, without vLLM's hybrid hit search"
             )
+        if any(g.kind == "state" for g in self.groups):
+            # vLLM's mamba_cache_mode "align" (the newer versions' default) caches a recurrent state only at block-aligned
+            # checkpoints and a hit must hold in every group; kvplan does not emulate that search
+            self.caching = False
+            self.approximate.append(
+                "hybrid model: prefix-cache hits are not emulated (vLLM keeps a recurrent state only at "
+                "block-aligned checkpoints); a recurrent-state group holds its pages per request "
+                "from admission to finish (the version's most, kv_spec blocks_per_request)"
+            )
+        # the fast path's group: the one full-attention group when every other group is a
+        # recurrent state (whose pages a decode never changes), else -1 (no fast path)
+        kinds = [g.kind for g in self.groups]
+        others = [k for k in kinds if k != "state"]
+        self._quiet_group = kinds.index("full") if others == ["full"] else -1
         self.running: list[_Req] = []
         self.waiting: deque[_Req] = deque()
         self._preempted_now = 0
@@ -241,6 +258,8 @@ class Emulator:
     # ------------------------------------------------------------------ blocks
     def _required(self, r: _Req, gi: int, tokens: int, hit: list[int] | None, total_computed: int, cap: bool) -> int:
         g = self.groups[gi]
+        if g.kind == "state":  # a fixed number of pages from admission on, whatever the length
+            return max(g.pages_per_request - len(r.blocks[gi]), 0)
         need = _cdiv(tokens, g.block_size)
         if cap and self.caps[gi] is not None:
             need = min(need, self.caps[gi])
@@ -301,7 +320,7 @@ class Emulator:
                 pool.touch(hit)
                 blocks.extend(hit)
                 r.ncached[gi] = len(blocks)
-            more = _cdiv(slots, g.block_size) - len(blocks)
+            more = (g.pages_per_request if g.kind == "state" else _cdiv(slots, g.block_size)) - len(blocks)
             if more > 0:
                 blocks.extend(pool.take(more))
         r.allocated = True
@@ -312,6 +331,8 @@ class Emulator:
     def _register(self, r: _Req, tokens: int) -> None:
         pool = self.pool
         for gi, g in enumerate(self.groups):
+            if g.kind == "state":  # recurrent state pages are not prefix-cached here (see __init__)
+                continue
             full = tokens // g.block_size
             start = r.ncached[gi]
             if start >= full:
@@ -543,7 +564,8 @@ class Emulator:
         arrival is seen, the blocks they take are free): exactly what k exact steps would do,
         with per-request work once per run. Returns the new (t, gpu_free) or None."""
         groups = self.groups
-        if len(groups) != 1 or groups[0].kind != "full":
+        fi = self._quiet_group
+        if fi < 0:
             return None
         running = self.running
         d = len(running)
@@ -555,7 +577,7 @@ class Emulator:
                 return None
         elif queue:
             return None
-        bs = groups[0].block_size
+        bs = groups[fi].block_size
         mml = self.config.max_model_len
         k = 1 << 60
         sum_c = max_c = 0
@@ -568,7 +590,7 @@ class Emulator:
                     return None
             elif c != known - 1:
                 return None
-            if len(r.blocks[0]) != -(-c // bs):
+            if len(r.blocks[fi]) != -(-c // bs):
                 return None
             left = r.max_tokens - r.outputs - 1
             if mml - known - 1 < left:
@@ -614,9 +636,9 @@ class Emulator:
         got = ends[:m]
         for r in running:
             c = r.computed + m
-            more = -(-c // bs) - len(r.blocks[0])
+            more = -(-c // bs) - len(r.blocks[fi])
             if more > 0:
-                r.blocks[0].extend(pool.take(more))
+                r.blocks[fi].extend(pool.take(more))
             r.computed = c
             r.outputs += m
             r.times.extend(got)
@@ -684,6 +706,7 @@ class Emulator:
         finished = 0
         depth = self.in_flight_batches
         usable = self.pool.num_usable
+        tick = progress.tracker(_describe(workload), len(specs))  # None unless a terminal bar is on
         while finished < len(specs):
             while arrivals and arrivals[0][0] <= t:
                 _, k = heapq.heappop(arrivals)
@@ -725,6 +748,8 @@ class Emulator:
                     heapq.heappush(arrivals, (enters(end), sent))
                     send_s.append(end)
                     sent += 1
+            if tick is not None:
+                tick(finished)
         records = tuple(
             RequestRecord(
                 r.i, r.prompt, r.max_tokens, max(r.cached_tokens, 0), r.arrival, r.first_sched,
@@ -733,6 +758,15 @@ class Emulator:
             for r in reqs if r is not None
         )
         return SimulationResult(c, records, tuple(steps), usable, tuple(self.approximate))
+
+
+def _describe(workload) -> str:
+    """The progress bar's line for one run."""
+    if isinstance(workload, ClosedLoop):
+        return f"emulating a closed loop at concurrency {workload.concurrency}"
+    if isinstance(workload, OpenLoop):
+        return f"emulating an open loop at {workload.request_rate:.3g} req/s"
+    return "emulating a trace"
 
 
 def simulate(config: EngineConfig, step_time: StepTime, workload: OpenLoop | ClosedLoop | TraceLoop, *, fast: bool = True) -> SimulationResult:

@@ -67,8 +67,10 @@ class Calibration:
     """What the step times stand on.
 
     Attributes:
-        status: "uncalibrated" or "fitted".
-        label: UNCALIBRATED_LABEL or "fitted on N records (...)".
+        status: "uncalibrated", "fitted" or "transferred" (a fit of another GPU of the same
+            architecture and/or an earlier vLLM version: kvplan/perf/coefficients.py resolve).
+        label: UNCALIBRATED_LABEL, "fitted on N records (...)" or "transferred from <GPU>
+            (<version>): <the measured cross-GPU error, or that it is unmeasured>; ...".
         source: the coefficients' provenance line.
     """
 
@@ -77,8 +79,19 @@ class Calibration:
     source: str
 
 
-def calibration_of(efficiency) -> Calibration:
-    """The label of a step model's coefficients (kvplan/perf/coefficients.py Efficiency)."""
+HYBRID_LABEL = "uncalibrated for hybrid layers (no hybrid record)"
+
+
+def calibration_of(efficiency, hybrid: bool = False) -> Calibration:
+    """The label of a step model's coefficients (kvplan/perf/coefficients.py Efficiency). A
+    ``hybrid`` model (recurrent layers, which no fit covered) is "uncalibrated" whatever the
+    coefficients: its label says what the other terms stand on."""
+    if hybrid:
+        inner = calibration_of(efficiency)
+        rest = "physics priors" if inner.status == "uncalibrated" else inner.label
+        return Calibration("uncalibrated", f"{HYBRID_LABEL}; other terms: {rest}", inner.source)
+    if efficiency.status == "transferred":
+        return Calibration("transferred", efficiency.transfer or "transferred", efficiency.source)
     if not efficiency.calibrated:
         return Calibration("uncalibrated", UNCALIBRATED_LABEL, efficiency.source)
     on = list(efficiency.fit.get("fitted_on") or [])
@@ -124,32 +137,26 @@ def engine_config(plan, *, max_num_seqs: int | None = None, max_num_batched_toke
     ), efficiency)
 
 
-# Layer kinds of a hybrid model that the step-time model and the scheduler emulator do not model,
-# and how a message names them (model/spec.py LayerKind values).
-_HYBRID_LAYER_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "linear_attention": "GDN (linear-attention)",
-                       "none": "KV-less ('none')"}
-# KV-cache group kinds of such models (engines/vllm/vX_Y/allocator.py KVCacheGroup.kind).
-_HYBRID_GROUP_NAMES = {"mamba": "Mamba / short-conv (recurrent-state)", "gdn": "GDN (linear-attention)", "linear_attention": "GDN (linear-attention)"}
+# Layer kinds the step-time model and the scheduler emulator do not model, and how a message
+# names them (model/spec.py LayerKind values). Mamba, GDN and short-conv layers are modelled
+# (kvplan/perf/recurrent.py, blocks.py "state" groups).
+_UNMODELLED_LAYER_NAMES = {"none": "KV-less ('none')"}
 
 
 def check_modelled(plan) -> None:
-    """kvplan's serving model covers the plan's model: no Mamba, GDN (linear-attention) or
-    KV-less ('none') layers, and no KV-cache group of such layers. This is a limitation of
-    kvplan (its step-time rules and block emulator cover attention only), not bad input; the
-    number is refused because kvplan cannot stand behind it.
+    """kvplan's serving model covers the plan's model: no KV-less ('none') layers (a KV-sharing
+    layer reads another layer's cache, which the step model does not cost). This is a limitation
+    of kvplan, not bad input; the number is refused because kvplan cannot stand behind it.
 
     Raises:
-        KvplanError: exit 2, "kvplan perf does not model <kind> layers yet (<model>): serving
-            performance is not predicted for hybrid models".
+        KvplanError: exit 2, "kvplan perf does not model <kind> layers yet (<model>)".
     """
-    kinds = [k.value for k in plan.spec.layer_kinds if k.value in _HYBRID_LAYER_NAMES]
-    names = [_HYBRID_LAYER_NAMES[k] for k in dict.fromkeys(kinds)]
-    if not names and plan.layout is not None:
-        names = list(dict.fromkeys(_HYBRID_GROUP_NAMES[g.kind] for g in plan.layout.groups if g.kind in _HYBRID_GROUP_NAMES))
+    kinds = [k.value for k in plan.spec.layer_kinds if k.value in _UNMODELLED_LAYER_NAMES]
+    names = [_UNMODELLED_LAYER_NAMES[k] for k in dict.fromkeys(kinds)]
     if names:
         raise KvplanError(
             f"kvplan perf does not model {' and '.join(names)} layers yet ({plan.spec.name}): "
-            "serving performance is not predicted for hybrid models",
+            "serving performance is not predicted for this model",
             hint="a kvplan limitation, not a problem with the flags; `kvplan estimate` still sizes the KV cache",
         )
 
@@ -169,6 +176,29 @@ def check_shared_prefix(shared_prefix: SharedPrefix | None, lengths: Lengths) ->
         raise KvplanError(
             f"--shared-prefix: the {shared_prefix.tokens}-token prefix is longer than the {shortest}-token prompt ({flag})",
             hint="the prefix is part of the prompt: make it at most the prompt length",
+        )
+
+
+# The most requests one run emulates. The emulator steps every request (about 3 s per 10,000
+# requests of 1024/256 tokens on one core of the development machine, and every request's token
+# times are kept for the percentiles), so 10 million would run for hours; the metrics settle within
+# a few thousand requests (a closed loop's steady state starts after its first wave).
+MAX_REQUESTS = 100_000
+
+
+def check_num_requests(num_requests: int) -> None:
+    """--num-requests (--num-prompts) within 1..MAX_REQUESTS.
+
+    Raises:
+        KvplanError: exit 2 naming the flag and the cap.
+    """
+    if num_requests < 1:
+        raise KvplanError(f"--num-requests: must be >= 1, got {num_requests}")
+    if num_requests > MAX_REQUESTS:
+        raise KvplanError(
+            f"--num-requests: at most {MAX_REQUESTS:,} requests are emulated, got {num_requests:,}",
+            hint="the metrics settle within a few thousand requests; the emulator steps every request "
+                 "(about 3 s per 10,000 requests of 1024/256 tokens)",
         )
 
 
@@ -237,6 +267,9 @@ class Saturation:
     @property
     def caveat(self) -> str:
         """How the rate was found (every output names it)."""
+        if not self.concurrency:
+            return ("saturation rate: the emulated engine's highest sustained throughput (this open-loop run's "
+                    "completions; the closed-loop search found less)")
         return (f"saturation rate: the emulated engine's highest sustained throughput (closed loop, up to "
                 f"{self.concurrency} requests in flight)")
 
@@ -274,15 +307,23 @@ def closed_loop_capacity(result: SimulationResult, concurrency: int) -> float:
 
 
 def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths, *, seed: int = 0,
-                    shared_prefix: SharedPrefix | None = None, num_requests: int = SATURATION_REQUESTS) -> Saturation:
+                    shared_prefix: SharedPrefix | None = None, num_requests: int = SATURATION_REQUESTS,
+                    sustained: tuple[float, int] | None = None) -> Saturation:
     """The saturation rate of ``config`` for requests of ``lengths``: the highest steady-state
     throughput of closed-loop runs at concurrency 8, 16, 32, ... up to --max-num-seqs, stopping
     once doubling adds less than 2 % (twice in a row for mixed lengths, whose short runs are
-    noisy) or the KV pool could not hold all the requests in flight (fewer ran at once, or some
-    were preempted: a preempting run is not counted). In queueing terms this is the service capacity: with Poisson
-    arrivals below it the V1 scheduler's batches grow until they keep up (vLLM's throughput rises
-    with the number of running requests), above it nothing can. Then ``num_requests``-request
-    open-loop runs at LOAD_FRACTIONS of it give latency against load.
+    noisy) or the KV pool binds (fewer ran at once than were in flight, or some were preempted: a
+    preempting run of the search is not counted -- its 3 x concurrency requests are mostly the
+    first waves, before recomputation sets the pace, so it overstates). ``sustained`` =
+    (requests/s, concurrency or 0) of a run the caller made of the same engine and requests
+    (``predict``'s own run): the rate is never below it, since the engine was just seen
+    sustaining it. (The search stops at its first preempting concurrency and keeps the best
+    below it; a longer run at a higher concurrency, preempting, can finish more: recomputing a
+    few requests costs less than the seats the lower concurrency leaves empty. The 70B trial
+    reported 1.48 req/s saturation after a run at 1.58.) In queueing terms this is the service capacity: with Poisson arrivals below
+    it the V1 scheduler's batches grow until they keep up (vLLM's throughput rises with the number
+    of running requests), above it nothing can. Then ``num_requests``-request open-loop runs at
+    LOAD_FRACTIONS of it give latency against load.
 
     Units: requests/s. Raises:
         KvplanError: num_requests < 8.
@@ -297,7 +338,7 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
         res = simulate(config, step_time, ClosedLoop(reqs, c))
         x = closed_loop_capacity(res, c)
         # the KV pool binds: it could not admit them all, or it preempted (recomputed) some; more
-        # in flight only queue or thrash, and a preempting run is not a sustained rate
+        # in flight only queue or thrash, and a short preempting run overstates (docstring)
         preempted = any(r.num_preemptions for r in res.requests)
         pool_bound = preempted or max((st.num_running for st in res.steps), default=0) < c
         if preempted and best > 0:
@@ -308,12 +349,27 @@ def find_saturation(config: EngineConfig, step_time: Callable, lengths: Lengths,
         if flat >= (1 if lengths.description.startswith("fixed ") else 2) or pool_bound or c >= config.max_num_seqs:
             break
         c = min(2 * c, config.max_num_seqs)
+    if sustained is not None and sustained[0] > best:
+        best, best_c = sustained
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
     points = []
     for f in LOAD_FRACTIONS:
         rate = f * best
         points.append((rate, f < 1.0, summarize(simulate(config, step_time, OpenLoop(reqs, rate, seed=seed)))))
     return Saturation(best, num_requests, tuple(points), best_c)
+
+
+def sustained_rate(result: SimulationResult, load: Load) -> tuple[float, int]:
+    """(requests/s, concurrency or 0) a run sustained: a closed loop's steady-state completions
+    (closed_loop_capacity, the search's own measure), an open loop's completions over the run
+    (its summary's request throughput), whichever of the two is higher for a closed loop (a short
+    closed loop's window may be the whole run)."""
+    whole = summarize(result).request_throughput
+    if load.kind == "closed":
+        c = int(load.value)
+        steady = closed_loop_capacity(result, c) if len(result.requests) >= 2 else 0.0
+        return max(whole, steady if math.isfinite(steady) else 0.0), c
+    return whole, 0
 
 
 @dataclass(frozen=True)
@@ -356,6 +412,7 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
             shared prefix longer than a prompt, a request longer than --max-model-len, bad load
             or a layout the emulator does not model (exit 2).
     """
+    check_num_requests(num_requests)
     check_modelled(plan)
     check_shared_prefix(shared_prefix, lengths)
     cfg = config or engine_config(plan, efficiency=step_model.efficiency if step_model is not None else None)
@@ -367,7 +424,8 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     sat = None
     if saturation:
         sat = find_saturation(cfg, timer, lengths, seed=seed, shared_prefix=shared_prefix,
-                              num_requests=max(8, min(num_requests, SATURATION_REQUESTS)))
+                              num_requests=max(8, min(num_requests, SATURATION_REQUESTS)),
+                              sustained=sustained_rate(res, load))
     labels = tuple(step_model.labels) if step_model is not None else ()
     if sat is not None and load.kind == "open" and load.value > sat.rate:
         labels = labels + (overload_note(load.value, sat.rate),)
@@ -375,7 +433,7 @@ def predict(plan, step_model, lengths: Lengths, load: Load, *, num_requests: int
     labels = labels + ((short,) if short else ())
     approx = tuple(dict.fromkeys(labels + tuple(res.approximate) + tuple(a.reason for a in plan.approximations)
                                  + ((sat.caveat,) if sat is not None else ())))
-    cal = calibration_of(step_model.efficiency) if step_model is not None else Calibration(
+    cal = calibration_of(step_model.efficiency, getattr(step_model, "hybrid", False)) if step_model is not None else Calibration(
         "uncalibrated", "step time given by the caller (not a GPU model)", "caller")
     return PerfResult(cfg, load, lengths.description, num_requests, seed, shared_prefix, summ, res,
                       kv_usage_over_time(res), sat, cal, approx)

@@ -30,7 +30,8 @@ bandwidth, FLOPs over ``matmul_fraction`` x the dense tensor peak of the dtype t
 size: its kernels' fixed launch-to-finish floor inside the CUDA graph (a deep model pays it more
 often per step); ``moe_layer_us`` is the same for a MoE layer's extra kernels (router, top-k,
 token sorting by expert, the weighted sum). The coefficients are kvplan/perf/coefficients.py's (priors,
-"uncalibrated", unless a fit for this GPU and vLLM version exists).
+"uncalibrated", unless a fit for this GPU and vLLM version exists, or one of the same architecture
+and/or an earlier version to transfer: coefficients.resolve).
 
 Terms, per TP rank (the sizes come from the selected vLLM version's rules, the same ones the
 estimate uses: weights.weight_bytes_per_rank, kv_spec):
@@ -63,16 +64,23 @@ from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
 from kvplan.model.spec import LayerKind, ModelSpec
 from kvplan.perf import gpu_perf
-from kvplan.perf.coefficients import Efficiency, coefficients_for
+from kvplan.perf.coefficients import Efficiency, resolve
+from kvplan.perf.recurrent import recurrent_cost, recurrent_layers
+
+_RECURRENT_NAMES = {"mamba1": "Mamba", "mamba2": "Mamba-2", "gdn": "Gated DeltaNet (linear-attention)",
+                    "short_conv": "short-conv"}
 
 # Parts of weights.weight_bytes_per_rank's tally that are not streamed by every step.
 _NOT_READ = frozenset({"embed_tokens", "embed_positions", "rotary_cache", "vision", "fp8_kv_overhead", "vllm_extra", "mla_absorbed"})
-UNCALIBRATED = "uncalibrated: efficiency priors, no fit for this GPU under this vLLM version"
+UNCALIBRATED = ("uncalibrated: efficiency priors, no fit for this GPU's architecture (compute capability) under this "
+                "or an earlier vLLM version")
 QUANT_UNFITTED = ("{dtype} GEMMs: the coefficients were fitted on bf16 runs only; on the held-out Llama-3.1-70B "
                   "online-FP8 record kvplan's TPOT was 10-15 % low and its throughput 9-22 % high")
 EAGER_UNCHECKED = ("--enforce-eager: every step is launched kernel by kernel; its launch time was fitted on the "
                    "ungraphed steps of CUDA-graph runs and checked on one 4-layer eager record only")
 TP_UNCALIBRATED = "TP > 1: the all-reduce term is uncalibrated (only TP = 1 was measured)"
+HYBRID_UNCALIBRATED = ("hybrid model: its {kind} layers' state traffic and scan are costed from bytes and FLOPs "
+                       "(kvplan/perf/recurrent.py) but uncalibrated: no hybrid model is in any fit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,17 +207,29 @@ class StepModel:
     num_layers: int = 0
     num_moe_layers: int = 0
     cuda_graph_max_tokens: int = 0
+    scan_prefill_flops_per_token: float = 0.0
+    scan_decode_flops_per_token: float = 0.0
+    recurrent_kind: str = ""
+
+    @property
+    def hybrid(self) -> bool:
+        """The model has recurrent (Mamba / GDN / short-conv) layers."""
+        return bool(self.recurrent_kind)
 
     @property
     def labels(self) -> tuple[str, ...]:
         """Every caveat a prediction from this model carries (empty = calibrated and exact)."""
-        out = [] if self.efficiency.calibrated else [UNCALIBRATED]
+        e = self.efficiency
+        out = [] if e.calibrated else [e.transfer] if e.status == "transferred" and e.transfer else [UNCALIBRATED]
+        out.extend(e.transfer_notes)
         if self.tp > 1:
             out.append(TP_UNCALIBRATED)
         if self.cuda_graph_max_tokens == 0:
             out.append(EAGER_UNCHECKED)
-        if self.efficiency.calibrated and self.matmul_dtype not in ("bf16", "fp16"):
+        if e.from_fit and self.matmul_dtype not in ("bf16", "fp16"):
             out.append(QUANT_UNFITTED.format(dtype=self.matmul_dtype))
+        if self.hybrid:
+            out.append(HYBRID_UNCALIBRATED.format(kind=_RECURRENT_NAMES.get(self.recurrent_kind, self.recurrent_kind)))
         return tuple(out) + self.approximations
 
     def with_efficiency(self, efficiency: Efficiency) -> "StepModel":
@@ -243,6 +263,8 @@ class StepModel:
                 kv += g.layers * g.kv_bytes_per_token * (seen + num_decodes)
                 attn += g.layers * g.decode_flops_per_pair * seen
         kv += self.state_bytes_per_request * requests
+        if self.recurrent_kind:  # the recurrent layers' scan (kvplan/perf/recurrent.py)
+            attn += self.scan_prefill_flops_per_token * (tokens - num_decodes) + self.scan_decode_flops_per_token * num_decodes
         touched = expected_experts(tokens, self.num_experts, self.top_k) if self.num_experts else 0.0
         expert_bytes = touched * self.expert_bytes
         expert_flops = 2.0 * self.top_k * self.expert_params * tokens
@@ -356,6 +378,62 @@ class Chunk:
     num_computed_tokens: int
 
 
+def runner_change(spec: ModelSpec, fitted_version: str, rules: Any) -> str | None:
+    """What differs between how vLLM ``fitted_version`` and ``rules.version`` run ``spec``'s
+    steps, for a transferred fit's label: the model runner each picks (vX_Y/runner.py
+    uses_v2_runner, restating each version's config/vllm.py use_v2_model_runner: older versions
+    give MoE and hybrid models the V1 runner, newer ones every model V2); None when both pick the
+    same."""
+    from kvplan.engines.vllm import versions
+
+    if fitted_version not in versions.SUPPORTED:
+        return None
+    old = versions.select(fitted_version).runner.uses_v2_runner(spec)
+    new = rules.runner.uses_v2_runner(spec)
+    if old == new:
+        return None
+    name = lambda v2: "V2" if v2 else "V1"  # noqa: E731
+    return (f"{spec.name} runs vLLM {rules.version}'s {name(new)} model runner but ran {fitted_version}'s {name(old)} "
+            f"(config/vllm.py use_v2_model_runner): the fit's host-side and eager-launch terms are {name(old)}'s")
+
+
+def moe_tile_change(spec: ModelSpec, gpu: GPUProfile, tp: int, quant: Any, rules: Any, fit_gpu: str,
+                    fit_version: str) -> str | None:
+    """For an unquantized MoE model, whether vLLM runs its routed experts with a tuned Triton
+    tile config on one of (the fit's GPU under the fit's version, ``gpu`` under ``rules``) and
+    the default tiles on the other (vX_Y/runner.py has_tuned_moe_config: vLLM fused_moe.py
+    get_config_file_name). The expert fractions were fitted on the fit's kernel, so the label
+    names the change; None when both are the same, the model is not MoE or is quantized (not
+    checked), or a version lacks the table."""
+    from kvplan.engines.vllm import versions
+    from kvplan.gpus import bundled_profiles
+
+    moe = spec.moe
+    if moe is None or (quant is not None and quant.method != "none") or fit_version not in versions.SUPPORTED:
+        return None
+    here = getattr(rules.runner, "has_tuned_moe_config", None)
+    there = getattr(versions.select(fit_version).runner, "has_tuned_moe_config", None)
+    fit_prof = bundled_profiles().get(fit_gpu)
+    if here is None or there is None or fit_prof is None or not fit_prof.reported_name or not gpu.reported_name:
+        return None
+    n = moe.moe_intermediate_size // tp
+    a, b = there(moe.num_experts, n, fit_prof.reported_name), here(moe.num_experts, n, gpu.reported_name)
+    if a == b:
+        return None
+    name = lambda t: "a tuned" if t else "the default (untuned)"  # noqa: E731
+    return (f"routed experts: vLLM {rules.version} runs {name(b)} Triton MoE tile config for E={moe.num_experts},N={n} on "
+            f"{gpu.id}, the fit ran {name(a)} one on {fit_gpu} (fused_moe/configs): the fitted expert-GEMM "
+            "fractions may not carry over")
+
+
+def transfer_caveats(spec: ModelSpec, gpu: GPUProfile, tp: int, quant: Any, rules: Any, fit_gpu: str,
+                     fit_version: str) -> list[str]:
+    """What a transferred fit's labels add for this model: the model-runner change between the
+    versions (runner_change) and the MoE tile-config change between the GPUs (moe_tile_change)."""
+    out = [runner_change(spec, fit_version, rules), moe_tile_change(spec, gpu, tp, quant, rules, fit_gpu, fit_version)]
+    return [x for x in out if x]
+
+
 def _window(spec: ModelSpec, kind: LayerKind) -> int:
     if kind == LayerKind.SLIDING:
         return spec.sliding_window or 0
@@ -418,7 +496,6 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
     a = spec.attention
     q_heads = a.num_attention_heads // tp
     groups: dict[tuple, int] = {}
-    recurrent = 0
     for i, kind in enumerate(spec.layer_kinds):
         if kind == LayerKind.MLA and spec.mla is not None:
             m = spec.mla
@@ -432,20 +509,22 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
             if kind == LayerKind.CHUNKED:
                 approx.append("chunked local attention is costed as a sliding window of the chunk size (upper bound)")
         elif kind in (LayerKind.LINEAR, LayerKind.MAMBA):
-            recurrent += 1
-            continue
+            continue  # recurrent: kvplan/perf/recurrent.py
         else:
             raise KvplanError(f"{spec.name}: layer kind {kind.value!r} has no step-time rule")
         groups[key] = groups.get(key, 0) + 1
-    state = 0
-    if recurrent:
-        state = 2 * recurrent * rules.kv_spec.mamba_state_bytes(spec, tp, db)
-        approx.append("recurrent layers: only their state read/write and projections are costed, not the scan")
+    state_one = 0
+    if recurrent_layers(spec):  # the state as the version sizes it (the SSM state's own dtype where the family names one)
+        ssm = rules.kv_spec.ssm_state_dtype_bytes(spec, db)
+        state_one = rules.kv_spec.mamba_state_bytes(spec, tp, db, ssm_dtype_bytes=ssm)
+    rec = recurrent_cost(spec, tp, state_one)
     mm_dtype, note = gpu_perf.matmul_dtype(dtype, quant, gpu)
     if note:
         approx.append(note)
     act = "fp16" if dtype == "float16" else "bf16"
-    eff = efficiency if efficiency is not None else coefficients_for(gpu.id, rules.version)
+    eff = efficiency if efficiency is not None else resolve(
+        gpu.id, gpu.compute_capability, rules.version,
+        runner_note=lambda g, v: transfer_caveats(spec, gpu, tp, quant, rules, g, v))
     layers = spec.num_hidden_layers
     return StepModel(
         name=spec.name,
@@ -459,7 +538,10 @@ def step_model(spec: ModelSpec, gpu: GPUProfile, args: Any = None, *, vllm_versi
         expert_params=params.get("experts", 0) / experts if experts else 0.0,
         lm_head_params=int(lm_params),
         groups=tuple(AttentionGroup(n, *key) for key, n in groups.items()),
-        state_bytes_per_request=state,
+        state_bytes_per_request=rec.state_bytes_per_request,
+        scan_prefill_flops_per_token=rec.prefill_flops_per_token,
+        scan_decode_flops_per_token=rec.decode_flops_per_token,
+        recurrent_kind=rec.kind,
         allreduces=2 * layers if tp > 1 else 0,
         allreduce_bytes_per_token=spec.hidden_size * db,
         bandwidth=gpu_perf.memory_bandwidth(gpu),

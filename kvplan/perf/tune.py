@@ -172,7 +172,8 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
                    seed: int = 0, step_timer=None) -> list[OptionPerf]:
     """Serve ``lengths`` on each `plan` option (kvplan/capacity/search.py Option) in a closed loop
     at its share of the target concurrency and check the SLO, in the options' order; each run
-    sends max(``num_requests``, 3 x its concurrency) requests (steady state, not one wave).
+    sends max(``num_requests``, 3 x its concurrency) requests (steady state, not one wave), at
+    most serving.MAX_REQUESTS.
 
     Args:
         step_timer: ``plan -> (StepModel | None, seconds(StepBatch))`` (default: the step model
@@ -183,7 +184,7 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     """
     import math
 
-    from kvplan.perf.serving import CLOSED_LOOP_MIN_RATIO, check_modelled, predict
+    from kvplan.perf.serving import CLOSED_LOOP_MIN_RATIO, MAX_REQUESTS, check_modelled, predict
 
     if step_timer is None:
         from kvplan.perf.step_time import step_model
@@ -196,9 +197,9 @@ def screen_options(options, lengths: Lengths, slo: SLO, target_concurrency: floa
     for o in options:
         conc = max(1, math.ceil(target_concurrency / o.data_parallel_size - 1e-9))
         try:
-            check_modelled(o.plan)  # a hybrid model: kvplan's limitation, said as such
+            check_modelled(o.plan)  # a layer kind kvplan does not model: its limitation, said as such
             model, timer = step_timer(o.plan)
-            n = max(num_requests, CLOSED_LOOP_MIN_RATIO * conc)
+            n = min(max(num_requests, CLOSED_LOOP_MIN_RATIO * conc), MAX_REQUESTS)  # a shorter run is labelled
             r = predict(o.plan, model, lengths, Load("closed", conc), num_requests=n, seed=seed,
                         shared_prefix=shared_prefix, saturation=False, step_time=timer)
         except KvplanError as e:

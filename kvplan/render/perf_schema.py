@@ -22,8 +22,9 @@ class _Strict(BaseModel):
 class Calibration(_Strict):
     """What the step times stand on."""
 
-    status: Literal["uncalibrated", "fitted"]
-    label: str = Field(min_length=1, description="'uncalibrated (physics priors)' or 'fitted on N records (...)'")
+    status: Literal["uncalibrated", "fitted", "transferred"]
+    label: str = Field(min_length=1, description="'uncalibrated (physics priors)', 'fitted on N records (...)' or "
+                       "'transferred from <GPU> (<vLLM version>): <cross-GPU / cross-version error, measured or unmeasured>; ...'")
     source: str
 
 

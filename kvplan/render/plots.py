@@ -1,6 +1,6 @@
 """Pictures of a plan: concurrency vs --max-model-len, concurrency vs --gpu-memory-utilization,
 and the per-GPU memory breakdown - in the terminal (rich) and as a PNG/SVG file (matplotlib,
-the optional extra ``kvplan[plot]``, imported only when a file is asked for).
+the optional extra ``kvplan-vllm[plot]``, imported only when a file is asked for).
 
 The curves are re-plans of the same model, GPU and flags with one value changed
 (kvplan.capacity.estimate, under the plan's own vLLM version's rules); nothing here computes
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvplan import DISTRIBUTION
 from kvplan.errors import EnvironmentMissing, KvplanError
 
 GiB = 1 << 30
@@ -124,6 +125,31 @@ def pictures(plan, workload=None) -> PlanPictures:
     )
 
 
+def pictures_dict(pics: PlanPictures) -> dict:
+    """The ``curves`` section of ``kvplan estimate --curves --format json`` (what the terminal
+    picture shows, as numbers; the web page draws it): {"by_max_model_len", "by_utilization":
+    [{"x", "max_concurrency", "fits", "workload_requests", "workload_excluded"}], "memory":
+    [{"label", "bytes"}], "current_max_model_len", "current_utilization", "max_num_seqs"}.
+    x is tokens (by_max_model_len) or a fraction (by_utilization); bytes are ints."""
+
+    def points(ps):
+        return [
+            {"x": p.x, "max_concurrency": round(p.max_concurrency, 2), "fits": p.fits,
+             "workload_requests": None if p.workload_requests is None else round(p.workload_requests, 2),
+             "workload_excluded": p.workload_excluded}
+            for p in ps
+        ]
+
+    return {
+        "by_max_model_len": points(pics.by_max_model_len),
+        "by_utilization": points(pics.by_utilization),
+        "memory": [{"label": label, "bytes": int(n)} for label, n in pics.memory],
+        "current_max_model_len": pics.current_max_model_len,
+        "current_utilization": pics.current_utilization,
+        "max_num_seqs": pics.max_num_seqs,
+    }
+
+
 def _fmt_tokens(x: float) -> str:
     x = int(x)
     return f"{x // 1024}k" if x % 1024 == 0 and x >= 1024 else str(x)
@@ -187,14 +213,14 @@ def check_plot_path(path: str) -> Path:
     The name must end in .png or .svg (any case); what is there must be a regular file or
     nothing (a symbolic link is followed to the file it points to; a directory, FIFO or device
     is refused, never replaced); its directory must exist and accept a new file (tried, see
-    kvplan.io.files.output_target); matplotlib (the ``kvplan[plot]`` extra) must import.
+    kvplan.io.files.output_target); matplotlib (the ``kvplan-vllm[plot]`` extra) must import.
 
     Returns:
         the file to write (absolute, symbolic links resolved).
     Raises:
         KvplanError: empty name, another extension, a missing or read-only directory, a
             directory or other non-regular file as the name (names --plot; exit 2).
-        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
+        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan-vllm[plot]'``).
     """
     if not str(path).strip():
         raise KvplanError("--plot: empty file name", hint="e.g. --plot plan.png")
@@ -206,7 +232,7 @@ def check_plot_path(path: str) -> Path:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint=f"pip install '{DISTRIBUTION}[plot]'") from None
     return out
 
 
@@ -217,7 +243,7 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
 
     Raises:
         KvplanError: see check_plot_path, or the file cannot be written (names --plot).
-        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan[plot]'``).
+        EnvironmentMissing: matplotlib is not installed (exit 3; ``pip install 'kvplan-vllm[plot]'``).
     """
     out = check_plot_path(path)
     fmt = out.suffix.lower().lstrip(".")
@@ -227,7 +253,7 @@ def save_plot(pics: PlanPictures, path: str) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint=f"pip install '{DISTRIBUTION}[plot]'") from None
 
     fig = figure(pics)
     try:
@@ -262,7 +288,7 @@ def figure(pics: PlanPictures):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise EnvironmentMissing("--plot: matplotlib is not installed", hint="pip install 'kvplan[plot]'") from None
+        raise EnvironmentMissing("--plot: matplotlib is not installed", hint=f"pip install '{DISTRIBUTION}[plot]'") from None
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     try:

@@ -244,6 +244,32 @@ class EvidenceDoc(_Strict):
     )
 
 
+class CurvePoint(_Strict):
+    """One re-plan of the curves (kvplan.render.plots.CurvePoint)."""
+
+    x: float = Field(description="--max-model-len in tokens (by_max_model_len) or a utilization fraction (by_utilization)")
+    max_concurrency: float = Field(ge=0, description="vLLM's max concurrency for x-token requests; 0 when it does not start")
+    fits: bool
+    workload_requests: Optional[float] = Field(description="the --workload's requests that fit; null without --workload")
+    workload_excluded: float = Field(ge=0, le=1, description="fraction of the workload longer than x (left out)")
+
+
+class MemoryPart(_Strict):
+    label: str
+    bytes: int = Field(ge=0)
+
+
+class Curves(_Strict):
+    """``estimate --curves --format json``: kvplan.render.plots.pictures_dict."""
+
+    by_max_model_len: list[CurvePoint]
+    by_utilization: list[CurvePoint]
+    memory: list[MemoryPart] = Field(description="per GPU of the worst stage, left to right, summing to the total")
+    current_max_model_len: int = Field(ge=0)
+    current_utilization: float
+    max_num_seqs: int = Field(ge=1)
+
+
 class EstimateDocument(_Strict):
     """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
 
@@ -311,6 +337,11 @@ class EstimateDocument(_Strict):
         default=None,
         description="added by `estimate` only with --workload/--n/--shared-prefix-tokens/--plot/--curves "
         "(kvplan.capacity.workload CapacityReport.to_dict); absent otherwise",
+    )
+    curves: Optional[Curves] = Field(
+        default=None,
+        description="added by `estimate --curves` only (kvplan.render.plots.pictures_dict): max concurrency "
+        "re-planned over --max-model-len and --gpu-memory-utilization, and the memory parts; absent otherwise",
     )
     perf: Optional[PerfSection] = Field(
         default=None,

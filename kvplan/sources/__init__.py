@@ -51,8 +51,20 @@ def resolve_model(model: str, revision: str | None = None) -> ModelSource:
         raise KvplanError(f"{shown_name(model)}: cannot read: {exc.strerror or exc}") from None
 
 
+# Set (to any value) by `kvplan web` for itself and the commands it runs, unless it was started
+# with --allow-local-paths: a model that would be read from the server's disk is refused.
+DENY_LOCAL_ENV = "KVPLAN_DENY_LOCAL_PATHS"
+
+
 def _resolve_path(model: str, path: Path, revision: str | None) -> ModelSource:
     """resolve_model past its argument checks (``path``: ``model`` with ~ expanded)."""
+    import os
+
+    if os.environ.get(DENY_LOCAL_ENV) and (path.exists() or path.is_symlink() or model.startswith((".", "/", "~"))):
+        raise KvplanError(
+            f"{model}: local model paths are not readable through kvplan web",
+            hint="use a bundled or Hub model id, or start the server with `kvplan web --allow-local-paths`",
+        )
     problem = link_problem(path)
     if problem:
         raise KvplanError(f"{model}: {problem}", hint="give a directory holding config.json, or the path of a config.json")

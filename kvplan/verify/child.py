@@ -301,7 +301,7 @@ def _environment(expect_vllm: str | None) -> dict:
     try:
         import torch
     except Exception as exc:  # ImportError or a broken install
-        fail("environment", type(exc).__name__, f"torch cannot be imported ({exc}); install kvplan[verify]", EXIT_ENVIRONMENT)
+        fail("environment", type(exc).__name__, f"torch cannot be imported ({exc}); install kvplan-vllm[verify]", EXIT_ENVIRONMENT)
     if not torch.cuda.is_available():
         fail("environment", "NoGPU", "no CUDA GPU is visible to torch (torch.cuda.is_available() is False)", EXIT_ENVIRONMENT)
     free, total = torch.cuda.mem_get_info()
@@ -311,7 +311,7 @@ def _environment(expect_vllm: str | None) -> dict:
     try:
         import vllm
     except Exception as exc:
-        fail("environment", type(exc).__name__, f"vLLM cannot be imported ({exc}); pip install 'kvplan[verify]'", EXIT_ENVIRONMENT)
+        fail("environment", type(exc).__name__, f"vLLM cannot be imported ({exc}); pip install 'kvplan-vllm[verify]'", EXIT_ENVIRONMENT)
     version = getattr(vllm, "__version__", "unknown")
     env = {
         "python": sys.version.split()[0],

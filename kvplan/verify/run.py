@@ -249,7 +249,9 @@ def check_environment(expect_vllm: Optional[str]) -> None:
     """
     if os.environ.get(CHILD_OVERRIDE_ENV):
         return
-    hint = "pip install 'kvplan[verify]' (vLLM and torch), or use --from-log FILE without a GPU"
+    from kvplan import DISTRIBUTION
+
+    hint = f"pip install '{DISTRIBUTION}[verify]' (vLLM and torch), or use --from-log FILE without a GPU"
     if importlib.util.find_spec("torch") is None:
         raise EnvironmentMissing("torch is not installed", hint=hint)
     if importlib.util.find_spec("vllm") is None:

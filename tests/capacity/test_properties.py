@@ -911,7 +911,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf", "curves"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
@@ -937,5 +937,6 @@ def test_schema_is_json_schema_of_the_pydantic_model():
         "notes",
         "stages",
         "workload",
+        "curves",
         "perf",
     }

@@ -94,7 +94,7 @@ def test_junit_xml_strict_turns_warnings_into_failures(tmp_path):
 def test_nothing_written_when_the_run_itself_fails(tmp_path):
     out_file = tmp_path / "report.xml"
     out_file.write_text("previous")
-    code, out, err = run_cli("check", PASS, "--format", "sarif", "--junit-xml", str(out_file))
+    code, out, err = run_cli("check", PASS, "--format", "sarf", "--junit-xml", str(out_file))
     assert code == 2 and "--format" in err and "Traceback" not in err
     code, out, err = run_cli("check", PASS, "--gpu-profiles", str(tmp_path / "nope.yaml"), "--junit-xml", str(out_file))
     assert code == 2 and "Traceback" not in err

@@ -751,7 +751,7 @@ ROWS: list[Row] = [
         2,
         ("--kv-cache-memory: '99999999999999999999999GiB' is larger than any memory (limit 2**63 - 1 bytes)",),
     ),
-    Row("format-unknown", E(LLAMA3_8B, "--format", "xml"), 2, ("--format: unknown value 'xml'", "hint: use table, json, yaml or serve")),
+    Row("format-unknown", E(LLAMA3_8B, "--format", "xml"), 2, ("--format: unknown value 'xml'", "hint: use table, json, yaml, serve, k8s, lws, kserve, llm-d, compose")),
     Row("vllm-version-unknown", E(LLAMA3_8B, "--vllm-version", "0.5.0"), 2, ("--vllm-version: kvplan has no rules for vLLM '0.5.0'",)),
     Row(
         "workload-100mb",

@@ -55,6 +55,10 @@ def test_groups_from_kvplans_layout():
         group_size=12, bytes_per_block=2 * 12 * 4096,
     )
     assert groups_from_layout(layout) == (GroupSpec("full", 16), GroupSpec("sliding", 16, 128))
+    # a recurrent-state group: vLLM 0.26.0 (mamba_cache_mode "none") keeps one state page per
+    # request (kv_cache_interface.py MambaSpec.max_memory_usage_bytes: (1 + spec tokens) pages)
     mamba = KVCacheLayout(groups=(KVCacheGroup("mamba", 4, 0, 16, 4096),), group_size=4, bytes_per_block=4 * 4096)
-    with pytest.raises(KvplanError, match="mamba"):
-        groups_from_layout(mamba)
+    assert groups_from_layout(mamba) == (GroupSpec("state", 16, None, 1),)
+    chunked = KVCacheLayout(groups=(KVCacheGroup("chunked", 4, 0, 16, 4096, chunk_size=64),), group_size=4, bytes_per_block=4 * 4096)
+    with pytest.raises(KvplanError, match="chunked"):
+        groups_from_layout(chunked)

@@ -16,6 +16,10 @@ CASES = {
     "open, sync, no caching": (dict(async_scheduling=False, enable_prefix_caching=False), "open"),
     "tiny pool, preemptions, async": (dict(async_scheduling=True, num_gpu_blocks=120), "closed"),
     "tiny pool, preemptions, sync": (dict(async_scheduling=False, num_gpu_blocks=120), "closed"),
+    # a hybrid: a full-attention group beside a recurrent-state group of 2 pages per request
+    # (state first, as vLLM may order them): decodes never change the state pages
+    "hybrid state group, async": (dict(async_scheduling=True, num_gpu_blocks=400, groups="hybrid"), "closed"),
+    "hybrid state group, sync, open": (dict(async_scheduling=False, num_gpu_blocks=400, groups="hybrid"), "open"),
 }
 
 
@@ -25,6 +29,10 @@ def test_fast_and_exact_stepping_agree(name):
     cfg = dict(num_gpu_blocks=5000, block_size=16, max_model_len=2048, max_num_batched_tokens=512,
                max_num_seqs=32, enable_prefix_caching=True, vllm_version="0.26.0")
     cfg.update(flags)
+    if cfg.get("groups") == "hybrid":
+        from kvplan.perf import GroupSpec
+
+        cfg["groups"] = (GroupSpec("state", 16, None, 2), GroupSpec("full", 16))
     cfg = EngineConfig(**cfg)
     w = Lengths([(200, 40), (600, 90), (64, 150)], [1.0, 1.0, 1.0], "mix")
     reqs = tuple(make_requests(120, w, seed=4, shared_prefix=SharedPrefix(0.5, 100)))

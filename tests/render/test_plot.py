@@ -36,7 +36,7 @@ def test_plot_without_matplotlib_exits_3(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, _, err = run_cli(*ARGS, "--plot", str(tmp_path / "plan.png"))
     assert code == 3
-    assert "matplotlib" in err and "kvplan[plot]" in err
+    assert "matplotlib" in err and "pip install 'kvplan-vllm[plot]'" in err
     assert not (tmp_path / "plan.png").exists()
 
 

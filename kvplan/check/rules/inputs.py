@@ -183,9 +183,11 @@ def engine_args(ctx, dep: Deployment, checks: list[str]) -> "_EngineInputs":
                 dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
             continue
         if base in _NOT_MODELLED:
+            # a warning, never an info note: the figures below a green verdict would ignore it
+            # (issue 22; `check --strict` fails on it)
             dep.diag(
                 NOT_MODELLED,
-                "info",
+                "warning",
                 f"kvplan does not model --{base} ({_NOT_MODELLED[base]}); its figures assume it is unset",
                 line=s.line,
                 key=s.key,

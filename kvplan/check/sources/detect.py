@@ -27,11 +27,17 @@ def _looks_like_vllm_config(data: dict, cat: FlagCatalogue) -> bool:
 
 
 def yaml_doc_kind(data: Any, cat: FlagCatalogue) -> str | None:
-    """What one YAML document is: "k8s" (``apiVersion`` and ``kind``), "compose" (a
+    """What one YAML document is: a serving stack (kvplan.check.sources.stacks.stack_kind),
+    "k8s" (``apiVersion`` and ``kind``), "compose" (a
     ``services`` mapping), "vllm-config" (a mapping whose keys are mostly `vllm serve` flags),
     "manifest" (only ``deployments``/``node_selectors``), or None (none of these)."""
     if not isinstance(data, dict):
         return None
+    from kvplan.check.sources.stacks import stack_kind
+
+    stack = stack_kind(data)  # a serving stack's manifest (KServe, llm-d, Dynamo, production-stack, Ray Serve)
+    if stack is not None:
+        return stack
     if "apiVersion" in data and "kind" in data:
         return "k8s"
     if isinstance(data.get("services"), dict):

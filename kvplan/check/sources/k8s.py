@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.check.deployment import Deployment, _as_words, _int_or_none
-from kvplan.check.diagnostics import INVALID_VALUE
+from kvplan.check.diagnostics import INVALID_VALUE, REPLICAS
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
 from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible, serve_calls_in_argv
@@ -205,6 +205,16 @@ def _lws_group(doc: YamlDoc) -> _LwsGroup | None:
     )
 
 
+def _replicas_note(dep: Deployment, doc: YamlDoc, serving: bool) -> None:
+    """An info naming ``spec.replicas`` of a Deployment, StatefulSet or LeaderWorkerSet: copies of
+    this engine, the figures are per copy (as for the serving stacks, check.sources.stack)."""
+    spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
+    n = spec.get("replicas")
+    if serving and doc.data.get("kind") in ("Deployment", "StatefulSet", "LeaderWorkerSet") and isinstance(n, int) and n != 1:
+        dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine; the figures are per replica",
+                 line=doc.line_of(("spec", "replicas")), key="spec.replicas")
+
+
 def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
     """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
     (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector.
@@ -269,5 +279,6 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     _gpu_from_selectors(dep, pod, path, doc, node_map)
                     if isinstance(c.get("image"), str):
                         dep.image, dep.image_line, dep.image_key = c["image"], doc.line_of(cpath + ("image",)), "image"
+                    _replicas_note(dep, doc, is_leader or group is None)
                     out.append(dep)
     return out

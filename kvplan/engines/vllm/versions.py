@@ -407,14 +407,13 @@ def release_flag_tables(data: Optional[dict] = None) -> dict[str, dict]:
 
 
 def installed_vllm() -> Optional[str]:
-    """The version of the installed ``vllm`` distribution (importlib.metadata, which reads its
-    dist-info without importing vllm), or None when none is installed."""
-    from importlib import metadata
+    """The version of the installed ``vllm`` distribution (read from its dist-info without
+    importing vllm, as importlib.metadata reads it: kvplan.io.distributions), or None when none
+    is installed."""
+    from kvplan.io.distributions import installed_version
 
     try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return None
+        return installed_version("vllm")
     except Exception:  # noqa: BLE001 - a broken dist-info is treated as none installed
         return None
 

@@ -55,6 +55,7 @@ from kvplan.engines.vllm.v0_26.kv_spec import (  # noqa: F401  (unchanged)
     kv_heads_per_rank,
     mamba_state_bytes,
     mla_per_token_bytes,
+    ssm_state_dtype_bytes,
 )
 from kvplan.model.spec import LayerKind
 

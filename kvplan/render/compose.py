@@ -1,0 +1,16 @@
+"""docker compose writer: one service of the vllm/vllm-openai image (its entrypoint is
+`vllm serve`) with the serve line as its command and tp x pp GPUs reserved. Read back by
+kvplan.check.sources.compose."""
+
+from __future__ import annotations
+
+from kvplan.render.served import Served
+
+
+def compose_yaml(s: Served) -> dict:
+    svc = {"image": s.image, "command": [s.model, *s.flags], "ipc": "host", "ports": ["8000:8000"]}
+    if s.env:
+        svc["environment"] = {k: str(v) for k, v in s.env.items()}
+    svc["deploy"] = {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": s.gpus, "capabilities": ["gpu"]}]}}}
+    return {"services": {"vllm": svc}}
