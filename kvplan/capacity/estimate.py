@@ -748,12 +748,11 @@ def with_version_choice(p: Plan, choice: VersionChoice) -> Plan:
     ``p.effective["vllm_version"]``): every output then says which version and why. A
     substitute (the installed package, a log or an image tag names a version kvplan has no rules
     for) adds its warning, and its evidence names that version as unchecked: the numbers are the
-    nearest supported version's, never presented as the wanted one's; a release whose sizing
-    source is identical to the version's says so in its evidence (versions.VersionChoice.apply_to)."""
-    from dataclasses import replace
-
+    nearest supported version's, never presented as the wanted one's."""
+    evidence = p.evidence
     warnings = list(p.warnings)
     if choice.substituted:
         warnings.append(choice.warning())
-    return replace(p, version_choice=choice, warnings=warnings, evidence=choice.apply_to(p.evidence))
+    # a substitute's evidence names it as unchecked; an identical release's says so (VersionChoice.apply_to)
+    return replace(p, version_choice=choice, warnings=warnings, evidence=choice.apply_to(evidence))
 

@@ -165,6 +165,8 @@ class ServeRead:
     before: dict
     model_before: tuple
     diagnostics: list
+    after: dict
+    model_after: tuple
 
 
 _MODEL_FIELDS = ("model", "model_line", "model_key", "model_unresolved", "model_literal")
@@ -186,7 +188,8 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
     first = len(dep.diagnostics)
     _parse_serve_args(dep, toks, cat, positional_model=positional_model)
     changed = {k: settings.get(k) for k in set(dep.settings) | set(settings) if dep.settings.get(k) is not settings.get(k)}
-    dep.serve_read = ServeRead(list(toks), positional_model, cat.version, changed, model, dep.diagnostics[first:])
+    dep.serve_read = ServeRead(list(toks), positional_model, cat.version, changed, model, dep.diagnostics[first:],
+                               {k: dep.settings.get(k) for k in changed}, tuple(getattr(dep, f) for f in _MODEL_FIELDS))
 
 
 def reread_serve_args(dep: Deployment, cat: FlagCatalogue) -> None:
@@ -198,6 +201,10 @@ def reread_serve_args(dep: Deployment, cat: FlagCatalogue) -> None:
         return
     ids = {id(d) for d in read.diagnostics}
     dep.diagnostics[:] = [d for d in dep.diagnostics if id(d) not in ids]
+    # what a reader set after the first reading (the model of a stack manifest ...) stays: it
+    # came after the arguments then, and does now
+    later = {k: dep.settings.get(k) for k, v in read.after.items() if dep.settings.get(k) is not v}
+    model_now = tuple(getattr(dep, f) for f in _MODEL_FIELDS)
     for key, value in read.before.items():
         if value is None:
             dep.settings.pop(key, None)
@@ -206,6 +213,14 @@ def reread_serve_args(dep: Deployment, cat: FlagCatalogue) -> None:
     for name, value in zip(_MODEL_FIELDS, read.model_before):
         setattr(dep, name, value)
     parse_serve_args(dep, read.toks, cat, positional_model=read.positional_model)
+    for key, value in later.items():
+        if value is None:
+            dep.settings.pop(key, None)
+        else:
+            dep.settings[key] = value
+    if model_now != read.model_after:
+        for name, value in zip(_MODEL_FIELDS, model_now):
+            setattr(dep, name, value)
 
 
 def _unlisted(cat: FlagCatalogue) -> str:
