@@ -127,7 +127,10 @@ def test_gpu_memory_override_80gib_is_used():
     doc = _estimate_json("--gpu", "H200", "--gpu-memory", "80GiB")
     assert doc["gpu"]["memory_bytes"] == 85899345920  # 80 x 2^30
     assert doc["memory"]["total_bytes"] == 85899345920
-    # requested = ceil(85899345920 x 0.92) = ceil(79027398246.4)
+    # vLLM 0.34.0 (the default): utilization 1.0 with the extensible KV cache, requested = the total
+    assert doc["memory"]["requested_bytes"] == 85899345920
+    doc = _estimate_json("--gpu", "H200", "--gpu-memory", "80GiB", "--vllm-version", "0.33.0")
+    # 0.33.0: requested = ceil(85899345920 x 0.92) = ceil(79027398246.4)
     assert doc["memory"]["requested_bytes"] == 79027398247
 
 

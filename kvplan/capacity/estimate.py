@@ -7,12 +7,15 @@ budget, the KV-cache layout and the block count, and takes the minimum over stag
 
 The version's rules (engines/vllm/versions.py) are selected once, from ``args.vllm_version``,
 and passed to every step; outcomes are typed (capacity/outcomes.py) beside their message text.
+plan() reads top to bottom as its steps: the engine arguments resolved (capacity/resolve.py),
+the KV-cache specs, every stage's budget and blocks, auto max-model-len, whether vLLM starts
+(capacity/start_failure.py), the pool vLLM logs, the closing notes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from kvplan.capacity.outcomes import (  # noqa: F401
@@ -25,6 +28,9 @@ from kvplan.capacity.outcomes import (  # noqa: F401
     RefusalKind,
     StartOutcome,
 )
+from kvplan.capacity.resolve import Resolved, opening_remarks, resolve_engine_args, text_only_spec
+from kvplan.capacity.stage import StagePlan
+from kvplan.capacity.start_failure import start_failure
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import Evidence, VllmRules
@@ -47,20 +53,6 @@ QUANT_MIN_CAPABILITY = _DEFAULT.quantization.QUANT_MIN_CAPABILITY
 CHECKPOINT_GAP = _DEFAULT.quantization.CHECKPOINT_GAP
 cuda_graph_headroom_bytes = _DEFAULT.memory.cuda_graph_headroom_bytes
 allow_long_max_model_len = _DEFAULT.defaults.allow_long_max_model_len
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """One pipeline stage (the figures are per GPU of that stage)."""
-
-    pipeline_rank: int
-    layers: range
-    budget: memory.MemoryBudget
-    weights_breakdown: dict[str, int]
-    activation: act_mod.ActivationEstimate
-    layout: KVCacheLayout
-    num_blocks: int
-    bytes_for_max_len: int
 
 
 @dataclass(frozen=True)
@@ -264,18 +256,6 @@ def valid_tensor_parallel_sizes(spec: ModelSpec, most: int = 64) -> list[int]:
     return [d for d in range(1, min(heads, most) + 1) if _tp_refusal(spec, d) is None]
 
 
-def _block_size_note(block_size: int, kv_dtype: str, gpu: GPUProfile, default_block_size: int) -> str:
-    """Why the default block size is not vLLM's usual 16 (see the version's
-    defaults.default_block_size: vLLM picks the MLA attention backend's preferred block size)."""
-    cc = gpu.compute_capability or "9.0"
-    backend = "FLASHMLA" if cc.startswith("9.") and kv_dtype.startswith("fp8") else "FLASHINFER_MLA"
-    return (
-        f"block_size {block_size} (not the usual {default_block_size}): on compute capability {cc} "
-        f"with --kv-cache-dtype {kv_dtype}, vLLM picks the {backend} attention backend for this MLA model and "
-        f"uses its preferred block size; pass --block-size to choose another"
-    )
-
-
 def _validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
     why = _tp_refusal(spec, tp)
     if why is not None:
@@ -325,11 +305,53 @@ def _project(layout: KVCacheLayout, layers: range, rules: VllmRules) -> KVCacheL
     return rules.allocator.KVCacheLayout(groups=tuple(groups), group_size=size, bytes_per_block=max(1, page * size))
 
 
+@dataclass(frozen=True)
+class _CacheSpecs:
+    """Every KV-cache spec of one tensor-parallel rank and the layer each belongs to.
+
+    ``layer_specs``: the version's per-layer cache specs (kv_spec.layer_cache_specs);
+    ``spec_owner``: for each of them the decoder layer index it belongs to; ``global_layout``:
+    the KV-cache grouping over every layer (allocator.build_layout); ``block_size``: tokens per
+    block after a hybrid model's alignment.
+    """
+
+    layer_specs: tuple
+    spec_owner: tuple[int, ...]
+    global_layout: KVCacheLayout
+    block_size: int
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The KV-cache pool vLLM logs, at the plan's max_model_len.
+
+    ``num_blocks`` (min over stages), ``block_size`` (tokens per block of the first group, as
+    vLLM reports it), ``page_size_bytes``, ``bytes_per_token`` (KV bytes per token on one GPU of
+    the stage with the fewest blocks), ``tokens`` ("GPU KV cache size"), ``concurrency``
+    ("Maximum concurrency"), ``binding`` ("kv_cache" or "max_num_seqs"), ``prefix_caching``.
+    """
+
+    num_blocks: int
+    block_size: int
+    page_size_bytes: int
+    bytes_per_token: int
+    tokens: int
+    concurrency: float
+    binding: str
+    prefix_caching: bool
+
+
 def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, str] | None = None) -> Plan:
     """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
 
     ``env``: the environment vLLM would start with (only VLLM_ALLOW_LONG_MAX_MODEL_LEN is read;
     None = unset). The planner never reads os.environ itself.
+
+    The steps, in vLLM's order: refuse what vLLM refuses before loading; resolve the engine
+    arguments; lay out the KV-cache specs; budget every pipeline stage (weights, activation
+    peak, non-torch memory -> KV bytes -> blocks); shorten an auto max-model-len to fit; find the
+    first reason vLLM would not start; read off the pool vLLM logs. Every step appends its
+    warnings and notes to ``remarks`` in the order vLLM's own checks run.
 
     Returns:
         a Plan (per-GPU figures; block counts are what every GPU allocates).
@@ -340,129 +362,65 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     """
     rules = versions.select(args.vllm_version)
     approximations = estimate_approximations(spec, args.limit_mm_per_prompt, rules)
-    defaults, runner, memory, quantization = rules.defaults, rules.runner, rules.memory, rules.quantization
-    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
-    _validate_parallel(spec, tp, pp)
-    # What parsing, the model source and the GPU profile already know is uncertain comes first.
-    # A partial bundled snapshot (sources/bundled.py) is kvplan's own uncertainty, not the user's
-    # to fix: a note, not a warning (Note.about_kvplan).
-    remarks: list[Note] = [
-        Note(NoteKind.BUNDLED_SNAPSHOT if n in spec.snapshot_notes else NoteKind.MODEL_SOURCE, n)
-        for n in spec.notes
-    ]
-    remarks += [Note(NoteKind.GPU_PROFILE, w) for w in gpu.warnings]
-
-    def note(kind: NoteKind, message: str) -> None:
-        remarks.append(Note(kind, message))
-
-    if rules.weights.text_only(spec, args.limit_mm_per_prompt):
-        note(
-            NoteKind.MULTIMODAL,
-            f"--limit-mm-per-prompt sets every modality of {spec.architecture} ({', '.join(spec.mm_modalities)}) to 0: "
-            "vLLM runs it text-only, with no vision tower loaded or profiled",
-        )
-        spec = spec.model_copy(update={"vision_params": 0, "is_multimodal": False})
-    dtype = defaults.resolve_dtype(args.dtype, spec.dtype, bf16_supported=gpu.bf16_supported)
-    if dtype == "bfloat16" and not gpu.bf16_supported:
-        raise EstimateRefusal(
-            RefusalKind.DTYPE,
-            f"--dtype bfloat16: {gpu.display_name} does not support bfloat16",
-            hint="use --dtype float16",
-            flag="--dtype",
-        )
-    dtype_bytes = rules.kv_spec.DTYPE_BYTES[dtype]
-    said: list[str] = []
-    quant = quantization.effective_quant(spec, args, gpu, said)
-    remarks += [Note(NoteKind.GPTQ_UNQUANTIZED, w) for w in said]
-
-    kv_dtype = args.kv_cache_dtype
-    if kv_dtype == "auto" and quant is not None and quant.kv_cache_fp8:
-        kv_dtype = "fp8"
-    if kv_dtype != "auto" and spec.model_type in rules.kv_cache_dtype_ignored:
-        note(
-            NoteKind.MODEL_SOURCE,
-            f"--kv-cache-dtype {kv_dtype}: vLLM {rules.version}'s {spec.architecture} builds its attention "
-            "without the cache config, so its KV cache keeps the model dtype (sized so)"
-        )
-        kv_dtype = "auto"
-    if gpu.is_estimate:
-        note(
-            NoteKind.GPU_MEMORY_ESTIMATED,
-            f"{gpu.display_name}: its CUDA-visible memory is an estimate, not a reading "
-            "(see `kvplan gpus`); pass --gpu-memory with torch.cuda.mem_get_info()'s total for exact blocks"
-        )
-    if kv_dtype.startswith("fp8") and not gpu.fp8_supported:
-        note(
-            NoteKind.FP8_KV_UNSUPPORTED_GPU,
-            f"--kv-cache-dtype {kv_dtype} on {gpu.display_name} (no fp8 tensor cores): vLLM stores fp8 but "
-            "attention backends may refuse or run slowly"
-        )
-    kv_b = rules.kv_spec.kv_dtype_bytes(kv_dtype, dtype)
-
-    # max_model_len
-    derived = spec.derived_max_model_len
-    limit = spec.max_len_limit  # above the default for longrope models
-    auto_fit = args.max_model_len == -1
-    if args.max_model_len is None or auto_fit:
-        max_model_len = derived
-    else:
-        max_model_len = args.max_model_len
-        if max_model_len > limit and defaults.allow_long_max_model_len(env):
-            # vLLM config/model.py _get_and_verify_max_len: with the variable set it logs a
-            # warning and keeps the user's length.
-            note(
-                NoteKind.LONG_MAX_MODEL_LEN,
-                f"--max-model-len {max_model_len}: beyond the model's trained length ({limit} tokens); "
-                "vLLM accepts it because VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, but positions past "
-                f"{limit} may give NaNs (RoPE) or out-of-bounds errors (absolute positions)",
-            )
-        elif max_model_len > limit:
-            raise EstimateRefusal(
-                RefusalKind.MAX_MODEL_LEN,
-                f"--max-model-len {max_model_len}: larger than the model's limit ({limit} tokens, "
-                "from max_position_embeddings and rope scaling); vLLM refuses it",
-                hint=f"use --max-model-len {limit} or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in vLLM)",
-                flag="--max-model-len",
-            )
-
-    # batch defaults
-    mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)
-    max_num_seqs = args.max_num_seqs or seqs_default
-    mbt = defaults.resolve_max_num_batched_tokens(
-        user_value=args.max_num_batched_tokens,
-        default=mbt_default,
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
+    _validate_parallel(spec, args.tensor_parallel_size, args.pipeline_parallel_size)
+    remarks = opening_remarks(spec, gpu)
+    spec = text_only_spec(spec, args, rules, remarks)
+    resolved = resolve_engine_args(spec, gpu, args, env, rules, remarks)
+    cache = _cache_specs(spec, args, rules, resolved, remarks)
+    stages = _plan_stages(spec, gpu, args, rules, resolved, cache, remarks)
+    stages, resolved = _auto_fit_max_model_len(stages, resolved, remarks)
+    failure, largest = start_failure(stages, args, rules, resolved, remarks)
+    pool = _pool(spec, args, rules, resolved, cache, stages)
+    _closing_notes(spec, args, rules, resolved, remarks)
+    return Plan(
+        spec=spec,
+        gpu=gpu,
+        args=args,
+        effective=_effective(spec, args, resolved, pool, rules),
+        stages=stages,
+        num_gpu_blocks=pool.num_blocks,
+        block_size=pool.block_size,
+        page_size_bytes=pool.page_size_bytes,
+        bytes_per_token=pool.bytes_per_token,
+        gpu_kv_cache_tokens=pool.tokens,
+        max_concurrency=pool.concurrency,
+        max_in_flight_tokens=resolved.max_in_flight,
+        fits=failure is None,
+        failure=failure.message if failure is not None else None,
+        largest_max_model_len=largest,
+        binding_limit=pool.binding,
+        warnings=[n.message for n in remarks if not n.about_kvplan],
+        runner="v2" if resolved.v2 else "v1",
+        outcome=failure.kind if failure is not None else StartOutcome.STARTS,
+        notes=[n.message for n in remarks if n.about_kvplan],
+        allow_long_max_model_len=rules.defaults.allow_long_max_model_len(env),
+        failure_info=failure,
+        remarks=tuple(remarks),
+        rules=rules,
+        approximations=approximations,
+        evidence=rules.evidence_for(spec, gpu, args),
     )
-    if mbt < max_num_seqs:
-        raise EstimateRefusal(
-            RefusalKind.MAX_NUM_BATCHED_TOKENS,
-            f"--max-num-batched-tokens {mbt}: smaller than --max-num-seqs {max_num_seqs}; vLLM refuses it",
-            flag="--max-num-batched-tokens",
-        )
 
-    block_size = args.block_size or defaults.default_block_size(
-        uses_mla=spec.uses_mla, kv_cache_dtype=kv_dtype, compute_capability=gpu.compute_capability,
-        sparse_mla_indexer=any(spec.indexer_layers),
-    )
-    if args.block_size is None and block_size != defaults.DEFAULT_BLOCK_SIZE:
-        note(NoteKind.BLOCK_SIZE_BACKEND, _block_size_note(block_size, kv_dtype, gpu, defaults.DEFAULT_BLOCK_SIZE))
-    v2 = runner.uses_v2_runner(spec)
-    async_sched = True
-    max_concurrent_batches = (pp + 1) if (async_sched and v2) else (2 if (async_sched and pp == 1) else pp)
-    max_in_flight = max_concurrent_batches * mbt
 
+# -- the KV-cache specs of one rank ---------------------------------------------------
+
+
+def _cache_specs(
+    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note]
+) -> _CacheSpecs:
+    """Every layer's KV-cache spec on one tensor-parallel rank, the decoder layer each belongs
+    to, and their global grouping (vLLM v1/core/kv_cache_utils.py get_kv_cache_groups)."""
     layer_specs, eff_block, global_layout = _layout_cached(
         rules,
-        spec, tp, block_size, kv_b, dtype_bytes, args.disable_hybrid_kv_cache_manager
+        spec, args.tensor_parallel_size, r.block_size, r.kv_dtype_bytes, r.dtype_bytes,
+        args.disable_hybrid_kv_cache_manager,
     )
-    layer_specs = list(layer_specs)
-    if eff_block != block_size:
-        note(
+    if eff_block != r.block_size:
+        remarks.append(Note(
             NoteKind.BLOCK_SIZE_HYBRID_ALIGNED,
-            f"block_size raised from {block_size} to {eff_block} tokens so one attention page holds a "
+            f"block_size raised from {r.block_size} to {eff_block} tokens so one attention page holds a "
             "recurrent state (vLLM aligns hybrid models this way)"
-        )
+        ))
     # Map per-layer specs back to layer indices (layers without KV keep no entry).
     kv_layer_idx = [i for i, k in enumerate(spec.layer_kinds) if k != LayerKind.NONE]
     # the decoder layer each cache spec belongs to: one per caching layer, then the extra cache
@@ -473,274 +431,223 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     ] + [
         i for i in kv_layer_idx if i < len(spec.indexer_layers) and spec.indexer_layers[i]
     ]
-    spec_owner = spec_owner[: len(layer_specs)]
+    return _CacheSpecs(
+        layer_specs=tuple(layer_specs),
+        spec_owner=tuple(spec_owner[: len(layer_specs)]),
+        global_layout=global_layout,
+        block_size=eff_block,
+    )
 
-    said = []
-    correction = quantization.checkpoint_correction(spec, tp, dtype_bytes, quant, said)
+
+# -- every pipeline stage's memory budget and blocks ----------------------------------
+
+
+def _plan_stages(
+    spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
+    cache: _CacheSpecs, remarks: list[Note],
+) -> list[StagePlan]:
+    """One StagePlan per pipeline stage (vLLM weights.pp_layer_ranges: its get_pp_indices)."""
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    said: list[str] = []
+    correction = rules.quantization.checkpoint_correction(spec, tp, r.dtype_bytes, r.quant, said)
     remarks += [Note(NoteKind.CHECKPOINT_WEIGHTS, w) for w in said]
+    return [
+        _plan_stage(spec, gpu, args, rules, r, cache, rank, layers, correction)
+        for rank, layers in enumerate(rules.weights.pp_layer_ranges(spec.num_hidden_layers, pp))
+    ]
+
+
+def _plan_stage(
+    spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
+    cache: _CacheSpecs, rank: int, layers: range, correction: int,
+) -> StagePlan:
+    """One GPU of pipeline stage ``rank`` (decoder ``layers``): weights, activation peak,
+    CUDA graphs and non-torch memory -> the version's memory budget -> its KV layout and blocks.
+    ``correction``: the checkpoint's extra weight bytes over the whole model (spread by layers)."""
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     machete = (gpu.compute_capability or "").startswith("9.")
+    w_parts = dict(
+        _weights_cached(
+            rules, spec, tp, rank, pp, r.dtype_bytes, r.quant, r.kv_dtype.startswith("fp8"), correction, machete,
+            r.max_num_batched_tokens,
+        )
+    )
+    a = _activation_cached(
+        rules,
+        spec,
+        tensor_parallel_size=tp,
+        act_dtype_bytes=r.dtype_bytes,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+        max_num_seqs=r.max_num_seqs,
+        enforce_eager=args.enforce_eager,
+        is_last_pp_rank=rank == pp - 1,
+        layers=layers,
+        sm_count=gpu.sm_count,
+        moe_workspace_persists=r.quant is None or r.quant.method != "mxfp4",
+        fp8_act_quant=rules.quantization.fp8_activation_group(r.quant),
+    )
+    cg, cg_applied = rules.runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
+    b = rules.memory.budget(
+        total_bytes=gpu.memory_bytes,
+        # a version may default it by sizing mode (0.34.0: 1.0 with the extensible KV cache)
+        gpu_memory_utilization=rules.gpu_memory_utilization(args),
+        weights=sum(w_parts.values()),
+        activation_peak=a.peak_bytes,
+        # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
+        # charges them with the non-torch memory as consumed memory
+        non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not r.v2 and not args.enforce_eager)
+        + getattr(a, "persistent_bytes", 0),
+        cudagraph=cg,
+        cudagraph_applied=cg_applied,
+        kv_cache_memory=args.kv_cache_memory_bytes,
+        engine_args=args,
+        activation=a,
+    )
+    layout = _stage_layout(spec, rules, cache, layers, pp)
+    return StagePlan(
+        pipeline_rank=rank,
+        layers=layers,
+        budget=b,
+        weights_breakdown=w_parts,
+        activation=a,
+        layout=layout,
+        num_blocks=b.num_blocks(layout),
+        bytes_for_max_len=layout.bytes_for_max_len(r.max_model_len, r.max_in_flight),
+    )
 
-    stages: list[StagePlan] = []
-    for rank, layers in enumerate(rules.weights.pp_layer_ranges(spec.num_hidden_layers, pp)):
-        first, last = rank == 0, rank == pp - 1
-        w_parts = dict(
-            _weights_cached(
-                rules, spec, tp, rank, pp, dtype_bytes, quant, kv_dtype.startswith("fp8"), correction, machete, mbt
-            )
-        )
-        a = _activation_cached(
-            rules,
-            spec,
-            tensor_parallel_size=tp,
-            act_dtype_bytes=dtype_bytes,
-            max_num_batched_tokens=mbt,
-            max_num_seqs=max_num_seqs,
-            enforce_eager=args.enforce_eager,
-            is_last_pp_rank=last,
-            layers=layers,
-            sm_count=gpu.sm_count,
-            moe_workspace_persists=quant is None or quant.method != "mxfp4",
-            fp8_act_quant=quantization.fp8_activation_group(quant),
-        )
-        cg, cg_applied = runner.cudagraph_bytes(spec, enforce_eager=args.enforce_eager, num_layers=len(layers))
-        b = memory.budget(
-            total_bytes=gpu.memory_bytes,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            weights=sum(w_parts.values()),
-            activation_peak=a.peak_bytes,
-            # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
-            # charges them with the non-torch memory as consumed memory
-            non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not v2 and not args.enforce_eager)
-            + getattr(a, "persistent_bytes", 0),
-            cudagraph=cg,
-            cudagraph_applied=cg_applied,
-            kv_cache_memory=args.kv_cache_memory_bytes,
-        )
-        if pp == 1:
-            stage_layout = global_layout
-        elif global_layout.mixed_single_group:
-            stage_layout = rules.allocator.build_layout([s for o, s in zip(spec_owner, layer_specs) if o in layers])
-        else:
-            stage_layout = _project(global_layout, layers, rules)
-        nb = stage_layout.num_blocks(max(b.kv_cache_bytes, 0))
-        stages.append(
-            StagePlan(
-                pipeline_rank=rank,
-                layers=layers,
-                budget=b,
-                weights_breakdown=w_parts,
-                activation=a,
-                layout=stage_layout,
-                num_blocks=nb,
-                bytes_for_max_len=stage_layout.bytes_for_max_len(max_model_len, max_in_flight),
-            )
-        )
 
-    # auto-fit max_model_len (vLLM _auto_fit_max_model_len): smallest over stages.
-    if auto_fit:
-        fit = min(
-            s.layout.largest_max_model_len(max(s.budget.kv_cache_bytes, 0), derived, max_in_flight) for s in stages
-        )
-        if fit <= 0:
-            max_model_len = 0
-        else:
-            max_model_len = min(fit, derived)
-            if max_model_len < derived:
-                note(NoteKind.MAX_MODEL_LEN_REDUCED, f"--max-model-len auto: reduced from {derived} to {max_model_len} tokens to fit")
-        stages = [
-            StagePlan(**{**s.__dict__, "bytes_for_max_len": s.layout.bytes_for_max_len(max(max_model_len, 1), max_in_flight)})
-            for s in stages
-        ]
+def _stage_layout(spec: ModelSpec, rules: VllmRules, cache: _CacheSpecs, layers: range, pp: int) -> KVCacheLayout:
+    """The KV-cache layout of one pipeline stage: the global one without PP; a single mixed group
+    rebuilt from the stage's own layers; otherwise the global groups projected onto them."""
+    if pp == 1:
+        return cache.global_layout
+    if cache.global_layout.mixed_single_group:
+        return rules.allocator.build_layout([s for o, s in zip(cache.spec_owner, cache.layer_specs) if o in layers])
+    return _project(cache.global_layout, layers, rules)
 
+
+# -- --max-model-len auto ---------------------------------------------------------------
+
+
+def _auto_fit_max_model_len(
+    stages: list[StagePlan], r: Resolved, remarks: list[Note]
+) -> tuple[list[StagePlan], Resolved]:
+    """With --max-model-len -1, the largest length every stage fits, capped at the model's
+    (vLLM _auto_fit_max_model_len: smallest over stages); 0 when not even one token fits.
+    Returns the stages re-sized for that length and the resolved arguments carrying it;
+    unchanged without auto-fit."""
+    if not r.auto_fit:
+        return stages, r
+    derived = r.derived_max_model_len
+    fit = min(
+        s.layout.largest_max_model_len(max(s.budget.kv_cache_bytes, 0), derived, r.max_in_flight) for s in stages
+    )
+    if fit <= 0:
+        max_model_len = 0
+    else:
+        max_model_len = min(fit, derived)
+        if max_model_len < derived:
+            remarks.append(Note(
+                NoteKind.MAX_MODEL_LEN_REDUCED,
+                f"--max-model-len auto: reduced from {derived} to {max_model_len} tokens to fit",
+            ))
+    stages = [
+        StagePlan(**{**s.__dict__, "bytes_for_max_len": s.layout.bytes_for_max_len(max(max_model_len, 1), r.max_in_flight)})
+        for s in stages
+    ]
+    return stages, replace(r, max_model_len=max_model_len)
+
+
+# -- the pool vLLM logs ----------------------------------------------------------------
+
+
+def _pool(
+    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, cache: _CacheSpecs, stages: list[StagePlan]
+) -> _Pool:
+    """The blocks every GPU allocates (min over stages: v1/core/kv_cache_utils.py
+    get_kv_cache_configs), the block size vLLM reports, and its logged tokens and concurrency
+    at max_model_len (allocator.KVCacheLayout.kv_cache_tokens / max_concurrency)."""
     num_blocks = min(s.num_blocks for s in stages)
     first_layout = stages[0].layout
     page = first_layout.groups[0].page_size_bytes if first_layout.groups else 0
-    group0_block = first_layout.groups[0].block_size if first_layout.groups else block_size
+    group0_block = first_layout.groups[0].block_size if first_layout.groups else r.block_size
     prefix_caching = (
         args.enable_prefix_caching if args.enable_prefix_caching is not None
-        else getattr(defaults, "default_prefix_caching", lambda s: not s.is_hybrid)(spec)
+        else getattr(rules.defaults, "default_prefix_caching", lambda s: not s.is_hybrid)(spec)
     )
     if spec.attention_free:
         # the state group's reported block size (vLLM's mamba_block_size; kv_spec rule)
         group0_block = rules.kv_spec.attention_free_block_size(
-            group0_block, max_model_len, enable_prefix_caching=prefix_caching
+            group0_block, r.max_model_len, enable_prefix_caching=prefix_caching
         )
-
-    # failure modes, in vLLM's order
-    failure = None
-    largest = None
-    for s in stages:
-        where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
-        b = s.budget
-        if b.requested_bytes > b.free_at_start_bytes and not b.kv_cache_memory_override:
-            failure = Failure(
-                StartOutcome.UTILIZATION_REFUSED,
-                f"--gpu-memory-utilization {args.gpu_memory_utilization}: requests {b.requested_bytes / 2**30:.2f} GiB but "
-                f"only about {b.free_at_start_bytes / 2**30:.2f} GiB is free when vLLM starts (the CUDA context holds "
-                f"{memory.CUDA_CONTEXT_BYTES / 2**20:.0f} MiB); vLLM refuses to start",
-                flag="--gpu-memory-utilization",
-            )
-            largest = 0
-            break
-        if b.kv_cache_memory_override:
-            # --kv-cache-memory-bytes skips the utilization budget; the KV tensors are then
-            # allocated on top of weights, activation and non-torch memory (gpu_worker.py).
-            need = b.weights_bytes + b.activation_peak_bytes + b.non_torch_bytes + b.kv_cache_bytes
-            if need > b.free_at_start_bytes:
-                failure = Failure(
-                    StartOutcome.KV_CACHE_MEMORY_OOM,
-                    f"--kv-cache-memory-bytes {b.kv_cache_bytes:,}: with weights {b.weights_bytes / 2**30:.2f} GiB, "
-                    f"activation {b.activation_peak_bytes / 2**30:.2f} GiB and non-torch {b.non_torch_bytes / 2**30:.2f} GiB "
-                    f"it needs {need / 2**30:.2f} GiB{where} but about {b.free_at_start_bytes / 2**30:.2f} GiB is free "
-                    f"when vLLM starts; "
-                    "vLLM would run out of memory allocating the KV cache",
-                    flag="--kv-cache-memory-bytes",
-                )
-                largest = 0
-                break
-        if b.kv_cache_bytes <= 0:
-            failure = Failure(
-                StartOutcome.NO_KV_CACHE_MEMORY,
-                f"no memory left for the KV cache{where}: weights "
-                f"{b.weights_bytes / 2**30:.2f} GiB + activation {b.activation_peak_bytes / 2**30:.2f} GiB "
-                f"+ non-torch {b.non_torch_bytes / 2**30:.2f} GiB exceed the requested "
-                f"{b.requested_bytes / 2**30:.2f} GiB (vLLM: 'No available memory for the cache blocks')",
-            )
-            largest = 0
-            break
-    if failure is None and max_model_len > 0:
-        for s in stages:
-            if s.bytes_for_max_len > s.budget.kv_cache_bytes:
-                lim = s.layout.largest_max_model_len(s.budget.kv_cache_bytes, max_model_len, max_in_flight)
-                largest = lim if largest is None else min(largest, lim)
-                failure = Failure(
-                    StartOutcome.MAX_MODEL_LEN_TOO_LONG,
-                    f"one {max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache but only "
-                    f"{s.budget.kv_cache_bytes / 2**30:.2f} GiB is available"
-                    + (f"; the largest max-model-len that fits is {lim}" if lim > 0 else ""),
-                    flag="--max-model-len",
-                )
-    if failure is None and max_model_len <= 0:
-        failure = Failure(StartOutcome.NO_KV_TOKENS, "not even one token of KV cache fits", flag="--max-model-len")
-        largest = 0
-    if failure is None:
-        # CUDA graphs are captured after the KV cache is allocated (gpu_worker.py
-        # compile_or_warm_up_model -> capture_model); on the V2 runner nothing reserved room
-        # for them, so a graph pool larger than what is left raises CUDA out of memory there.
-        for s in stages:
-            b = s.budget
-            if not b.cudagraph_bytes:
-                continue
-            left = memory.cuda_graph_headroom_bytes(b, s.num_blocks * s.layout.bytes_per_block)
-            if b.cudagraph_bytes > left:
-                where = f" on pipeline stage {s.pipeline_rank}" if pp > 1 else ""
-                failure = Failure(
-                    StartOutcome.CUDA_GRAPH_CAPTURE_OOM,
-                    f"CUDA graphs need about {b.cudagraph_bytes / 2**30:.2f} GiB{where} but only "
-                    f"{max(left, 0) / 2**30:.2f} GiB is left once the KV cache is allocated "
-                    f"(--gpu-memory-utilization {args.gpu_memory_utilization} requests "
-                    f"{b.requested_bytes / 2**30:.2f} GiB of {b.total_bytes / 2**30:.2f} GiB); vLLM allocates the "
-                    "KV cache first and then runs out of memory capturing the graphs, so it does not start",
-                    flag="--gpu-memory-utilization",
-                )
-                largest = 0  # a shorter --max-model-len leaves the KV cache just as large
-                break
-    if failure is None:
-        # With VLLM_ALLOW_LONG_MAX_MODEL_LEN a length past the model's own is allowed.
-        cap = max(derived, max_model_len)
-        largest = min(
-            s.layout.largest_max_model_len(s.budget.kv_cache_bytes, cap, max_in_flight) for s in stages
-        )
-        for s in stages:
-            b = s.budget
-            if b.cudagraph_bytes and not b.cudagraph_applied_bytes and b.requested_bytes + b.cudagraph_bytes > b.free_at_start_bytes:
-                note(
-                    NoteKind.CUDA_GRAPHS_IN_ACTIVATION_MEMORY,
-                    f"CUDA graphs (~{b.cudagraph_bytes / 2**30:.2f} GiB) fit beside the KV cache only in the memory "
-                    "the profiling pass's activations used: a full --max-num-batched-tokens prefill needs that memory "
-                    "again and may run out of CUDA memory while serving",
-                )
-                break
-
-    mml_for_conc = max(max_model_len, 1)
-    conc = first_layout.max_concurrency(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0.0
-    tokens = first_layout.kv_cache_tokens(num_blocks, mml_for_conc, max_in_flight) if first_layout.groups else 0
-    binding = "kv_cache" if conc < max_num_seqs else "max_num_seqs"
-
+    mml_for_conc = max(r.max_model_len, 1)
+    conc = first_layout.max_concurrency(num_blocks, mml_for_conc, r.max_in_flight) if first_layout.groups else 0.0
+    tokens = first_layout.kv_cache_tokens(num_blocks, mml_for_conc, r.max_in_flight) if first_layout.groups else 0
     # KV bytes one token costs on one GPU of the stage with the fewest blocks (its layers only).
     worst_layers = min(stages, key=lambda st: st.num_blocks).layers
     per_token = sum(
-        s.per_token_bytes for o, s in zip(spec_owner, layer_specs) if o in worst_layers and s.stores_per_token_kv
+        s.per_token_bytes
+        for o, s in zip(cache.spec_owner, cache.layer_specs)
+        if o in worst_layers and s.stores_per_token_kv
     )
+    return _Pool(
+        num_blocks=num_blocks, block_size=group0_block, page_size_bytes=page, bytes_per_token=per_token,
+        tokens=tokens, concurrency=conc, binding="kv_cache" if conc < r.max_num_seqs else "max_num_seqs",
+        prefix_caching=prefix_caching,
+    )
+
+
+# -- what the figures leave out, and the effective arguments ---------------------------
+
+
+def _closing_notes(spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note]) -> None:
+    """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
+    V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     if tp * pp > 1:
-        note(
+        remarks.append(Note(
             NoteKind.PARALLEL_UNVERIFIED,
             f"tensor/pipeline parallel ({tp}x{pp}): the NCCL/all-reduce part of non-torch memory "
-            f"({memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
-        )
-    if not args.enforce_eager and not v2:
-        note(
+            f"({rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
+        ))
+    if not args.enforce_eager and not r.v2:
+        remarks.append(Note(
             NoteKind.V1_CUDAGRAPH_UNVERIFIED,
             "CUDA graphs on the V1 model runner (MoE/hybrid): vLLM subtracts its graph-memory estimate; "
             "kvplan's estimate for it is unverified"
-        )
+        ))
     if spec.is_multimodal:
-        note(NoteKind.MULTIMODAL, multimodal_encoder_reason(spec))
+        remarks.append(Note(NoteKind.MULTIMODAL, multimodal_encoder_reason(spec)))
     if tp > spec.attention.num_key_value_heads and not spec.uses_mla:
-        note(
+        remarks.append(Note(
             NoteKind.KV_HEAD_REPLICATION,
             f"tensor-parallel-size {tp} > num_key_value_heads {spec.attention.num_key_value_heads}: "
             "each GPU holds a replicated copy of its KV head"
-        )
+        ))
 
-    effective = {
+
+def _effective(spec: ModelSpec, args: EngineArgs, r: Resolved, pool: _Pool, rules: VllmRules) -> dict:
+    """The resolved engine arguments as every output reports them (Plan.effective)."""
+    return {
         "model": spec.name,
-        "tensor_parallel_size": tp,
-        "pipeline_parallel_size": pp,
-        "max_model_len": max_model_len,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
-        "kv_cache_dtype": kv_dtype,
-        "block_size": group0_block,
-        "dtype": dtype,
-        "quantization": quant.method if quant else None,
-        "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": mbt,
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "pipeline_parallel_size": args.pipeline_parallel_size,
+        "max_model_len": r.max_model_len,
+        "gpu_memory_utilization": rules.gpu_memory_utilization(args),
+        "kv_cache_dtype": r.kv_dtype,
+        "block_size": pool.block_size,
+        "dtype": r.dtype,
+        "quantization": r.quant.method if r.quant else None,
+        "max_num_seqs": r.max_num_seqs,
+        "max_num_batched_tokens": r.max_num_batched_tokens,
         "enforce_eager": args.enforce_eager,
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
         "vllm_version": args.vllm_version,
         "usage": args.usage,
-        "enable_prefix_caching": prefix_caching,
-        "model_runner": "v2" if v2 else "v1",
-        "async_scheduling": async_sched,
+        "enable_prefix_caching": pool.prefix_caching,
+        "model_runner": "v2" if r.v2 else "v1",
+        "async_scheduling": r.async_scheduling,
     }
-    return Plan(
-        spec=spec,
-        gpu=gpu,
-        args=args,
-        effective=effective,
-        stages=stages,
-        num_gpu_blocks=num_blocks,
-        block_size=group0_block,
-        page_size_bytes=page,
-        bytes_per_token=per_token,
-        gpu_kv_cache_tokens=tokens,
-        max_concurrency=conc,
-        max_in_flight_tokens=max_in_flight,
-        fits=failure is None,
-        failure=failure.message if failure is not None else None,
-        largest_max_model_len=largest,
-        binding_limit=binding,
-        warnings=[n.message for n in remarks if not n.about_kvplan],
-        runner="v2" if v2 else "v1",
-        outcome=failure.kind if failure is not None else StartOutcome.STARTS,
-        notes=[n.message for n in remarks if n.about_kvplan],
-        allow_long_max_model_len=defaults.allow_long_max_model_len(env),
-        failure_info=failure,
-        remarks=tuple(remarks),
-        rules=rules,
-        approximations=approximations,
-        evidence=rules.evidence_for(spec, gpu, args),
-    )
 
 
 def with_version_choice(p: Plan, choice: VersionChoice) -> Plan:

@@ -217,7 +217,7 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
                 )
             )
         return out
-    if b.requested_bytes > b.free_at_start_bytes:
+    if b.requested_bytes > b.free_at_start_bytes and b.checks_free_memory:
         util = math.floor(1000 * (b.free_at_start_bytes - (1 << 20)) / b.total_bytes) / 1000  # round down
         if not 0 < util <= 1:
             return out  # nothing is free at start-up: no utilization helps (never recommend one outside (0, 1])

@@ -66,7 +66,7 @@ from kvplan.check.diagnostics import (
 )
 from kvplan.check.paths import _display_path, _real, is_stdin, link_out_of_repository
 from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_error
-from kvplan.check.rules.hardware import gpu_count_check, gpus_needed, resolve_gpu, utilization_target
+from kvplan.check.rules.hardware import _used_utilization, gpu_count_check, gpus_needed, resolve_gpu, utilization_target
 from kvplan.check.rules.host_memory import host_memory_check
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
 from kvplan.check.rules.memory import plan_checks
@@ -456,7 +456,7 @@ class Checker:
         gpu_count_check(self, dep, targets, eng, checks)
         host_memory_check(dep, checks)
         if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
-            util = eng.args.gpu_memory_utilization
+            util = _used_utilization(eng.args)
             dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))
         utilization_target(self, dep, targets, eng, checks)
         spec = load_spec(self, dep, targets, model, eng.revision, eng)

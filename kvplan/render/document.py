@@ -116,6 +116,7 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             "kv_cache_memory_override": b.kv_cache_memory_override,
             "suggested_kv_cache_memory_bytes": b.suggested_kv_cache_memory_bytes,
             "weights_breakdown": dict(worst.weights_breakdown),
+            **_kv_cache_sizing(b),
         },
         "kv_cache": {
             "num_gpu_blocks": plan.num_gpu_blocks,
@@ -155,3 +156,22 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             for s in plan.stages
         ],
     }
+
+
+def _kv_cache_sizing(b) -> dict:
+    """``memory.kv_cache_sizing`` for a version with two sizing paths (vLLM 0.34.0,
+    engines/vllm/v0_34/memory.py): {"mode": "extensible" | "estimate", and on the extensible
+    path its terms in bytes}; {} for versions with one sizing path (no key)."""
+    if not hasattr(b, "extensible"):
+        return {}
+    if not b.extensible:
+        return {"kv_cache_sizing": {"mode": "estimate"}}
+    return {"kv_cache_sizing": {
+        "mode": "extensible",
+        "free_after_warmup_bytes": b.headroom_bytes,
+        "transient_peak_bytes": b.sizing_peak_bytes,
+        "reserve_growth_bytes": b.reserve_growth_bytes,
+        "margin_bytes": b.margin_bytes,
+        "warmup_persistent_bytes": b.warmup_persistent_bytes,
+        "capacity_bytes": b.capacity_bytes,
+    }}

@@ -137,6 +137,19 @@ class Engine(_Strict):
     async_scheduling: bool
 
 
+class KVCacheSizing(_Strict):
+    """``memory.kv_cache_sizing`` (vLLM 0.34.0 and later): which path sized the KV cache and,
+    for the extensible KV cache, its terms (bytes; signed where memory may be over-committed)."""
+
+    mode: Literal["extensible", "estimate"]
+    free_after_warmup_bytes: Optional[int] = None
+    transient_peak_bytes: Optional[int] = Field(default=None, ge=0)
+    reserve_growth_bytes: Optional[int] = Field(default=None, ge=0)
+    margin_bytes: Optional[int] = Field(default=None, ge=0)
+    warmup_persistent_bytes: Optional[int] = Field(default=None, ge=0)
+    capacity_bytes: Optional[int] = None
+
+
 class Memory(_Strict):
     """``memory``: the budget of one GPU of the stage with the fewest blocks (bytes)."""
 
@@ -152,6 +165,9 @@ class Memory(_Strict):
     suggested_kv_cache_memory_bytes: int = Field(description="signed, like kv_cache_bytes")
     weights_breakdown: dict[str, int] = Field(
         description="part -> bytes; every part >= 0 except checkpoint_correction (signed)"
+    )
+    kv_cache_sizing: Optional[KVCacheSizing] = Field(
+        default=None, description="vLLM 0.34.0 and later: the KV-cache sizing path and its terms"
     )
 
 

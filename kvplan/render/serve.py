@@ -64,7 +64,8 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
     if revision:
         values["revision"] = revision
         origin["revision"] = "user"
-    field_of = {flag: f for f, (flag, _) in flags.SERVE_FLAGS.items()}
+    catalogue = plan.rules.serve_flags  # the plan's version's defaults decide what the line may omit
+    field_of = {flag: f for f, (flag, _) in catalogue.items()}
     for r in recommendations(plan):
         f = field_of.get(r.flag)
         if f is not None and r.in_serve_line:
@@ -72,7 +73,7 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
             origin[f] = "recommended"
     out = [
         {"flag": toks[0], "value": toks[1] if len(toks) > 1 else True, "origin": origin[f], "tokens": toks, "field": f}
-        for f, toks in flags.serve_tokens(values)
+        for f, toks in flags.serve_tokens(values, catalogue)
     ]
     if plan.spec.hf_overrides:
         # the config kvplan sized is the overridden one: vLLM must get the same overrides

@@ -145,7 +145,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     t.add_column("per GPU")
     t.add_column("bytes", justify="right")
     t.add_column("GiB", justify="right")
-    rows = [
+    rows = _extensible_rows(b, eff) if getattr(b, "extensible", False) else [
         ("total (CUDA-visible)", b.total_bytes),
         (f"requested = total x {eff['gpu_memory_utilization']}", b.requested_bytes),
         ("- weights", b.weights_bytes),
@@ -154,7 +154,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
         ("- CUDA graphs (subtracted)", b.cudagraph_applied_bytes),
         ("= KV cache", b.kv_cache_bytes),
     ]
-    if b.cudagraph_bytes and not b.cudagraph_applied_bytes:
+    if b.cudagraph_bytes and not b.cudagraph_applied_bytes and not getattr(b, "extensible", False):
         rows.append(("CUDA graphs (added later)", b.cudagraph_bytes))
     for name, n in rows:
         gib_cell = f"{n / GiB:.2f}" if n >= 0 else f"{n / GiB:.2f} (none left)"
@@ -289,3 +289,26 @@ def print_gpus(profiles, console) -> None:
             else ""
         ),
     ))
+
+
+def _extensible_rows(b, eff: dict) -> list[tuple[str, int]]:
+    """The budget rows of vLLM 0.34.0's extensible KV cache (engines/vllm/v0_34/memory.py):
+    free memory after warm-up and capture, less the margin and the transient kept free; the
+    requested cap when --gpu-memory-utilization binds before the margin does."""
+    non_kv = b.weights_bytes + b.non_torch_bytes + b.cudagraph_bytes + b.warmup_persistent_bytes
+    rows = [
+        ("total (CUDA-visible)", b.total_bytes),
+        ("free at start (total - CUDA context)", b.free_at_start_bytes),
+        ("- weights", b.weights_bytes),
+        ("- non-torch", b.non_torch_bytes),
+        ("- CUDA graphs (captured)", b.cudagraph_bytes),
+        ("- left allocated by warm-up", b.warmup_persistent_bytes),
+        ("= free after warm-up and capture", b.headroom_bytes),
+    ]
+    keep = max(b.sizing_peak_bytes, b.reserve_growth_bytes)
+    if b.requested_bytes - non_kv < b.headroom_bytes - b.margin_bytes:
+        rows.append((f"capped by requested = total x {eff['gpu_memory_utilization']}", b.requested_bytes - non_kv))
+    else:
+        rows.append(("- margin max(1 GiB, 0.75 x peak)", b.margin_bytes))
+    rows += [("- transient kept free max(peak, growth)", keep), ("= KV cache", b.kv_cache_bytes)]
+    return rows

@@ -226,6 +226,14 @@ def collect_exact(engine, startup_s: float) -> dict:
         put("init_total_memory", lambda: int(worker.init_snapshot.total_memory))
         put("model_runner", lambda: f"{type(runner).__module__}.{type(runner).__qualname__}")
         put("use_v2_model_runner", lambda: bool(worker.use_v2_model_runner))
+        # vLLM 0.34.0's extensible KV cache (v1/worker/extensible_kv_cache.py): P, G, the commit
+        # granule and the committed bytes, exact (the "Memory after warmup" line rounds them)
+        kv = getattr(runner, "extensible_kv_cache", None) if runner is not None else None
+        if kv is not None:
+            put("extensible_transient_peak", lambda: int(kv.reserved_headroom_bytes))
+            put("extensible_reserve_growth", lambda: int(kv.torch_reserve_growth_bytes))
+            put("extensible_granule", lambda: int(kv.buffer.granularity))
+            put("extensible_committed_bytes", lambda: int(kv.physical_bytes))
     if "cudagraph_bytes" in _STATE:
         out["cudagraph_bytes"] = _STATE["cudagraph_bytes"]
     elif vc is not None and getattr(vc.model_config, "enforce_eager", False):
@@ -235,7 +243,9 @@ def collect_exact(engine, startup_s: float) -> dict:
     if vc is not None:
         put("num_gpu_blocks", lambda: int(vc.cache_config.num_gpu_blocks))
         put("block_size", lambda: int(vc.cache_config.block_size))
-        put("gpu_memory_utilization", lambda: float(vc.cache_config.gpu_memory_utilization))
+        # vLLM 0.34.0 leaves the field None when unset; its resolved_gpu_memory_utilization says what it used
+        put("gpu_memory_utilization", lambda: float(getattr(vc.cache_config, "resolved_gpu_memory_utilization", None)
+                                                    or vc.cache_config.gpu_memory_utilization))
         put("kv_cache_memory_bytes", lambda: _num(vc.cache_config.kv_cache_memory_bytes))
         put("cache_dtype", lambda: str(vc.cache_config.cache_dtype))
         put("gpu_kv_cache_tokens", lambda: _num(getattr(vc.cache_config, "kv_cache_size_tokens", None)))

@@ -268,6 +268,9 @@ def verify_log(
         plan = with_version_choice(plan, version_choice)
         plan_doc = plan_document(plan, source)
         gpu_source = choice.source
+        sizing_note = _sizing_path_note(log, plan_doc)
+        if sizing_note:
+            notes.append(sizing_note)
     except KvplanError as exc:
         if log.refusal is None:
             raise
@@ -288,5 +291,39 @@ def verify_log(
     )
     if plan_doc is None:  # the prediction failed: the version it was made with still shows
         doc["predicted_with"] = version_choice.to_dict()
+    sizing = _sizing_terms(log, plan_doc)
+    if sizing:
+        doc["kv_cache_sizing"] = sizing
     return doc, code
 
+
+
+def _sizing_path_note(log, plan_doc: dict) -> str | None:
+    """A warning when the log shows vLLM 0.34.0 sizing its KV cache by another path than the
+    one kvplan predicted (``memory.kv_cache_sizing.mode`` against the log's
+    ``kv_cache_sizing``: a ``Disabling the extensible KV cache`` warning, e.g. a failed VMM
+    probe, which no engine argument shows); None when they agree or either says nothing."""
+    predicted = ((plan_doc.get("memory") or {}).get("kv_cache_sizing") or {}).get("mode")
+    if not predicted or not log.kv_cache_sizing or predicted == log.kv_cache_sizing:
+        return None
+    why = f" ({log.extensible_disabled_reason})" if log.extensible_disabled_reason else ""
+    return (f"warning: the log shows vLLM sizing the KV cache by the {log.kv_cache_sizing} path{why}; kvplan "
+            f"predicted the {predicted} path from the engine arguments, so the numbers compare different rules")
+
+
+def _sizing_terms(log, plan_doc: dict | None) -> dict:
+    """vLLM 0.34.0's KV-cache sizing path and terms, predicted (the estimate's
+    ``memory.kv_cache_sizing``) beside measured (the log's ``Memory after warmup`` line: F + C,
+    P, G, bytes at the log's 0.01 GiB resolution); {} when neither side has them (logs and rules
+    before 0.34.0)."""
+    predicted = ((plan_doc or {}).get("memory") or {}).get("kv_cache_sizing")
+    measured: dict = {}
+    if log.kv_cache_sizing:
+        measured["mode"] = log.kv_cache_sizing
+    if log.free_after_warmup_bytes is not None:
+        measured["free_after_warmup_bytes"] = log.free_after_warmup_bytes + (log.kv_committed_bytes or 0)
+        measured["transient_peak_bytes"] = log.transient_peak_bytes
+        measured["reserve_growth_bytes"] = log.reserve_growth_bytes
+    if not predicted and not measured:
+        return {}
+    return {"predicted": predicted, "measured": measured or None}

@@ -25,19 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.engines.vllm.v0_26 import log_grammar as _v0_26
-from kvplan.engines.vllm.v0_33 import log_grammar as _v0_33
+from kvplan.verify.grammars import _ANSI, DEFAULT_GRAMMAR, GRAMMARS, grammar_for, message_of  # noqa: F401  (re-exported)
 
 GiB = 1 << 30
 MiB = 1 << 20
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# "INFO 08-01 12:00:00 [gpu_worker.py:561] " / "INFO 01-14 12:36:51 model_runner.py:1099] "
-# / "DEBUG 12-01 19:49:03 [v1/worker/gpu_worker.py:484] "
-_PREFIX = re.compile(
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
-    r"\[?[\w./\\-]+:\d+\]\s?"
-)
 _LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:")
 
 # --- kvplan child / calibration driver ----------------------------------------------------------
@@ -106,6 +98,8 @@ class VllmLog:
         suggested_fit_requested_bytes / suggested_fill_gpu_bytes: the exact --kv-cache-memory
             values vLLM suggested.
         gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
+        kv_cache_sizing ... rank_kv_blocks: vLLM 0.34.0's sizing path and its ``Memory after warmup``
+            figures (engines/vllm/v0_34/log_grammar.py says which line gives which).
         num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
             line gives them (the V1 engine logs only max_num_batched_tokens at INFO).
         meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
@@ -161,6 +155,14 @@ class VllmLog:
     block_size: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    kv_cache_sizing: str | None = None
+    extensible_disabled_reason: str | None = None
+    free_after_warmup_bytes: int | None = None
+    kv_committed_bytes: int | None = None
+    transient_kept_bytes: int | None = None
+    transient_peak_bytes: int | None = None
+    reserve_growth_bytes: int | None = None
+    rank_kv_blocks: int | None = None
     padding_layers: int | None = None
     attention_backend: str | None = None
     startup_s: float | None = None
@@ -186,18 +188,6 @@ class VllmLog:
     def started(self) -> bool:
         """vLLM got as far as sizing the KV cache (it logged the KV tokens or a block count)."""
         return self.gpu_kv_cache_tokens is not None or self.num_gpu_blocks is not None
-
-
-def message_of(line: str) -> str:
-    """The message part of one log line: ANSI colours and the vLLM prefix (level, date, time,
-    [file:line], plus anything before it such as "(EngineCore_DP0 pid=7)") removed."""
-    line = _ANSI.sub("", line).rstrip("\r\n")
-    if "\r" in line:  # progress bars rewrite the line; keep what was shown last
-        line = line.rsplit("\r", 1)[-1]
-    m = _PREFIX.search(line)
-    if m:
-        return line[m.end():].strip()
-    return line.strip()
 
 
 def _gib_bytes(text: str) -> tuple[int, int]:
@@ -379,33 +369,6 @@ def _check_counts(b: _Builder, what: str, values: dict) -> None:
         if bad:
             b.log.invalid_lines.append((b.lineno, f"{what} line: {key}={v} is not a count (a whole number >= 0)"))
             return
-
-
-# vLLM version -> its log grammar (engines/vllm/v<version>/log_grammar.py). A version whose log
-# changed adds its module and one line here; a log of a version not listed is read with
-# DEFAULT_GRAMMAR (the version kvplan predicts with), older formats where their lines match.
-GRAMMARS = {grammar.VERSION: grammar for grammar in (_v0_26, _v0_33)}
-DEFAULT_GRAMMAR = _v0_26
-# The log names its version in its first lines (server banner, engine config line).
-_VERSION_SCAN_LINES = 400
-
-
-def grammar_for(text: str):
-    """The log grammar for a log: the one of the version its own "vLLM version" line names (the
-    grammar of the same major.minor series), else DEFAULT_GRAMMAR."""
-    for n, raw in enumerate(text.splitlines()):
-        if n >= _VERSION_SCAN_LINES:
-            break
-        msg = message_of(raw)
-        for pattern in DEFAULT_GRAMMAR.VERSION_LINES:
-            m = pattern.search(msg)
-            if m and m.group(1):
-                series = ".".join(m.group(1).split(".")[:2])
-                for grammar in GRAMMARS.values():
-                    if grammar.SERIES == series:
-                        return grammar
-                return DEFAULT_GRAMMAR
-    return DEFAULT_GRAMMAR
 
 
 def parse_log(text: str) -> VllmLog:
@@ -699,6 +662,11 @@ def _finish(log: VllmLog) -> None:
             log.resolution_bytes["requested_bytes"] = int(
                 log.resolution_bytes.get("total_bytes", 0) * log.gpu_memory_utilization
             )
+    if log.kv_cache_sizing == "extensible":
+        # vLLM 0.34.0's "Available KV cache memory" is then the reserved capacity, not the cache
+        # (engines/vllm/v0_34/log_grammar.py): the cache is the Extended line's blocks
+        log.kv_cache_bytes = None
+        log.resolution_bytes.pop("kv_cache_bytes", None)
     if log.meminfo and log.meminfo.get("total"):
         log.total_bytes = log.meminfo["total"]
         log.free_at_start_bytes = log.meminfo.get("free", log.free_at_start_bytes)

@@ -141,7 +141,8 @@ def test_invalid_tp_is_skipped_with_the_reason_under_explain():
 
 def test_workload_raises_achieved_concurrency_over_max_length():
     args = [LLAMA8B, "--max-model-len", "8192", "--concurrency", "200", "--gpus", "H200",
-            "--kv-cache-dtype", "auto", "--quantization", "none", "--pipeline-parallel-size", "1"]
+            "--kv-cache-dtype", "auto", "--quantization", "none", "--pipeline-parallel-size", "1",
+            "--vllm-version", "0.33.0"]  # 16-token blocks (8192 / 16 below)
     code, plain, _ = _json(*args)
     code_w, wl, _ = _json(*args, "--workload", "prompt=100 output=29", "--no-enable-prefix-caching")
     assert code == 0 and code_w == 0
@@ -240,7 +241,7 @@ def test_estimate_extras_adds_the_workload_to_an_estimate_document():
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.estimate import EngineArgs, plan
 
-    p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=2048, kv_cache_memory_bytes=1 << 30))
+    p = plan(load_spec(LLAMA8B, None), find_gpu("H200", load_profiles()), EngineArgs(max_model_len=2048, kv_cache_memory_bytes=1 << 30, vllm_version="0.33.0"))
     doc: dict = {}
     estimate_extras(p, fmt="json", doc=doc, workload="prompt=100 output=29", enable_prefix_caching=False)
     assert doc["workload"]["paged"]["kv_sequences_steady_state"] == pytest.approx(512 * 29 / 219, abs=0.01)
@@ -287,7 +288,8 @@ MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled spec: resolves offline
 def test_plan_fp8_inc_says_cannot_size_yet():
     line = error_line(*run_cli("plan", MODEL, "--kv-cache-dtype", "fp8_inc", "--max-model-len", "8192",
                                    "--concurrency", "10"))
-    assert line.startswith("error: --kv-cache-dtype: vLLM (0.26.0, 0.33.0) accepts 'fp8_inc' but kvplan cannot size it yet"), line
+    assert line.startswith("error: --kv-cache-dtype: vLLM (0.26.0, 0.33.0, 0.34.0") and (
+        "accepts 'fp8_inc' but kvplan cannot size it yet" in line), line
 
 
 def test_plan_unknown_kv_dtype_still_unknown():

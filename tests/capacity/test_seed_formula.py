@@ -176,7 +176,7 @@ def test_kvplan_stays_near_the_quoted_numbers(seed_plan):
 def test_kvplan_at_utilization_0_9_near_quoted():
     d = _estimate(
         "meta-llama/Meta-Llama-3-70B", "--gpu", "A100-80GB", "-tp", "4", "--max-model-len", "8192",
-        "--gpu-memory-utilization", "0.9",
+        "--gpu-memory-utilization", "0.9", "--vllm-version", "0.33.0",  # the quote counts 16-token blocks
     )
     assert d["memory"]["requested_bytes"] == 76_586_287_104
     assert abs(d["kv_cache"]["num_gpu_blocks"] - 30_300) <= 0.05 * 30_300
@@ -208,7 +208,8 @@ def test_how_it_works_gemma2_example():
 
 def test_kvplan_gemma2_sliding_group_matches_how_it_works():
     d = _estimate(
-        "google/gemma-2-9b", "--gpu", "H200", "--usage", "llm", "--enforce-eager", "--max-model-len", "8192"
+        "google/gemma-2-9b", "--gpu", "H200", "--usage", "llm", "--enforce-eager", "--max-model-len", "8192",
+        "--vllm-version", "0.33.0",  # the worked example's 16-token blocks
     )
     groups = {g["kind"]: g for g in d["kv_cache"]["groups"]}
     assert groups["sliding"]["blocks_per_max_len_request"] == 513

@@ -34,7 +34,8 @@ def _plan(model="meta-llama/Meta-Llama-3-8B", kv_bytes=GiB, **kw):
     from kvplan.gpus import find_gpu, load_profiles
     from kvplan.capacity.estimate import EngineArgs, plan
 
-    args = EngineArgs(kv_cache_memory_bytes=kv_bytes, **kw)
+    # 0.33.0's rules (16-token blocks: the hand arithmetic below); 0.34.0: tests/engines/test_vllm_034.py
+    args = EngineArgs(kv_cache_memory_bytes=kv_bytes, **{"vllm_version": "0.33.0", **kw})
     return plan(load_spec(model, None), find_gpu("H200", load_profiles()), args)
 
 

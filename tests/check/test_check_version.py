@@ -137,17 +137,17 @@ def test_the_two_versions_give_their_own_numbers(tmp_path):
     assert old["figures"]["num_gpu_blocks"] != new["figures"]["num_gpu_blocks"]
 
 
-@pytest.mark.parametrize("tag", ["v0.30.1", "v0.35.0"])
-def test_a_tag_without_rules_warns_naming_the_nearest_and_strict_fails(tmp_path, tag):
+@pytest.mark.parametrize(("tag", "nearest"), [("v0.30.1", "0.33.0"), ("v0.35.0", "0.34.0")])
+def test_a_tag_without_rules_warns_naming_the_nearest_and_strict_fails(tmp_path, tag, nearest):
     path = write(tmp_path, "deploy.yaml", k8s(f"vllm/vllm-openai:{tag}"))
     code, doc, _ = check(path)
     assert code == 0
     (dep,) = _deployments(doc)
     wanted = tag[1:]
-    assert dep["vllm"] == {"version": "0.33.0", "reason": f"image tag vllm/vllm-openai:{tag} in {path}", "requested": wanted}
+    assert dep["vllm"] == {"version": nearest, "reason": f"image tag vllm/vllm-openai:{tag} in {path}", "requested": wanted}
     (warn,) = _version_diags(doc, "warning")
     assert warn["line"] == 10 and warn["key"] == "image"
-    assert f"vLLM {wanted}" in warn["message"] and "nearest supported version, 0.33.0" in warn["message"]
+    assert f"vLLM {wanted}" in warn["message"] and f"nearest supported version, {nearest}" in warn["message"]
     assert dep["evidence"]["checked"] is False
     code, doc, _ = check(path, "--strict")
     assert code == 1
@@ -167,10 +167,10 @@ def test_a_digest_or_latest_names_no_version_and_the_default_applies(tmp_path, i
     code, doc, _ = check(path)
     assert code == 0
     (dep,) = _deployments(doc)
-    assert dep["vllm"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
+    assert dep["vllm"] == {"version": "0.34.0", "reason": "newest supported; no vllm installed"}
     (note,) = [d["message"] for d in _version_diags(doc, "info")]  # one line, not two
     assert note.startswith(f"{image} in {path} is {what}: ") and "cannot tell which vLLM it runs" in note, note
-    assert "; checked with vLLM 0.33.0 (newest supported; no vllm installed): " in note, note
+    assert "; checked with vLLM 0.34.0 (newest supported; no vllm installed): " in note, note
     assert not _version_diags(doc, "warning")
     text = unwrapped(run_cli("check", path)[1])
     assert "vllm-version image: vllm/vllm-openai" in text and "image: image" not in text, text
@@ -263,7 +263,7 @@ def test_an_invalid_deployment_vllm_version_falls_back_to_the_top_level_one(tmp_
                                "reason": f"vllm_version in {path}, since deployments[0].vllm_version is invalid"}
         assert (info["line"], info["key"]) == (1, "vllm_version")
     else:
-        assert dep["vllm"] == {"version": "0.33.0",
+        assert dep["vllm"] == {"version": "0.34.0",
                                "reason": "newest supported; no vllm installed; deployments[0].vllm_version is invalid"}
 
 
@@ -290,10 +290,10 @@ def test_the_version_shows_in_human_github_and_junit(tmp_path):
     path = write(tmp_path, "deploy.yaml", k8s("vllm/vllm-openai:v0.35.0"))
     code, out, _ = run_cli("check", path)
     text = unwrapped(out)
-    assert "vllm-version" in text and "checked with vLLM 0.33.0, the nearest supported to 0.35.0" in text
+    assert "vllm-version" in text and "checked with vLLM 0.34.0, the nearest supported to 0.35.0" in text
     code, out, _ = run_cli("check", path, "--format", "github")
     assert any(s.startswith("::warning ") and "title=kvplan vllm-version" in s and "0.35.0" in s for s in out.splitlines())
-    assert any(s.startswith("::notice ") and "checked with vLLM 0.33.0" in s for s in out.splitlines())
+    assert any(s.startswith("::notice ") and "checked with vLLM 0.34.0" in s for s in out.splitlines())
     junit = tmp_path / "report.xml"
     code, _, _ = run_cli("check", path, "--strict", "--junit-xml", str(junit))
     assert code == 1

@@ -2,7 +2,7 @@
 and commits in its SOURCES.md): each gets the verdict a person checking vLLM's rules by hand
 would give, with the arithmetic written here.
 
-The hand rules used (vLLM 0.26.0/0.33.0, kvplan's default version when no image tag names one):
+The hand rules used (vLLM 0.26.0/0.33.0; 0.33.0 when no image tag names one, the fixture below):
 * vLLM starts tensor x pipeline x data-parallel-local workers, one GPU each
   (config/parallel.py world_size); fewer GPUs than that and it cannot start;
 * the KV cache of a full-attention layer is 2 (K and V) x num_key_value_heads / tp x head_dim x
@@ -19,7 +19,19 @@ The hand rules used (vLLM 0.26.0/0.33.0, kvplan's default version when no image 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.check.common import DATA, check
+
+
+@pytest.fixture(autouse=True)
+def _vllm_0_33_without_a_tag(monkeypatch):
+    """The hand arithmetic above is vLLM 0.33.0's (16-token blocks, utilization 0.92): a manifest
+    that names no vLLM version is checked as if vllm 0.33.0 were installed (0.34.0, the default
+    now, sizes 64-token blocks with utilization 1.0; tests/engines/test_vllm_034.py)."""
+    from kvplan.engines.vllm import versions
+
+    monkeypatch.setattr(versions, "installed_vllm", lambda: "0.33.0")
 
 M = DATA / "manifests"
 GiB = 2**30

@@ -679,7 +679,7 @@ ROWS: list[Row] = [
         "kv-cache-dtype-vllm-only",
         E(LLAMA3_8B, "--kv-cache-dtype", "fp8_inc"),
         2,
-        ("--kv-cache-dtype: vLLM (0.26.0, 0.33.0) accepts 'fp8_inc' but kvplan cannot size it yet",),
+        ("--kv-cache-dtype: vLLM (0.26.0, 0.33.0, 0.34.0) accepts 'fp8_inc' but kvplan cannot size it yet",),
     ),
     Row(
         "max-model-len-not-a-number",

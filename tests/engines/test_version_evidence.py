@@ -39,6 +39,17 @@ def test_the_033_table_names_the_033_starts_in_tests_data():
     assert len(real_starts.STARTS) == len(set(real_starts.STARTS))
 
 
+def test_the_034_table_names_the_034_starts_in_tests_data():
+    from kvplan.engines.vllm.v0_34 import real_starts
+
+    # the starts the rules were checked on, and the logs left out with the reason
+    assert set(real_starts.STARTS) | set(real_starts.NOT_USED) == _starts_in([DATA / "vllm-0.34.0-h100"])
+    assert not set(real_starts.STARTS) & set(real_starts.NOT_USED)
+    assert len(real_starts.STARTS) == len(set(real_starts.STARTS))
+    # every start a rule names as its check is one of the table's
+    assert {s for starts in real_starts.CHECKED.values() for s in starts} <= set(real_starts.STARTS)
+
+
 def test_the_026_table_names_the_026_starts_in_tests_data():
     from kvplan.engines.vllm.v0_26 import real_starts
 

@@ -39,12 +39,12 @@ def _estimate_json(*args: str) -> dict:
 
 
 def test_the_newest_supported_version_is_the_default_without_vllm(no_vllm):
-    assert versions.DEFAULT_VERSION == "0.33.0"  # the newest of the table (0.26.0, 0.33.0)
+    assert versions.DEFAULT_VERSION == "0.34.0"  # the newest of the table (0.26.0, 0.33.0, 0.34.0)
     choice = versions.resolve(None)
-    assert (choice.version, choice.reason, choice.wanted) == ("0.33.0", "newest supported; no vllm installed", None)
+    assert (choice.version, choice.reason, choice.wanted) == ("0.34.0", "newest supported; no vllm installed", None)
     doc = _estimate_json()
-    assert doc["engine"]["vllm_version"] == "0.33.0"
-    assert doc["vllm"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
+    assert doc["engine"]["vllm_version"] == "0.34.0"
+    assert doc["vllm"] == {"version": "0.34.0", "reason": "newest supported; no vllm installed"}
 
 
 def test_an_installed_vllm_with_rules_is_the_default(tmp_path, monkeypatch):
@@ -91,10 +91,11 @@ def test_an_installed_vllm_without_rules_uses_the_nearest_labelled(tmp_path, mon
         ("v0.26.0-cu130", "0.26.0", None),
         ("0.33.0+cu130", "0.33.0", None),
         ("v0.30.1", "0.33.0", "0.30.1"),
-        ("v0.35.0", "0.33.0", "0.35.0"),  # newer than every release kvplan has read
+        ("v0.34.0", "0.34.0", None),
+        ("v0.35.0", "0.34.0", "0.35.0"),  # newer than every release kvplan has read
         ("0.28.3", "0.26.0", "0.28.3"),  # not on the index: 2 minor releases from 0.26, 5 from 0.33
         ("0.33.0rc1", "0.33.0", "0.33.0rc1"),  # a pre-release is not the release
-        ("1.0.0", "0.33.0", "1.0.0"),
+        ("1.0.0", "0.34.0", "1.0.0"),
     ],
 )
 def test_choose_reads_a_version_text_and_names_the_nearest(text, version, wanted):

@@ -34,7 +34,7 @@ def test_there_are_fifteen_real_starts():
         "derived from the vLLM 0.33.0 source and checked on 15 real H200 starts"
     )
     assert "calibrated" in versions.SUPPORTED["0.26.0"].evidence
-    assert versions.DEFAULT_VERSION == "0.33.0"  # the newest supported
+    assert versions.DEFAULT_VERSION == "0.34.0"  # newer than 0.33.0 (tests/engines/test_vllm_034.py)
 
 
 def test_every_start_replays_within_one_percent(capsys):

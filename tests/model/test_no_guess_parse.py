@@ -162,7 +162,7 @@ def test_pooling_only_architectures_exit_2(arch, model_type, words):
 def test_encoder_decoder_exit_2(arch, model_type, flag):
     cfg = {**FOO, "architectures": [arch], "model_type": model_type, **({"is_encoder_decoder": True} if flag else {})}
     # parse_config's notes name the newest supported version by default
-    assert "is an encoder-decoder model: vLLM 0.33.0 does not serve it as a generative model" in _refused(cfg)
+    assert "is an encoder-decoder model: vLLM 0.34.0 does not serve it as a generative model" in _refused(cfg)
 
 
 def test_generative_names_the_suffix_rule_would_miss_are_not_refused():

@@ -38,8 +38,8 @@ def test_a_033_log_is_predicted_with_033():
     assert doc["evidence"]["label"] == f"calibrated on {N33} real vLLM 0.33.0 starts"  # an eager start
 
 
-def test_a_026_record_is_predicted_with_026_even_though_033_is_the_default():
-    assert versions.resolve(None).version == "0.33.0"
+def test_a_026_record_is_predicted_with_026_even_though_034_is_the_default():
+    assert versions.resolve(None).version == "0.34.0"
     doc = _verify("--from-log", str(REC26))
     assert doc["predicted_with"] == {"version": "0.26.0", "reason": "named by the log"}
     assert doc["evidence"]["label"] == f"calibrated on {N26} real vLLM 0.26.0 starts"
@@ -48,16 +48,16 @@ def test_a_026_record_is_predicted_with_026_even_though_033_is_the_default():
 
 def test_a_log_of_a_version_without_rules_uses_the_nearest_and_warns(tmp_path):
     log = tmp_path / "start.log"
-    log.write_text(LOG33.read_text(encoding="utf-8").replace("0.33.0", "0.34.2"), encoding="utf-8")
+    log.write_text(LOG33.read_text(encoding="utf-8").replace("0.33.0", "0.35.2"), encoding="utf-8")
     doc = _verify("--from-log", str(log))
-    assert doc["vllm_version"] == "0.34.2"
-    assert doc["predicted_with"] == {"version": "0.33.0", "reason": "named by the log", "requested": "0.34.2"}
-    assert any(n.startswith("warning: vLLM 0.34.2 (named by the log): kvplan has no rules for it; using the nearest "
-                            "supported version, 0.33.0") for n in doc["notes"]), doc["notes"]
+    assert doc["vllm_version"] == "0.35.2"
+    assert doc["predicted_with"] == {"version": "0.34.0", "reason": "named by the log", "requested": "0.35.2"}
+    assert any(n.startswith("warning: vLLM 0.35.2 (named by the log): kvplan has no rules for it; using the nearest "
+                            "supported version, 0.34.0") for n in doc["notes"]), doc["notes"]
     assert doc["evidence"]["checked"] is False
-    assert doc["evidence"]["unchecked"][0] == "vLLM 0.34.2 itself (these are the rules of 0.33.0, the nearest supported)"
+    assert doc["evidence"]["unchecked"][0] == "vLLM 0.35.2 itself (these are the rules of 0.34.0, the nearest supported)"
     code, out, _ = run_cli("verify", "--from-log", str(log))
-    assert "predicted with: vLLM 0.33.0 (named by the log), for 0.34.2: derived from the source" in unwrapped(out)
+    assert "predicted with: vLLM 0.34.0 (named by the log), for 0.35.2: derived from the source" in unwrapped(out)
 
 
 def test_the_flag_overrides_the_log():
@@ -85,4 +85,4 @@ def test_a_log_naming_no_version_takes_the_default(tmp_path):
     if "vLLM version" in text or "(v0." in text:
         pytest.skip("this public log names its version")
     doc = _verify("meta-llama/Llama-3.1-8B-Instruct", "--from-log", str(old), "--gpu", "rtx-3090")
-    assert doc["predicted_with"] == {"version": "0.33.0", "reason": "newest supported; no vllm installed"}
+    assert doc["predicted_with"] == {"version": "0.34.0", "reason": "newest supported; no vllm installed"}

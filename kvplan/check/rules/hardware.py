@@ -118,13 +118,21 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
         dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
 
 
+def _used_utilization(args) -> float:
+    """The gpu_memory_utilization vLLM uses for ``args``: the version's rule (its default may
+    depend on the sizing mode; VllmRules.gpu_memory_utilization)."""
+    from kvplan.engines.vllm import versions
+
+    return versions.select(args.vllm_version).gpu_memory_utilization(args)
+
+
 def utilization_target(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
-    """--gpu-memory-utilization (vLLM default 0.92, config/cache.py) against the
+    """--gpu-memory-utilization (the version's default, config/cache.py) against the
     ``max_gpu_memory_utilization`` target."""
     if targets.max_gpu_memory_utilization is None:
         return
     checks.append(MAX_GPU_MEMORY_UTILIZATION)
-    util = eng.args.gpu_memory_utilization
+    util = _used_utilization(eng.args)
     if util > targets.max_gpu_memory_utilization:
         s = eng.keys.get("gpu_memory_utilization")
         dep.diag(

@@ -71,7 +71,8 @@ def plan_checks(
     checks += [WEIGHTS_FIT, MAX_MODEL_LEN_FITS]
     starved = [s for s in p.stages if s.budget.kv_cache_bytes <= 0]
     over_free = [
-        s for s in p.stages if s.budget.requested_bytes > s.budget.free_at_start_bytes and not s.budget.kv_cache_memory_override
+        s for s in p.stages if s.budget.requested_bytes > s.budget.free_at_start_bytes
+        and not s.budget.kv_cache_memory_override and s.budget.checks_free_memory
     ]
     if over_free:
         # vLLM v1/worker/gpu_worker.py init_device: the requested share of the GPU
@@ -83,7 +84,7 @@ def plan_checks(
         dep.diag(
             UTILIZATION_RANGE,
             "error",
-            f"gpu-memory-utilization {args.gpu_memory_utilization} asks for {_gib(b.requested_bytes)} of "
+            f"gpu-memory-utilization {p.effective['gpu_memory_utilization']} asks for {_gib(b.requested_bytes)} of "
             f"{gpu.display_name}, but only about {_gib(b.free_at_start_bytes)} is free when vLLM starts "
             f"(the CUDA context holds {(b.total_bytes - b.free_at_start_bytes) / 2**20:.0f} MiB): vLLM refuses to start",
             line=us.line if us else dep.line,
@@ -99,7 +100,7 @@ def plan_checks(
             f"{spec.name} on {gpu.display_name} (tensor-parallel-size {args.tensor_parallel_size}): weights "
             f"{_gib(b.weights_bytes)} + activations {_gib(b.activation_peak_bytes)} + non-torch "
             f"{_gib(b.non_torch_bytes)} per GPU leave no KV cache within {_gib(b.requested_bytes)} "
-            f"(gpu-memory-utilization {args.gpu_memory_utilization}); vLLM will refuse to start",
+            f"(gpu-memory-utilization {p.effective['gpu_memory_utilization']}); vLLM will refuse to start",
             line=dep.model_line or dep.line,
             key=dep.model_key,
             hint="use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint",
@@ -158,7 +159,7 @@ def plan_checks(
         "max_model_len": mml,
         "max_num_seqs": p.effective["max_num_seqs"],
         "kv_cache_dtype": p.effective["kv_cache_dtype"],
-        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "gpu_memory_utilization": p.effective["gpu_memory_utilization"],
         "kv_cache_bytes": p.worst_stage.budget.kv_cache_bytes,
         "num_gpu_blocks": p.num_gpu_blocks,
         "block_size": p.block_size,

@@ -20,12 +20,13 @@ SERVE_FLAGS_0_26 = SERVE_FLAGS  # the old name; nothing in kvplan reads it now (
 KNOWN_ENGINE_KEYS = {k for k in SERVE_FLAGS} | {"model"}
 
 
-def serve_tokens(values: dict) -> list[tuple[str, list[str]]]:
+def serve_tokens(values: dict, catalogue: dict | None = None) -> list[tuple[str, list[str]]]:
     """(field, its `vllm serve` tokens) for each field of ``values`` whose value vLLM would not
     already use by default, in the catalogue's order. Booleans become bare flags; a tri-state
-    flag turned off becomes ``--no-<flag>``; values equal to vLLM's fixed default are dropped."""
+    flag turned off becomes ``--no-<flag>``; values equal to vLLM's fixed default are dropped.
+    ``catalogue``: the version's VllmRules.serve_flags (None: the default version's)."""
     out: list[tuple[str, list[str]]] = []
-    for field, (flag, default) in SERVE_FLAGS.items():
+    for field, (flag, default) in (catalogue or SERVE_FLAGS).items():
         if field not in values or values[field] is None:
             continue
         v = values[field]

@@ -69,15 +69,18 @@ class Evidence:
 
     def label(self) -> str:
         """"calibrated on N real starts", or "derived from the source, not yet checked on
-        hardware: <rule>; <rule> (the rest calibrated on N real starts)"."""
+        hardware: <rule>; <rule> (the rest calibrated on N real starts)" (without the
+        parenthesis when no real start of the version is recorded)."""
         calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
         if self.identical_release:  # "sizing source identical to vLLM X (no start of Y itself); its rules: ..."
             return (f"sizing source identical to vLLM {self.version} (no start of {self.identical_release} itself); "
                     f"its rules: {replace(self, identical_release='').label()}")
         if self.checked:
             return calibrated
-        return ("derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
-                + f" (the rest {calibrated})")
+        derived = "derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)
+        if not self.real_starts:  # a version no real start has checked: nothing is calibrated
+            return derived
+        return derived + f" (the rest {calibrated})"
 
     def to_dict(self) -> dict:
         """JSON: {"checked", "real_starts", "unchecked", "label"}."""
@@ -122,7 +125,9 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
         out.append(PARALLEL_UNCHECKED)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
-    if ran_on and gpu.id not in ran_on and getattr(gpu, "base_id", None) not in ran_on:
+    # a start folder may name the GPU by a profile alias ("vllm-0.34.0-h100" for h100-sxm)
+    known = {gpu.id, getattr(gpu, "base_id", None), *(a.lower() for a in getattr(gpu, "aliases", ()) or ())}
+    if ran_on and not ran_on & known:
         out.append(f"the {gpu.display_name} (every real start ran on the {names})")
     elif ran_on and getattr(gpu, "memory_quality", None) == "user":
         # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on
@@ -199,6 +204,14 @@ class VllmRules:
         """The Evidence of an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with
         engine ``args`` (EngineArgs) under these rules."""
         return Evidence(self.version, len(self.real_starts.STARTS), tuple(self.real_starts.unchecked(spec, gpu, args)))
+
+    def gpu_memory_utilization(self, args: Any) -> float:
+        """The gpu_memory_utilization this version uses for engine ``args`` (EngineArgs): the
+        version's defaults.resolved_gpu_memory_utilization where its default depends on the
+        sizing mode (vLLM 0.34.0: 1.0 with the extensible KV cache), else ``args``' value (the
+        user's, or the version's fixed default). A fraction of total CUDA memory."""
+        resolve = getattr(self.defaults, "resolved_gpu_memory_utilization", None)
+        return resolve(args) if resolve is not None else args.gpu_memory_utilization
 
     def non_torch_bytes(self, world_size: int, v1_cudagraphs: bool = False) -> int:
         """Non-torch memory per GPU from this version's fitted coefficients (bytes); the rule is

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 _PACKAGES: dict[str, str] = {
     "0.26.0": "kvplan.engines.vllm.v0_26",
     "0.33.0": "kvplan.engines.vllm.v0_33",
+    "0.34.0": "kvplan.engines.vllm.v0_34",
 }
 
 

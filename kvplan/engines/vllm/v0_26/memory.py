@@ -84,6 +84,17 @@ class MemoryBudget:
         return self.total_bytes - CUDA_CONTEXT_BYTES
 
     @property
+    def checks_free_memory(self) -> bool:
+        """vLLM refuses to start when the requested memory exceeds the free memory at start
+        (v1/worker/utils.py request_memory); always in 0.26.0 (a later version may not)."""
+        return True
+
+    def num_blocks(self, layout) -> int:
+        """num_gpu_blocks of one rank for ``layout`` (the version's KVCacheLayout): the KV bytes
+        floor-divided by bytes_per_block (layout.num_blocks; vLLM get_num_blocks)."""
+        return layout.num_blocks(max(self.kv_cache_bytes, 0))
+
+    @property
     def _charged(self) -> int:
         # What vLLM 0.26.0 compile_or_warm_up_model subtracts for its two suggestions: weights,
         # activation, non-torch and captured graphs (later versions override this term).
@@ -137,9 +148,13 @@ def budget(
     cudagraph_applied: int,
     kv_cache_memory: int | None = None,
     budget_type: type[MemoryBudget] = MemoryBudget,
+    engine_args=None,
+    activation=None,
 ) -> MemoryBudget:
     """Compose the budget (see the module docstring for the rule). ``budget_type``: the version's
-    MemoryBudget (a later version's subclass charges its suggestions differently)."""
+    MemoryBudget (a later version's subclass charges its suggestions differently).
+    ``engine_args`` (EngineArgs) and ``activation`` (the version's ActivationEstimate) are read
+    by later versions' budgets (v0_34/memory.py); 0.26.0's rule needs neither."""
     req = requested_bytes(total_bytes, gpu_memory_utilization)
     overridden = kv_cache_memory is not None
     # --kv-cache-memory: no graph estimate is applied (gpu_worker.py) and the KV cache gets B.

@@ -59,23 +59,27 @@ def fp8_activation_group(quant: QuantSpec | None) -> int:
     return 0
 
 
-def effective_quant(spec: ModelSpec, args, gpu, warnings: list[str]) -> QuantSpec | None:
+def effective_quant(
+    spec: ModelSpec, args, gpu, warnings: list[str], *,
+    methods: frozenset = VLLM_QUANTIZATION_METHODS, version: str = "0.26.0",
+) -> QuantSpec | None:
     """The quantization vLLM runs the weights with: the checkpoint's, or --quantization fp8 applied at
     load time (``args``: EngineArgs; ``gpu``: GPUProfile). Appends to ``warnings`` the note when a
-    config-only GPTQ checkpoint loads unquantized (then returns None).
+    config-only GPTQ checkpoint loads unquantized (then returns None). ``methods`` / ``version``:
+    the quantization methods the vLLM version accepts and its name (a later version binds its own).
 
     Raises:
         KvplanError: a method vLLM refuses (unknown, mismatched, or below the GPU's compute
             capability), naming the flag or the model's quantization config.
     """
     q = spec.quantization
-    if q is not None and q.source == "checkpoint" and q.method not in VLLM_QUANTIZATION_METHODS:
+    if q is not None and q.source == "checkpoint" and q.method not in methods:
         base = q.method.removeprefix("modelopt_")
-        if not (q.method.startswith("modelopt_") and "modelopt_" + base in VLLM_QUANTIZATION_METHODS):
+        if not (q.method.startswith("modelopt_") and "modelopt_" + base in methods):
             raise KvplanError(
-                f"{spec.name}: quantization_config.quant_method {q.method!r} is not a vLLM 0.26.0 quantization "
+                f"{spec.name}: quantization_config.quant_method {q.method!r} is not a vLLM {version} quantization "
                 "method; vLLM refuses the model",
-                hint="known methods include " + ", ".join(sorted(VLLM_QUANTIZATION_METHODS)[:8]) + ", ...",
+                hint="known methods include " + ", ".join(sorted(methods)[:8]) + ", ...",
             )
     if args.quantization:
         want = args.quantization.lower()

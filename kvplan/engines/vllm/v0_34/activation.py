@@ -1,0 +1,141 @@
+"""vLLM 0.34.0's transient activation peaks: the profiling run and, with the extensible KV
+cache, the larger peak of the warm-up and sizing steps that the cache keeps free.
+
+The profiling run is 0.33.0's rule (v0_33/activation.py: V2 profile with attention skipped, the
+sampler warm-up, the persistent sampler state and MoE workspace), except that final-logit
+softcapping adds no logits copy to the sampler stage (see _peak), and under torch.compile:
+the forward then follows the eager per-token rule and the sampler stage gains no compile term.
+Fitted on the one 0.34.0 start with CUDA graphs, tests/data/vllm-0.34.0-h100/
+llama3-8b_serve_graphs (T = 8192, 1024 sampler rows): vLLM's peak activation 871,544,832 B
+is the sampler stage, which the eager rule puts at 871,823,360 B (+0.03 %); 0.33.0's compiled
+forward fit (0.26.0's) gave 1,262,991,360 B. The 0.34.0 diff of the profile run,
+``_dummy_sampler_run`` and ``PenaltiesState`` changes nothing else kvplan models.
+
+With the extensible KV cache (v1/worker/gpu_worker.py _compile_or_warm_up_model,
+v1/worker/gpu/warmup.py run_kv_cache_sizing_warmup, _measure_sizing_step,
+v1/worker/extensible_kv_cache.py record_transient_peak) the cache keeps free
+
+    P = max(profile transient, every warm-up / sizing-step transient)
+    G = torch's reservation growth over a sizing step (fragmentation included); max(P, G) is kept
+
+The sizing steps are a full-budget mixed prefill+decode step **with real attention** over
+T = max_num_batched_tokens tokens, and a ``prompt_logprobs = max_logprobs`` (20) request (inside
+that step, or its own step when max_model_len < T), computed in 1024-row chunks
+(v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE).
+
+kvplan's P and G, FITTED on real vLLM 0.34.0 starts (H100; their ``Memory after warmup`` lines
+print P as "allocated at peak" and G as "torch reservation growth", to 0.01 GiB; the fit and its
+held-out errors: benchmarks/fit_v034.py, docs/versions.md):
+
+* P = the profile peak + SIZING_STEP_BYTES_PER_TOKEN x T, at least one prompt-logprobs chunk
+  beside the step's hidden states;
+* G = P x TORCH_RESERVE_GROWTH_RATIO;
+* what warm-up leaves allocated = WARMUP_PERSISTENT_HIDDEN_COPIES [T, hidden] tensors.
+The starts are dense Llama-3-8B (eager, graphs, fp8 weights), Qwen3-30B-A3B (MoE, eager) and
+Gemma-2-9B (sliding window, eager) on one H100; MLA, hybrid, other GPUs are not covered
+(real_starts.py labels them). Units: bytes (int).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvplan.engines.vllm.rules import override
+from kvplan.engines.vllm.v0_26 import activation as _v026
+from kvplan.engines.vllm.v0_33 import activation as _v033
+from kvplan.engines.vllm.v0_33.activation import (  # noqa: F401  (unchanged rules)
+    FORWARD_OFFSET_BYTES,
+    GDN_FP32_VALUE_COPIES,
+    PER_REQUEST_STATE_BYTES,
+    SAMPLER_EXTRA_BYTES,
+    ProfileRun,
+    penalty_state_bytes,
+)
+
+# v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE: rows of one prompt-logprobs chunk.
+PROMPT_LOGPROB_CHUNK_ROWS = 1024
+# Bytes per logit of one prompt-logprobs chunk, by the source: bf16 logits + their fp32
+# log-softmax. Never the largest term on the recorded starts (serve_graphs: 0.86 GB < P 0.90 GB).
+PROMPT_LOGPROB_BYTES_PER_LOGIT = 6
+# FITTED (benchmarks/fit_v034.py) on one start per family of tests/data/vllm-0.34.0-h100:
+# llama3-8b_eager, qwen3-30b-a3b_eager, gemma2-9b_eager (FIT); the other starts
+# there are held out (docs/versions.md gives every start's error).
+# What the sizing step adds over the profile peak per batched token (the profile skips
+# attention): mean of (P - the profile peak) / T = 4,387 (Llama), -232 (Qwen3 MoE), 6,312 (Gemma-2).
+SIZING_STEP_BYTES_PER_TOKEN = 3_489
+# Torch's reservation growth over a sizing step as a multiple of P: mean of G / P = 1.183, 1.117,
+# 1.312 on FIT.
+TORCH_RESERVE_GROWTH_RATIO = 1.20409
+# What warm-up and the sizing steps leave allocated, in copies of a [T, hidden] activation tensor
+# (the residual of F + C after weights, consumed memory and graphs): 1.03, 1.07, 1.69 on FIT.
+WARMUP_PERSISTENT_HIDDEN_COPIES = 1.2544
+
+
+@dataclass(frozen=True)
+class ActivationEstimate(_v033.ActivationEstimate):
+    """0.33.0's fields plus the extensible KV cache's transient (per GPU).
+
+    Attributes:
+        sizing_peak_bytes: P, the largest transient of the profile, warm-up and sizing steps
+            (module docstring); at least ``peak_bytes``.
+        reserve_growth_bytes: G, torch's reservation growth over a sizing step (P times a
+            fitted ratio).
+        warmup_persistent_bytes: what warm-up and the sizing steps leave allocated
+            (WARMUP_PERSISTENT_HIDDEN_COPIES x T x hidden x activation bytes).
+    """
+
+    sizing_peak_bytes: int = 0
+    reserve_growth_bytes: int = 0
+    warmup_persistent_bytes: int = 0
+
+
+def sizing_step_bytes(run: ProfileRun, profile_peak_bytes: int) -> int:
+    """P: the largest transient of the profile, warm-up and sizing steps (bytes): the profile peak
+    plus SIZING_STEP_BYTES_PER_TOKEN per batched token, and (last pipeline rank) at least one
+    prompt-logprobs chunk beside the step's [T, H] hidden states. Fitted: module docstring."""
+    spec, t, act = run.spec, run.tokens, run.act_dtype_bytes
+    p = profile_peak_bytes + SIZING_STEP_BYTES_PER_TOKEN * t
+    if not run.is_last_pp_rank:
+        return p
+    chunk = min(PROMPT_LOGPROB_CHUNK_ROWS, t) * spec.vocab_size * PROMPT_LOGPROB_BYTES_PER_LOGIT
+    return max(p, t * spec.hidden_size * act + chunk)
+
+
+def _peak(run: ProfileRun) -> ActivationEstimate:
+    """The profile peak (0.33.0's rule, the eager forward also under torch.compile), what it
+    leaves allocated, and P and G (module docstring)."""
+    # Final-logit softcapping (model_executor/layers/logits_processor.py: tanh(logits / cap) * cap)
+    # frees its temporaries before the sampler's fp32 copy, so it adds nothing to the sampler stage:
+    # Gemma-2-9B's profile peak is 1,893,747,200 B on both 0.33.0 and 0.34.0 (tests/data
+    # vllm-0.33.0-h200 and vllm-0.34.0-h100 gemma2-9b_eager), the forward's, where 0.33.0's rule
+    # (one more bf16 logits copy) gives a sampler stage of 2,230,253,568 B.
+    spec = run.spec.model_copy(update={"logit_softcapping": None}) if run.spec.logit_softcapping else run.spec
+    est = _v033._peak(replace(run, enforce_eager=True, spec=spec))
+    p = sizing_step_bytes(run, est.peak_bytes)
+    left = int(WARMUP_PERSISTENT_HIDDEN_COPIES * run.tokens * run.spec.hidden_size * run.act_dtype_bytes)
+    return ActivationEstimate(
+        **est.__dict__, sizing_peak_bytes=p, reserve_growth_bytes=int(p * TORCH_RESERVE_GROWTH_RATIO),
+        warmup_persistent_bytes=left,
+    )
+
+
+activation_peak = override(
+    _v026.activation_peak,
+    """vLLM 0.34.0's profile peak (``peak_bytes``, 0.33.0's rule), what the profile leaves
+    allocated (``persistent_bytes``) and the extensible KV cache's transient reserve
+    (``sizing_peak_bytes`` P, ``reserve_growth_bytes`` G), in bytes per GPU. Same arguments as
+    v0_26.activation.activation_peak.""",
+    peak_rule=_peak,
+)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_run'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner._dummy_sampler_run'),
+    ('v1/worker/gpu/warmup.py', 'run_kv_cache_sizing_warmup'),
+    ('v1/worker/gpu/warmup.py', '_measure_sizing_step'),
+    ('v1/worker/extensible_kv_cache.py', 'ExtensibleKVCache.record_transient_peak'),
+    ('v1/worker/gpu/sample/penalties.py', 'PenaltiesState'),
+)
