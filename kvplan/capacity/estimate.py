@@ -28,6 +28,7 @@ from kvplan.capacity.outcomes import (  # noqa: F401
     RefusalKind,
     StartOutcome,
 )
+from kvplan.capacity import ranks
 from kvplan.capacity.resolve import Resolved, opening_remarks, resolve_engine_args, text_only_spec
 from kvplan.capacity.stage import StagePlan
 from kvplan.capacity.start_failure import start_failure
@@ -87,6 +88,9 @@ class Plan:
             version and the rules used that none of them checked.
         version_choice: which vLLM version and why (versions.VersionChoice), set by the caller
             that chose it (the CLI); None = the version was given to the API directly.
+        parallel: the world of ranks planned (capacity/ranks.py LayoutPlan: every rank class,
+            each DP engine's pool, the binding class); the top-level figures are the binding
+            engine's.
     """
 
     spec: ModelSpec
@@ -116,6 +120,7 @@ class Plan:
     approximations: tuple[Approximation, ...] = ()
     evidence: Evidence | None = None
     version_choice: VersionChoice | None = None
+    parallel: ranks.LayoutPlan | None = field(default=None, repr=False, compare=False)
 
     @property
     def version_label(self) -> str:
@@ -155,9 +160,11 @@ class Plan:
 @lru_cache(maxsize=8192)
 def _weights_cached(
     rules: VllmRules, spec: ModelSpec, tp: int, rank: int, pp: int, dtype_bytes: int, quant, fp8_kv: bool,
-    correction: int, machete: bool, max_num_batched_tokens: int = 0
+    correction: int, machete: bool, max_num_batched_tokens: int = 0,
+    expert_shards: int | None = None, local_experts: int | None = None,
 ):
-    """Weight tally of one stage as (part, bytes) pairs; cached (ModelSpec is hashable)."""
+    """Weight tally of one stage as (part, bytes) pairs; cached (ModelSpec is hashable).
+    ``expert_shards`` / ``local_experts``: the GPU's share of the routed experts (ranks.RankClass)."""
     w = rules.weights.weight_bytes_per_rank(
         spec,
         tensor_parallel_size=tp,
@@ -168,6 +175,8 @@ def _weights_cached(
         fp8_kv_cache=fp8_kv,
         machete=machete,
         max_num_batched_tokens=max_num_batched_tokens,
+        **({"expert_shards": expert_shards} if expert_shards is not None else {}),
+        **({"local_experts": local_experts} if local_experts is not None else {}),
     )
     layers = rules.weights.pp_layer_ranges(spec.num_hidden_layers, pp)[rank]
     if correction:
@@ -341,6 +350,13 @@ class _Pool:
     prefix_caching: bool
 
 
+def _blocks_min_over_world(rules: VllmRules, args: EngineArgs) -> bool:
+    """Whether a MoE model's DP engines share one block count: the version's rule, which may
+    depend on the sizing path (vLLM 0.34.0's extensible KV cache; engines/vllm/v0_XX/parallel.py)."""
+    rule = getattr(rules.parallel, "blocks_min_over_world", None)
+    return rule(args) if rule is not None else bool(getattr(rules.parallel, "BLOCKS_MIN_OVER_WORLD", False))
+
+
 def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, str] | None = None) -> Plan:
     """Predict vLLM's KV-cache allocation for ``spec`` on ``gpu`` with ``args``.
 
@@ -363,15 +379,19 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     rules = versions.select(args.vllm_version)
     approximations = estimate_approximations(spec, args.limit_mm_per_prompt, rules)
     _validate_parallel(spec, args.tensor_parallel_size, args.pipeline_parallel_size)
+    world = ranks.world_of(spec, args, rules.parallel)
     remarks = opening_remarks(spec, gpu)
     spec = text_only_spec(spec, args, rules, remarks)
     resolved = resolve_engine_args(spec, gpu, args, env, rules, remarks)
     cache = _cache_specs(spec, args, rules, resolved, remarks)
-    stages = _plan_stages(spec, gpu, args, rules, resolved, cache, remarks)
+    classes = _plan_rank_classes(spec, gpu, args, rules, resolved, cache, remarks, world)
+    stages = _binding_stages(classes)
     stages, resolved = _auto_fit_max_model_len(stages, resolved, remarks)
     failure, largest = start_failure(stages, args, rules, resolved, remarks)
     pool = _pool(spec, args, rules, resolved, cache, stages)
-    _closing_notes(spec, args, rules, resolved, remarks)
+    _closing_notes(spec, args, rules, resolved, remarks, world)
+    layout = ranks.layout_plan(world, classes, stages, resolved.max_model_len, resolved.max_in_flight,
+                               _blocks_min_over_world(rules, args))
     return Plan(
         spec=spec,
         gpu=gpu,
@@ -399,6 +419,7 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
         rules=rules,
         approximations=approximations,
         evidence=rules.evidence_for(spec, gpu, args),
+        parallel=layout,
     )
 
 
@@ -442,34 +463,50 @@ def _cache_specs(
 # -- every pipeline stage's memory budget and blocks ----------------------------------
 
 
-def _plan_stages(
+def _plan_rank_classes(
     spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
-    cache: _CacheSpecs, remarks: list[Note],
-) -> list[StagePlan]:
-    """One StagePlan per pipeline stage (vLLM weights.pp_layer_ranges: its get_pp_indices)."""
-    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    cache: _CacheSpecs, remarks: list[Note], world: ranks.World,
+) -> list[ranks.ClassPlan]:
+    """One StagePlan per rank class (ranks.World.rank_classes: each pipeline stage, vLLM
+    weights.pp_layer_ranges = get_pp_indices, x each distinct share of the routed experts)."""
+    tp = args.tensor_parallel_size
     said: list[str] = []
     correction = rules.quantization.checkpoint_correction(spec, tp, r.dtype_bytes, r.quant, said)
     remarks += [Note(NoteKind.CHECKPOINT_WEIGHTS, w) for w in said]
+    stage_layers = rules.weights.pp_layer_ranges(spec.num_hidden_layers, args.pipeline_parallel_size)
     return [
-        _plan_stage(spec, gpu, args, rules, r, cache, rank, layers, correction)
-        for rank, layers in enumerate(rules.weights.pp_layer_ranges(spec.num_hidden_layers, pp))
+        ranks.ClassPlan(c, _plan_stage(spec, gpu, args, rules, r, cache, c, correction, world))
+        for c in world.rank_classes(stage_layers)
     ]
+
+
+def _binding_stages(classes: list[ranks.ClassPlan]) -> list[StagePlan]:
+    """Per pipeline stage, the class with the least room for the KV cache (the heaviest expert
+    share: the GPU that sets its engine's block count)."""
+    out: dict[int, StagePlan] = {}
+    for c in classes:
+        s = c.stage
+        if s.pipeline_rank not in out or s.num_blocks < out[s.pipeline_rank].num_blocks:
+            out[s.pipeline_rank] = s
+    return [out[k] for k in sorted(out)]
 
 
 def _plan_stage(
     spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, rules: VllmRules, r: Resolved,
-    cache: _CacheSpecs, rank: int, layers: range, correction: int,
+    cache: _CacheSpecs, rank_class: ranks.RankClass, correction: int, world: ranks.World,
 ) -> StagePlan:
-    """One GPU of pipeline stage ``rank`` (decoder ``layers``): weights, activation peak,
-    CUDA graphs and non-torch memory -> the version's memory budget -> its KV layout and blocks.
-    ``correction``: the checkpoint's extra weight bytes over the whole model (spread by layers)."""
+    """One GPU of ``rank_class`` (its pipeline stage's decoder layers and expert share):
+    weights, activation peak, CUDA graphs and non-torch memory -> the version's memory budget ->
+    its KV layout and blocks. ``correction``: the checkpoint's extra weight bytes over the whole
+    model (spread by layers)."""
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    rank, layers = rank_class.pipeline_rank, rank_class.layers
     machete = (gpu.compute_capability or "").startswith("9.")
+    shards = rank_class.expert_shards if rank_class.expert_shards != tp else None
     w_parts = dict(
         _weights_cached(
             rules, spec, tp, rank, pp, r.dtype_bytes, r.quant, r.kv_dtype.startswith("fp8"), correction, machete,
-            r.max_num_batched_tokens,
+            r.max_num_batched_tokens, shards, rank_class.local_experts,
         )
     )
     a = _activation_cached(
@@ -495,7 +532,7 @@ def _plan_stage(
         activation_peak=a.peak_bytes,
         # a version whose profile leaves tensors allocated (its activation's ``persistent_bytes``)
         # charges them with the non-torch memory as consumed memory
-        non_torch=rules.non_torch_bytes(tp * pp, v1_cudagraphs=not r.v2 and not args.enforce_eager)
+        non_torch=rules.non_torch_bytes(world.communicator_world, v1_cudagraphs=not r.v2 and not args.enforce_eager)
         + getattr(a, "persistent_bytes", 0),
         cudagraph=cg,
         cudagraph_applied=cg_applied,
@@ -504,6 +541,8 @@ def _plan_stage(
         activation=a,
     )
     layout = _stage_layout(spec, rules, cache, layers, pp)
+    if world.dcp > 1:
+        layout = ranks.DcpLayout(layout, world.dcp)
     return StagePlan(
         pipeline_rank=rank,
         layers=layers,
@@ -600,15 +639,24 @@ def _pool(
 # -- what the figures leave out, and the effective arguments ---------------------------
 
 
-def _closing_notes(spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note]) -> None:
+def _closing_notes(
+    spec: ModelSpec, args: EngineArgs, rules: VllmRules, r: Resolved, remarks: list[Note], world: ranks.World
+) -> None:
     """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
-    if tp * pp > 1:
+    extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
+    if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world
+        remarks.append(Note(
+            NoteKind.PARALLEL_UNVERIFIED,
+            f"a process group of {world.communicator_world} GPUs: the NCCL/all-reduce part of non-torch memory "
+            f"({extra:.2f} GiB per GPU) is an unverified estimate"
+        ))
+    elif tp * pp > 1:
         remarks.append(Note(
             NoteKind.PARALLEL_UNVERIFIED,
             f"tensor/pipeline parallel ({tp}x{pp}): the NCCL/all-reduce part of non-torch memory "
-            f"({rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30:.2f} GiB per GPU) is an unverified estimate"
+            f"({extra:.2f} GiB per GPU) is an unverified estimate"
         ))
     if not args.enforce_eager and not r.v2:
         remarks.append(Note(

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
+from kvplan.capacity.search_layouts import dcp_options, moe_dp_options
+from kvplan.capacity.search_option import Option, Target  # noqa: F401  (their home; imported from here too)
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
@@ -65,180 +67,10 @@ class SearchSpace:
     max_gpus: int = 8
     gpus_per_node: int = 8
     require_fp8_support: bool = True
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the deployment must do.
-
-    Attributes:
-        max_model_len: tokens per request (vLLM --max-model-len).
-        concurrency: concurrent requests to serve.
-    """
-
-    max_model_len: int
-    concurrency: float
-
-
-@dataclass(frozen=True)
-class Option:
-    """One way to serve the target.
-
-    Attributes:
-        plan: the engine's Plan (per GPU of the engine).
-        data_parallel_size: replicas of the engine.
-        engine_concurrency: concurrent requests one engine serves.
-        price_per_gpu_hour: USD, None when unknown.
-        binding: what caps one engine ("kv_cache", "max_num_seqs", or a workload limit).
-        workload: the engine's WorkloadCapacity when a workload was given.
-    """
-
-    plan: object
-    data_parallel_size: int
-    engine_concurrency: float
-    price_per_gpu_hour: float | None
-    binding: str
-    target: Target
-    gpus_per_node: int = 8
-    workload: object | None = None
-
-    @property
-    def gpu(self) -> GPUProfile:
-        return self.plan.gpu
-
-    @property
-    def tensor_parallel_size(self) -> int:
-        return self.plan.effective["tensor_parallel_size"]
-
-    @property
-    def pipeline_parallel_size(self) -> int:
-        return self.plan.effective["pipeline_parallel_size"]
-
-    @property
-    def engine_gpus(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    @property
-    def num_gpus(self) -> int:
-        return self.engine_gpus * self.data_parallel_size
-
-    @property
-    def kv_cache_dtype(self) -> str:
-        return self.plan.args.kv_cache_dtype
-
-    @property
-    def quantization(self) -> str | None:
-        return self.plan.args.quantization
-
-    @property
-    def hourly_cost(self) -> float | None:
-        """USD per hour for all GPUs, None when the price is unknown."""
-        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.num_gpus
-
-    @property
-    def achieved(self) -> float:
-        """Concurrent requests all replicas serve."""
-        return self.engine_concurrency * self.data_parallel_size
-
-    @property
-    def headroom(self) -> float:
-        """achieved / target - 1 (0.25 = 25% spare)."""
-        return self.achieved / self.target.concurrency - 1 if self.target.concurrency else 0.0
-
-    @property
-    def multi_node(self) -> bool:
-        return self.engine_gpus > self.gpus_per_node
-
-    @property
-    def accuracy_rank(self) -> int:
-        """0 = the checkpoint as is; 1 = fp8 KV; 2 = fp8 weights; 3 = both (tie-break only)."""
-        return (1 if self.kv_cache_dtype.startswith("fp8") else 0) + (2 if self.quantization else 0)
-
-    def label(self) -> str:
-        """e.g. '2x NVIDIA H200 (TP=2) kv=fp8'."""
-        shape = f"TP={self.tensor_parallel_size}"
-        if self.pipeline_parallel_size > 1:
-            shape += f" PP={self.pipeline_parallel_size}"
-        if self.data_parallel_size > 1:
-            shape += f" DP={self.data_parallel_size}"
-        extra = ""
-        if self.kv_cache_dtype != "auto":
-            extra += f" kv={self.kv_cache_dtype}"
-        if self.quantization:
-            extra += f" quant={self.quantization}"
-        return f"{self.num_gpus}x {self.gpu.display_name} ({shape}){extra}"
-
-    def serve_command(self, revision: str | None = None) -> str:
-        """The `vllm serve` line (the version's flags; --data-parallel-size for replicas)."""
-        import shlex
-
-        from kvplan.engines.vllm import flags
-
-        a = self.plan.args
-        explicit = {
-            "tensor_parallel_size": a.tensor_parallel_size,
-            "pipeline_parallel_size": a.pipeline_parallel_size,
-            "gpu_memory_utilization": a.gpu_memory_utilization,
-            "kv_cache_dtype": a.kv_cache_dtype,
-            "block_size": a.block_size,
-            "dtype": a.dtype,
-            "quantization": a.quantization,
-            "max_num_seqs": a.max_num_seqs,
-            "max_num_batched_tokens": a.max_num_batched_tokens,
-            "enforce_eager": a.enforce_eager,
-            "kv_cache_memory_bytes": a.kv_cache_memory_bytes,
-        }
-        if revision:
-            explicit["revision"] = revision
-        explicit = {k: v for k, v in explicit.items() if v is not None}
-        args = flags.serve_args(explicit, self.plan.effective["max_model_len"])
-        if self.data_parallel_size > 1:
-            args += ["--data-parallel-size", str(self.data_parallel_size)]
-        if a.enable_prefix_caching is not None and a.enable_prefix_caching == self.plan.spec.is_hybrid:
-            args.append("--enable-prefix-caching" if a.enable_prefix_caching else "--no-enable-prefix-caching")
-        if self.plan.spec.hf_overrides:  # the config was sized with them (sources.load_spec)
-            args += ["--hf-overrides", self.plan.spec.hf_overrides]
-        env = [f"{k}={v}" for k, v in self.plan.start_env().items()]
-        return " ".join([*env, shlex.join(["vllm", "serve", self.plan.spec.name, *args])])
-
-    def to_dict(self, revision: str | None = None) -> dict:
-        """JSON-ready (bytes as ints)."""
-        p = self.plan
-        b = p.worst_stage.budget
-        out = {
-            "gpu": p.gpu.id,
-            "gpu_name": p.gpu.display_name,
-            "num_gpus": self.num_gpus,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "pipeline_parallel_size": self.pipeline_parallel_size,
-            "data_parallel_size": self.data_parallel_size,
-            "multi_node": self.multi_node,
-            "kv_cache_dtype": p.effective["kv_cache_dtype"],
-            "quantization": p.effective["quantization"],
-            "price_per_gpu_hour_usd": self.price_per_gpu_hour,
-            "hourly_cost_usd": None if self.hourly_cost is None else round(self.hourly_cost, 4),
-            "price_known": self.price_per_gpu_hour is not None,
-            "max_model_len": p.effective["max_model_len"],
-            "engine_concurrency": round(self.engine_concurrency, 2),
-            "achieved_concurrency": round(self.achieved, 2),
-            "target_concurrency": self.target.concurrency,
-            "headroom": round(self.headroom, 4),
-            "binding_limit": self.binding,
-            "num_gpu_blocks": p.num_gpu_blocks,
-            "kv_cache_bytes_per_gpu": b.kv_cache_bytes,
-            "weights_bytes_per_gpu": b.weights_bytes,
-            "max_num_seqs": p.effective["max_num_seqs"],
-            "serve_command": self.serve_command(revision),
-            "warnings": list(p.warnings),
-            # issue 12: False when the model has no kvplan family (sized from the standard keys)
-            "exact": p.exact,
-            "evidence": p.evidence.to_dict() if p.evidence is not None else None,
-        }
-        if not p.exact:
-            out["approximate"] = [a.reason for a in p.approximations]
-        if self.workload is not None:
-            out["workload"] = self.workload.to_dict()
-        return out
+    # multi-GPU layouts (capacity/search_layouts.py): a MoE model's DP with these
+    # --enable-expert-parallel values, and DCP over the TP ranks where the attention allows it
+    expert_parallel: tuple[bool, ...] = (False, True)
+    decode_context_parallel: bool = True
 
 
 @dataclass(frozen=True)
@@ -595,6 +427,14 @@ def search(
                                 skip(gpu, tp, pp, kv, q, "unsupported", msg)
                             continue
                         sized += 1
+                        if not p.fits and spec.moe is not None:
+                            # one DP 1 engine does not start: DP shards the experts (capacity/ranks.py)
+                            moe = moe_dp_options(spec, gpu, args, env, target, space.max_gpus // engine,
+                                                 space.max_gpus // engine, price, space.gpus_per_node, workload,
+                                                 space.expert_parallel)
+                            if moe:
+                                candidates += moe
+                                continue
                         if not p.fits:
                             if p.failure_info is not None and p.failure_info.kind is StartOutcome.UTILIZATION_REFUSED:
                                 util_refused.append(p)
@@ -618,6 +458,10 @@ def search(
                             skip(gpu, tp, pp, kv, q, "does_not_start", "no request fits")
                             continue
                         max_dp = space.max_gpus // engine
+                        # the same engine with decode context parallel over its TP ranks (more requests per engine)
+                        if space.decode_context_parallel:
+                            candidates += dcp_options(spec, gpu, args, env, target, max_dp, price,
+                                                      space.gpus_per_node, workload)
                         dp = max(1, math.ceil(target.concurrency / per_engine - 1e-9))
                         if dp > max_dp:
                             best = Option(p, max_dp, per_engine, price, binding, target, space.gpus_per_node, cap)
@@ -626,6 +470,14 @@ def search(
                                 gpu, tp, pp, kv, q, "below_target",
                                 f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
                                 f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
+                            )
+                            continue
+                        if spec.moe is not None and dp > 1:
+                            # vLLM shards a MoE model's experts over its DP engines (capacity/ranks.py):
+                            # --data-parallel-size is not a replica of this engine; plan the DP layouts
+                            candidates += moe_dp_options(
+                                spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload,
+                                space.expert_parallel,
                             )
                             continue
                         candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))

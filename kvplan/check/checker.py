@@ -76,6 +76,7 @@ from kvplan.check.sources.compose import compose_deployments
 from kvplan.check.sources.detect import detect_kind, yaml_doc_kind
 from kvplan.check.sources.dockerfile import dockerfile_calls
 from kvplan.check.sources.invocation import deployment_from_invocation
+from kvplan.check.sources.groups import join_headless_workers
 from kvplan.check.sources.k8s import k8s_deployments
 from kvplan.check.sources.manifest import covered_by_manifests, manifest_deployments, node_selectors_for
 from kvplan.check.sources.stacks import STACK_KINDS, stack_deployments
@@ -348,6 +349,7 @@ class Checker:
         if kind == "command":  # a script's commands run on the machine that runs the script
             for dep in deps:
                 dep.host = f"script {shown}"
+        deps = join_headless_workers(deps)  # a multi-node deployment's --headless workers join its leader
         fr.deployments = [self.evaluate(dep) for dep in deps]
         shared_gpu_check(deps, {id(d): r.checks for d, r in zip(deps, fr.deployments)})
         order = {"error": 0, "warning": 1, "info": 2}

@@ -23,6 +23,9 @@ _VLLM_READERS = {
 }
 # Table rows that are kvplan's own options, not `vllm serve` flags of a deployment.
 _NOT_SERVE_FLAGS = frozenset({"usage", "vllm_version"})
+# Table rows a deployment sets that size nothing (a leader's address, often a variable the
+# platform fills in, e.g. $(LWS_LEADER_ADDRESS)): check leaves them as it always did.
+_NOT_SERVE_FLAGS |= {"data_parallel_address", "master_addr"}
 
 
 def _reader(arg):
@@ -40,6 +43,8 @@ _ENGINE_FIELDS = {
 }
 
 
+# Read as ints for the GPU-count rules (check/rules/hardware.py); they are EngineArgs fields too
+# (the world of ranks, capacity/ranks.py), so inputs.engine_args also hands them to the planner.
 _OTHER_INT_FLAGS = ("data-parallel-size", "data-parallel-size-local", "nnodes")
 
 
@@ -55,8 +60,6 @@ _NOT_MODELLED = {
     "enable-lora": "LoRA adapters take GPU memory",
     "kv-offloading-size": "KV blocks offloaded to CPU",
     "kv-transfer-config": "KV transfer connectors change the cache layout",
-    "decode-context-parallel-size": "decode context parallel splits the KV cache",
-    "prefill-context-parallel-size": "prefill context parallel splits the KV cache",
     "compilation-config": "CUDA-graph settings change the graph memory vLLM reserves",
     "cudagraph-capture-sizes": "CUDA-graph sizes change the graph memory vLLM reserves",
     "max-cudagraph-capture-size": "CUDA-graph sizes change the graph memory vLLM reserves",

@@ -182,6 +182,11 @@ def print_human(report, strict: bool, console=None) -> None:
                     f": {fig['num_gpu_blocks']:,} blocks, {fig['gpu_kv_cache_tokens']:,} tokens, "
                     f"{fig['max_concurrency']:.2f} x {fig['max_model_len']}-token requests"
                 )
+                if fig.get("engines"):  # a multi-GPU layout (check/rules/memory.py _parallel_figures)
+                    what += (
+                        f" per engine, {len(fig['engines'])} engine(s) on {fig['gpus']} GPUs = "
+                        f"{fig['cluster_max_concurrency']:.2f} requests ({fig['multi_gpu']})"
+                    )
             if any(d.check_id == APPROXIMATE for d in dep.diagnostics):
                 what += " (approximate: kvplan has no exact rules for this model)"
             con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: "), safe(what)))

@@ -19,6 +19,8 @@ from kvplan.cli.options import (
     EngineFlags,
     check_fraction,
     engine_option,
+    PARALLEL_FIELDS,
+    parallel_values,
     parse_hf_overrides,
     parse_kv_cache_memory,
     parse_max_model_len,
@@ -50,6 +52,7 @@ class EstimateFlags(EngineFlags):
     verbose: bool
     hf_overrides: Optional[str] = None
     perf: bool = False
+    parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
 
 
 def register(app: typer.Typer) -> None:
@@ -104,6 +107,19 @@ def estimate(
     perf: bool = typer.Option(
         False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
     ),
+    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
+    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
+    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
+    enable_eplb: bool = engine_option("enable_eplb", False),
+    eplb_config: Optional[str] = engine_option("eplb_config", None),
+    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
+    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
+    nnodes: Optional[int] = engine_option("nnodes", None),
+    node_rank: Optional[int] = engine_option("node_rank", None),
+    headless: bool = engine_option("headless", False),
+    data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
+    master_addr: Optional[str] = engine_option("master_addr", None),
+    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
     flags = estimate_flags(dict(locals()))  # first: locals() is the parameters only
@@ -126,7 +142,9 @@ def estimate_flags(params: dict) -> EstimateFlags:
     Raises:
         TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
     """
-    return EstimateFlags(**params)
+    params = dict(params)
+    grouped = {k: params.pop(k) for k in PARALLEL_FIELDS if k in params}  # the multi-GPU flags travel together
+    return EstimateFlags(**params, parallel=parallel_values(**grouped))
 
 
 @dataclass
@@ -238,6 +256,7 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, usage=f.usage, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
+        **(f.parallel or {}),
     )
     plan = with_version_choice(plan, choice)
     _warn_multi_node(plan)
@@ -291,7 +310,10 @@ def estimate_text(p: PreparedEstimate) -> str:
         return write(p.flags.fmt, p.plan, p.flags.revision)
     if p.flags.fmt == "yaml":
         return render.config_yaml(p.plan, p.flags.revision)
-    return render.serve_command(p.plan, p.flags.revision) + "\n"
+    from kvplan.render.parallel import launch_lines  # one line per node (the serve line on one node)
+
+    lines = launch_lines(p.plan, render.serve_command(p.plan, p.flags.revision))
+    return "".join(ln["command"] + "\n" for ln in lines)
 
 
 def _warn_multi_node(plan) -> None:

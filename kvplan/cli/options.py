@@ -154,8 +154,26 @@ def flag_typed(*spellings: str) -> str:
     return used or "/".join(spellings)
 
 
+# The multi-GPU layout flags (vLLM config/parallel.py ParallelConfig; capacity/ranks.py models
+# them), taken alike by estimate, plan, perf and check's readers, spelled as `vllm serve` spells them.
+PARALLEL_FIELDS = (
+    "data_parallel_size", "data_parallel_size_local", "enable_expert_parallel", "enable_eplb", "eplb_config",
+    "decode_context_parallel_size", "prefill_context_parallel_size", "nnodes", "node_rank", "headless",
+    "data_parallel_address", "master_addr", "distributed_executor_backend",
+)
+
+
+def parallel_values(**values: Any) -> dict:
+    """The multi-GPU flags a command was given (PARALLEL_FIELDS -> value), without those left
+    at vLLM's default (None, or False for a switch): EngineArgs then holds its own defaults."""
+    unknown = set(values) - set(PARALLEL_FIELDS)
+    if unknown:
+        raise TypeError(f"not a parallel flag: {sorted(unknown)}")
+    return {k: v for k, v in values.items() if v is not None and v is not False}
+
+
 __all__ = [
-    "ALIASES", "ENGINE_ARGS", "check_fraction", "engine_option", "flag_of", "flag_typed", "parse_kv_cache_memory",
+    "ALIASES", "PARALLEL_FIELDS", "parallel_values", "ENGINE_ARGS", "check_fraction", "engine_option", "flag_of", "flag_typed", "parse_kv_cache_memory",
     "parse_max_model_len", "positive", "positive_engine_args",
 ]
 

@@ -22,6 +22,7 @@ from kvplan.cli.options import (
     EngineFlags,
     check_fraction,
     engine_option,
+    parallel_values,
     parse_kv_cache_memory,
     parse_max_model_len,
     positive,
@@ -52,6 +53,7 @@ class PerfFlags(EngineFlags):
     fmt: str
     plot: Optional[str]
     saturation: bool = True
+    parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
 
 
 def register(app: typer.Typer) -> None:
@@ -100,6 +102,19 @@ def perf(
     saturation: bool = typer.Option(
         True, "--saturation/--no-saturation", help="Search the saturation rate (several open-loop runs; the slow part)."
     ),
+    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
+    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
+    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
+    enable_eplb: bool = engine_option("enable_eplb", False),
+    eplb_config: Optional[str] = engine_option("eplb_config", None),
+    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
+    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
+    nnodes: Optional[int] = engine_option("nnodes", None),
+    node_rank: Optional[int] = engine_option("node_rank", None),
+    headless: bool = engine_option("headless", False),
+    data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
+    master_addr: Optional[str] = engine_option("master_addr", None),
+    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -114,6 +129,14 @@ def perf(
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
         fmt=fmt, plot=plot, saturation=saturation,
+        parallel=parallel_values(
+            data_parallel_size=data_parallel_size, data_parallel_size_local=data_parallel_size_local,
+            enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
+            decode_context_parallel_size=decode_context_parallel_size,
+            prefill_context_parallel_size=prefill_context_parallel_size, nnodes=nnodes, node_rank=node_rank,
+            headless=headless, data_parallel_address=data_parallel_address, master_addr=master_addr,
+            distributed_executor_backend=distributed_executor_backend,
+        ),
     )
     try:
         code = run_perf(flags)
@@ -243,8 +266,12 @@ def run_perf(f: PerfFlags) -> int:
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
+        **(f.parallel or {}),
     )
     plan = with_version_choice(plan, choice)
+    engines = refuse_multi_gpu_layout(plan, dense_dp_ok=True)
+    load = per_engine_load(load, engines)
+    num_requests = max(1, f.num_requests // engines)
     check_modelled(plan)  # a layer kind kvplan does not model (KV-less): said before anything runs
     from kvplan.perf.serving import predict
 
@@ -254,13 +281,13 @@ def run_perf(f: PerfFlags) -> int:
     rec = None
     code = EXIT_OK
     with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
-        result = predict(plan, model, lengths, load, num_requests=f.num_requests, seed=f.seed, shared_prefix=prefix,
+        result = predict(plan, model, lengths, load, num_requests=num_requests, seed=f.seed, shared_prefix=prefix,
                          step_time=timer, saturation=f.saturation)
         if slo is not None:
             from kvplan.perf.tune import TUNE_REQUESTS, recommend
 
             rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
-                            num_requests=min(f.num_requests, TUNE_REQUESTS),
+                            num_requests=min(num_requests, TUNE_REQUESTS),
                             efficiency=model.efficiency if model is not None else None)
     if slo is not None and not slo.meets(result.summary) and rec.best is None:
         code = EXIT_FAIL
@@ -271,7 +298,11 @@ def run_perf(f: PerfFlags) -> int:
     if f.fmt == "json":
         if choice.substituted:  # the JSON names it too ("vllm".requested, "evidence".unchecked)
             print(f"warning: {choice.warning()}", file=sys.stderr)
-        print(json.dumps(render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision), indent=2))
+        doc = render_perf.to_dict(result, plan, slo=slo, recommendation=rec, revision=f.revision)
+        if engines > 1:
+            doc["data_parallel"] = data_parallel_section(result, engines)
+            doc["approximate"] = [*doc.get("approximate", []), DP_BALANCER]
+        print(json.dumps(doc, indent=2))
     else:
         from rich.console import Console
 
@@ -279,6 +310,13 @@ def run_perf(f: PerfFlags) -> int:
         render_perf.print_report(result, console, slo=slo, recommendation=rec, revision=f.revision,
                                  title=f"{plan.spec.name} on {plan.gpu.display_name}: serving prediction ({result.calibration.label})",
                                  plan=plan)
+        if engines > 1:
+            dpd = data_parallel_section(result, engines)
+            console.print(
+                f"data parallel: the figures above are one of {engines} engines at 1/{engines} of the load; together "
+                f"{dpd['output_throughput']:.1f} output tokens/s, {dpd['request_throughput']:.2f} requests/s "
+                f"({dpd['balancer']})", soft_wrap=True,
+            )
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
@@ -299,6 +337,84 @@ def estimate_requests(concurrency: int) -> int:
     from kvplan.perf.serving import MAX_REQUESTS
 
     return min(max(ESTIMATE_REQUESTS, ESTIMATE_REQUESTS_PER_SLOT * int(concurrency)), MAX_REQUESTS)
+
+
+def refuse_multi_gpu_layout(plan, dense_dp_ok: bool = False) -> int:
+    """perf's step-time model and scheduler emulation are one engine's on TP x PP GPUs. A dense
+    model's DP engines are each exactly that engine (capacity/ranks.py), so with
+    ``dense_dp_ok`` their count is returned (`kvplan perf` splits the load over them); any other
+    layout beyond one engine (expert / context parallel, a MoE model's DP, several nodes) is
+    refused before anything runs, naming the flag, rather than predicted without its
+    communication (EP all-to-all, DCP all-gathers) or its balancer.
+
+    Returns:
+        the number of independent engines (1 without a multi-GPU layout).
+    Raises:
+        KvplanError: exit 2, naming the first multi-GPU flag given.
+    """
+    lp = plan.parallel
+    if lp is None or not lp.shown:
+        return 1
+    w = lp.world
+    dense_dp = w.dp > 1 and not w.is_moe and not (w.dcp > 1 or w.pcp > 1 or w.nnodes > 1)
+    if dense_dp and dense_dp_ok:
+        return w.dp
+    if dense_dp:
+        raise KvplanError(
+            f"--data-parallel-size {w.dp}: estimate --perf predicts one engine; a dense model's {w.dp} DP engines are "
+            "independent (each a DP 1 deployment)",
+            hint=f"use `kvplan perf ... --data-parallel-size {w.dp}` (the load split over the engines)",
+        )
+    flag = ("--enable-expert-parallel" if w.uses_ep else "--data-parallel-size" if w.dp > 1
+            else "--decode-context-parallel-size" if w.dcp > 1 else "--prefill-context-parallel-size" if w.pcp > 1
+            else "--nnodes")
+    raise KvplanError(
+        f"{flag}: kvplan perf does not model this multi-GPU layout's step times yet (expert all-to-all, "
+        "context-parallel all-gathers, cross-node links); `kvplan estimate` sizes its KV cache",
+        hint="use `kvplan estimate` with the same flags for blocks, tokens and per-engine concurrency",
+    )
+
+
+DP_BALANCER = ("independent engines behind vLLM's balancer taken as an even split of the load (approximate; "
+               "derived from the vLLM source, not checked on multi-GPU hardware)")
+
+
+def data_parallel_section(result, engines: int) -> dict:
+    """The perf JSON's ``data_parallel`` object: the engine count, that every other figure is
+    one engine's, and the engines' summed throughput (tokens/s, requests/s)."""
+    s = result.summary
+    return {
+        "engines": engines,
+        "figures_are_per_engine": True,
+        "output_throughput": round(s.output_throughput * engines, 3),
+        "total_token_throughput": round(s.total_token_throughput * engines, 3),
+        "request_throughput": round(s.request_throughput * engines, 4),
+        "balancer": DP_BALANCER,
+    }
+
+
+def per_engine_load(load, engines: int):
+    """The load one of ``engines`` independent DP engines sees behind vLLM's balancer, taken as
+    an even split (the DP coordinator routes each request to the least-loaded engine,
+    v1/engine/core_client.py; an even split is its steady state): a closed loop of C requests
+    gives each engine C / N (C must divide), an open loop of R requests/s gives each R / N.
+
+    Raises:
+        KvplanError: --concurrency not a multiple of the engine count (names the flag).
+    """
+    from kvplan.perf.serving import Load
+
+    if engines <= 1:
+        return load
+    if load.kind == "closed":
+        if int(load.value) % engines:
+            raise KvplanError(
+                f"--concurrency {int(load.value)}: not a multiple of --data-parallel-size {engines}; each engine "
+                "would serve a different number of requests",
+                hint=f"use a multiple of {engines}",
+            )
+        return Load("closed", int(load.value) // engines)
+    return Load("open", load.value / engines)
 
 
 def perf_unavailable_note(reason: str) -> str:
@@ -323,6 +439,7 @@ def estimate_perf(plan, workload_model, capacity):
         KvplanError: --n > 1 (parallel sampling is not emulated), a layout or GPU the perf model
             cannot take (exit 2).
     """
+    refuse_multi_gpu_layout(plan)
     if not plan.fits or capacity is None:
         return None, None
     if workload_model.n != 1:

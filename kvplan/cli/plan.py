@@ -273,6 +273,8 @@ def run_plan(kw: PlanFlags) -> int:
         quantizations=tuple(quants),
         max_gpus=kw.max_gpus,
         gpus_per_node=kw.gpus_per_node,
+        expert_parallel=(False, True) if kw.enable_expert_parallel is None else (kw.enable_expert_parallel,),
+        decode_context_parallel=_dcp_choice(kw.decode_context_parallel_size),
     )
     import os
 
@@ -489,6 +491,21 @@ class PlanFlags:
     hf_overrides: Optional[str] = None
     version_choice: Optional[VersionChoice] = None  # set by run_plan: which version and why
     slo: Optional[str] = None
+    enable_expert_parallel: Optional[bool] = None  # None = try a MoE model's DP layouts with and without EP
+    decode_context_parallel_size: str = "auto"  # auto = also try DCP over the TP ranks; 1 = never
+
+
+def _dcp_choice(value: str) -> bool:
+    """--decode-context-parallel-size for plan: "auto" (try DCP layouts) or 1 (never).
+
+    Raises:
+        KvplanError: anything else (names the flag)."""
+    if value == "auto":
+        return True
+    if value.strip() == "1":
+        return False
+    raise KvplanError(f"--decode-context-parallel-size: plan takes auto or 1, got {value!r}",
+                      hint="auto tries the largest size vLLM accepts on each TP; estimate takes any size")
 
 
 def register(app: typer.Typer) -> None:
@@ -533,6 +550,14 @@ def plan_cmd(
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     usage: str = typer.Option("serve", "--usage"),
     fmt: str = typer.Option("table", "--format", help="table, json, or the cheapest option's manifest: k8s, lws, kserve, llm-d, compose."),
+    enable_expert_parallel: Optional[bool] = typer.Option(
+        None, "--enable-expert-parallel/--no-enable-expert-parallel", "-ep",
+        help="A MoE model's data-parallel layouts: only with expert parallel / only without (default: both).",
+    ),
+    decode_context_parallel_size: str = typer.Option(
+        "auto", "--decode-context-parallel-size", "-dcp", metavar="auto|1",
+        help="auto: also try decode context parallel over the TP ranks where the attention allows it; 1: never.",
+    ),
     slo: Optional[str] = typer.Option(
         None, "--slo", metavar="KEY=TIME,...", help="Latency targets (ttft_p99=2s,tpot_p50=50ms): keep the options that meet them (needs --workload)."
     ),
@@ -551,7 +576,8 @@ def plan_cmd(
         shared_prefix_tokens=shared_prefix_tokens, n=n, top=top, show_all=show_all, explain=explain,
         curves=curves, plot=plot, revision=revision, vllm_version=vllm_version, usage=usage, fmt=fmt,
         hf_overrides=hf_overrides,
-        slo=slo,
+        slo=slo, enable_expert_parallel=enable_expert_parallel,
+        decode_context_parallel_size=decode_context_parallel_size,
     )
     try:
         code = run_plan(flags)

@@ -12,7 +12,7 @@ from kvplan.render.serve import (
     _served_model,
     _typed,
     approximate_warning,
-    config_yaml,
+    config_yaml as _config_yaml,
     explicit_args,
     no_start_warning,
     serve_command,
@@ -25,3 +25,13 @@ __all__ = [
     "serve_command", "serve_settings", "to_dict",
 ]
 _private = (_Hanging, _served_model, _typed)
+
+
+def config_yaml(plan, revision=None) -> str:
+    """A vLLM ``--config`` file for ``plan`` (render/serve.py config_yaml), with a multi-GPU
+    layout's per-engine figures, node launch lines and evidence as comments at the top
+    (render/parallel.py summary_lines)."""
+    from kvplan.render.parallel import summary_lines
+
+    lines = summary_lines(plan, serve_command(plan, revision))
+    return "".join(f"# {line.strip()}\n" for line in lines) + _config_yaml(plan, revision)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kvplan import __version__
 from kvplan.capacity.estimate import Plan
 from kvplan.capacity.recommend import recommendations
+from kvplan.render.parallel import parallel_section
 from kvplan.render.serve import serve_command, serve_env, serve_settings
 
 
@@ -101,7 +102,9 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
             "memory_bytes": plan.gpu.memory_bytes,
             "memory_quality": plan.gpu.memory_quality,
             "memory_source": plan.gpu.memory_source,
-            "count": plan.effective["tensor_parallel_size"] * plan.effective["pipeline_parallel_size"],
+            # GPUs used: TP x PP x DP x PCP (capacity/ranks.py World.gpus)
+            "count": plan.parallel.world.gpus if plan.parallel is not None
+            else plan.effective["tensor_parallel_size"] * plan.effective["pipeline_parallel_size"],
         },
         "engine": dict(plan.effective),
         "memory": {
@@ -142,6 +145,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
         ],
         # only when the serve line needs it (VLLM_ALLOW_LONG_MAX_MODEL_LEN); absent otherwise
         **({"serve_env": env} if (env := serve_env(plan, revision)) else {}),
+        # only for a multi-GPU layout beyond one TP/PP engine (render/parallel.py); absent otherwise
+        **({"parallel": par} if (par := parallel_section(plan, serve_command(plan, revision))) else {}),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
         "stages": [

@@ -178,8 +178,26 @@ class PerfEvidence(_Strict):
     label: str = Field(min_length=1)
 
 
+class DataParallelDoc(BaseModel):
+    """``data_parallel``: a dense model's independent DP engines (kvplan/cli/perf.py
+    data_parallel_section); every other figure of the document is one engine's."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    engines: int = Field(ge=2)
+    figures_are_per_engine: bool
+    output_throughput: float = Field(ge=0, description="tokens/s, the engines together")
+    total_token_throughput: float = Field(ge=0, description="tokens/s, the engines together")
+    request_throughput: float = Field(ge=0, description="requests/s, the engines together")
+    balancer: str = Field(min_length=1)
+
+
 class PerfDocument(PerfSection):
     """The whole ``kvplan perf --format json`` document."""
+
+    data_parallel: Optional[DataParallelDoc] = Field(
+        default=None, description="--data-parallel-size > 1 on a dense model; absent otherwise"
+    )
 
     kvplan_version: str
     model: str

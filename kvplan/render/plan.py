@@ -184,7 +184,9 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
         for i, o in enumerate(shown, 1):
             eff = o.plan.effective
             table.add_row(
-                str(i), f"{o.num_gpus}x {o.gpu.id}", f"{o.tensor_parallel_size}/{o.pipeline_parallel_size}/{o.data_parallel_size}",
+                str(i), f"{o.num_gpus}x {o.gpu.id}", f"{o.tensor_parallel_size}/{o.pipeline_parallel_size}/{o.data_parallel_size}"
+                + (" EP" if o.plan.args.enable_expert_parallel else "")
+                + (f" DCP{o.plan.args.decode_context_parallel_size}" if (o.plan.args.decode_context_parallel_size or 1) > 1 else ""),
                 _short(eff["kv_cache_dtype"] if eff["kv_cache_dtype"] != "auto" else eff["dtype"]),
                 _short(eff["quantization"] or eff["dtype"]), _money(o), f"{o.achieved:.1f}", f"{o.headroom:+.0%}",
                 _LIMIT_SHORT.get(o.binding, o.binding) + (" *" if o in result.dominated else ""),
@@ -204,15 +206,20 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
             )
         lines: dict[str, list[int]] = {}
         nodes: dict[str, int] = {}
+        links: dict[str, str] = {}
         for i, o in enumerate(shown, 1):
             cmd = o.serve_command(flags.revision)
             lines.setdefault(cmd, []).append(i)
             if o.multi_node:
                 nodes[cmd] = -(-o.engine_gpus // o.gpus_per_node)
+            if o.link_warning:
+                links[cmd] = o.link_warning
         for cmd, idx in lines.items():
             console.print(Text(f"{_ranges(idx)}: ", style="bold") + Text(cmd), soft_wrap=True)
             if cmd in nodes:
                 console.print(f"   (one engine spans {nodes[cmd]} nodes: pipeline stages across nodes need a Ray cluster)")
+            if cmd in links:
+                console.print(_hang(Text("   warning: ", style="yellow"), links[cmd]))
         if len(result.options) > len(shown) and not flags.show_all:
             console.print(f"{len(result.options) - len(shown)} more option(s): --top N")
     else:

@@ -286,6 +286,69 @@ class Curves(_Strict):
     max_num_seqs: int = Field(ge=1)
 
 
+class RankClassDoc(_Strict):
+    """``parallel.rank_classes[]``: one GPU of a rank class (capacity/ranks.py RankClass)."""
+
+    pipeline_rank: int = Field(ge=0)
+    layers: Pair = Field(description="[first, last + 1] decoder layers of the stage (vLLM get_pp_indices)")
+    local_experts: Optional[int] = Field(ge=0, description="whole routed experts per MoE layer (expert parallel); null without EP")
+    expert_shards: Optional[int] = Field(ge=1, description="ways each expert is split (TP x PCP x DP without EP, 1 with); null for a dense model")
+    gpus: int = Field(ge=1, description="GPUs of the deployment in this class")
+    weights_bytes: int
+    kv_cache_bytes: int
+    num_gpu_blocks: int = Field(ge=0)
+    binding: bool = Field(description="the class with the fewest blocks")
+
+
+class EngineDoc(_Strict):
+    """``parallel.engines[]``: one DP engine's pool, as that engine logs it."""
+
+    data_parallel_rank: int = Field(ge=0)
+    num_gpu_blocks: int = Field(ge=0)
+    gpu_kv_cache_tokens: int = Field(ge=0)
+    max_concurrency: float = Field(ge=0)
+    local_experts: Optional[int] = Field(ge=0)
+
+
+class LaunchDoc(_Strict):
+    """``parallel.launch[]``: the command one node runs."""
+
+    node_rank: int = Field(ge=0)
+    headless: bool = Field(description="a worker node (no API server, not a server of its own)")
+    command: str = Field(min_length=1)
+
+
+class ClusterDoc(_Strict):
+    """``parallel.cluster``: the engines added up (each serves its own requests)."""
+
+    gpu_kv_cache_tokens: int = Field(ge=0)
+    max_concurrency: float = Field(ge=0)
+
+
+class ParallelDoc(_Strict):
+    """``parallel``: the multi-GPU layout (render/parallel.py parallel_section; capacity/ranks.py)."""
+
+    tensor_parallel_size: int = Field(ge=1)
+    pipeline_parallel_size: int = Field(ge=1)
+    data_parallel_size: int = Field(ge=1)
+    prefill_context_parallel_size: int = Field(ge=1)
+    decode_context_parallel_size: int = Field(ge=1)
+    expert_parallel: bool
+    expert_parallel_size: Optional[int] = Field(ge=1)
+    num_experts: int = Field(ge=0)
+    num_redundant_experts: int = Field(ge=0)
+    gpus: int = Field(ge=1, description="GPUs used: TP x PP x DP x PCP")
+    gpus_per_engine: int = Field(ge=1)
+    nnodes: int = Field(ge=1)
+    engines_per_node: int = Field(ge=0)
+    engines_independent: bool = Field(description="a dense model's DP engines are independent DP 1 deployments")
+    rank_classes: list[RankClassDoc] = Field(min_length=1)
+    engines: list[EngineDoc] = Field(min_length=1)
+    cluster: ClusterDoc
+    launch: list[LaunchDoc] = Field(min_length=1, description="one per node")
+    evidence: str = Field(min_length=1, description='"derived from the vLLM source, not checked on multi-GPU hardware"')
+
+
 class EstimateDocument(_Strict):
     """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
 
@@ -345,6 +408,11 @@ class EstimateDocument(_Strict):
         description="environment variables vLLM must start with for this plan, which serve_command sets before "
         "`vllm serve` (VLLM_ALLOW_LONG_MAX_MODEL_LEN when --max-model-len is above the model's derived max "
         "length); absent when none is needed",
+    )
+    parallel: Optional[ParallelDoc] = Field(
+        default=None,
+        description="the multi-GPU layout (data / expert / context parallel, several nodes): every rank class, "
+        "each DP engine's pool, the cluster, each node's launch line; absent for one TP/PP engine",
     )
     warnings: list[str]
     notes: list[str] = Field(description="kvplan's own uncertainty the user cannot act on (estimate --verbose)")

@@ -25,6 +25,8 @@ def explicit_args(plan: Plan) -> dict:
     out = {}
     for key in EXPLICIT_FIELDS:
         v = getattr(a, key)
+        if key == "gpu_memory_utilization" and key not in a.model_fields_set:
+            continue  # EngineArgs' default, not the user's (vLLM 0.34.0 resolves an unset one per sizing path)
         if v is not None:
             out[key] = v
     if a.usage == "llm":
@@ -117,7 +119,7 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
             args[st["field"]] = False
         else:
             args[st["field"]] = True if st["value"] is True else _typed(st["value"])
-    doc = flags.config_yaml_dict(_served_model(plan.spec.name), args, None)
+    doc = flags.config_yaml_dict(_served_model(plan.spec.name), args, None, plan.rules.serve_flags)
     if overrides is not None:
         doc[HF_OVERRIDES_FLAG[2:]] = overrides
     text = yaml.safe_dump(doc, sort_keys=False)

@@ -203,6 +203,9 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     if verbose:
         for w in plan.notes:
             console.print(hanging(Text("note: ", style="dim"), w))
+    from kvplan.render.parallel import print_parallel
+
+    print_parallel(plan, console, doc["serve_command"])
     console.print(Text("vllm serve line:", style="bold"))
     # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
     console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)

@@ -916,7 +916,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     schema = estimate_json_schema()
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf", "curves"}
+    assert set(schema["required"]) == set(EstimateDocument.model_fields) - {"workload", "approximate", "serve_env", "perf", "curves", "parallel"}
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
@@ -938,6 +938,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
         "serve_command",
         "serve_flags",
         "serve_env",
+        "parallel",
         "warnings",
         "notes",
         "stages",

@@ -31,10 +31,11 @@ def test_json_and_table_say_which_flag_is_whose():
 
 
 def test_flags_equal_to_vllms_default_are_left_out():
-    # Meta-Llama-3-8B: 8192 positions, so --max-model-len 8192 is vLLM's default; 0.92 is the default utilization
+    # Meta-Llama-3-8B: 8192 positions, so --max-model-len 8192 is vLLM's default; 0.92 is vLLM 0.33.0's
+    # fixed default utilization (0.34.0 has none: tests/render/test_serve_line_per_version.py)
     code, out, _ = run_cli(
         "estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "8192", "--gpu-memory-utilization", "0.92",
-        "--max-num-seqs", "64", "--format", "serve",
+        "--max-num-seqs", "64", "--format", "serve", "--vllm-version", "0.33.0",
     )
     assert code == 0
     assert out.strip() == "vllm serve meta-llama/Meta-Llama-3-8B --max-num-seqs 64"

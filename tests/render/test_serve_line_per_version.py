@@ -30,3 +30,8 @@ def test_explicit_092_is_the_default_under_0_33():
 def test_another_value_is_written_under_both():
     assert _flags("0.33.0", gpu_memory_utilization=0.8) == ["--gpu-memory-utilization", "0.8"]
     assert _flags("0.34.0", gpu_memory_utilization=0.8) == ["--gpu-memory-utilization", "0.8"]
+
+
+def test_unset_utilization_is_not_written_under_either():
+    assert _flags("0.34.0") == []
+    assert _flags("0.33.0") == []

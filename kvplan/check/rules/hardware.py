@@ -50,9 +50,24 @@ def gpus_needed(eng: "_EngineInputs") -> int:
     """GPUs vLLM starts workers on, per node: tensor x pipeline x data parallel (the local data
     parallel size when given) divided by --nnodes (vLLM config/parallel.py world_size)."""
     tp, pp = eng.args.tensor_parallel_size, eng.args.pipeline_parallel_size
-    dp = eng.other.get("data-parallel-size-local") or eng.other.get("data-parallel-size") or 1
+    pp *= getattr(eng.args, "prefill_context_parallel_size", None) or 1  # PCP ranks are GPUs too (world_size)
+    local = eng.other.get("data-parallel-size-local")
+    if local:  # the engines on this node (vLLM engine/arg_utils.py): already per node
+        return tp * pp * local
+    dp = eng.other.get("data-parallel-size") or 1
     nnodes = max(eng.other.get("nnodes") or 1, 1)
     return -(-tp * pp * dp // nnodes)
+
+
+def _overflowing_key(eng, dp: int, tp_key: str) -> str:
+    """The flag (as the file spells it) that multiplies the GPUs a node needs: the data-parallel
+    size (local when given) when it is above 1, else --tensor-parallel-size."""
+    if dp > 1:
+        for name in ("data_parallel_size_local", "data_parallel_size"):
+            if name in eng.keys:
+                return eng.keys[name].key
+        return "--data-parallel-size"
+    return tp_key
 
 
 def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
@@ -108,11 +123,12 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
             GPU_COUNT,
             "error",
             f"{count} GPU(s){where} but tensor x pipeline x data parallel = {tp} x {pp} x {dp}"
-            + (f" / {nnodes} nodes" if nnodes > 1 else "")
+            + (" (local) on this node" if eng.other.get("data-parallel-size-local")
+               else f" / {nnodes} nodes" if nnodes > 1 else "")
             + f" needs {need}: vLLM cannot start its workers",
             line=cline,
             key=ckey,
-            hint=f"{fix or f'give {need} GPUs'} or lower {tp_key}",
+            hint=f"{fix or f'give {need} GPUs'} or lower {_overflowing_key(eng, dp, tp_key)}",
         )
     elif need < count:
         dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)

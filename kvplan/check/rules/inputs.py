@@ -181,7 +181,10 @@ def engine_args(ctx, dep: Deployment, checks: list[str]) -> "_EngineInputs":
                 eng.other[name] = int(str(s.value))
             except ValueError:
                 dep.diag(INVALID_VALUE, "error", f"expected an integer, got {s.value!r}; `vllm serve` exits", line=s.line, key=s.key)
-            continue
+                eng.blockers.append(name)
+                continue
+            if name not in _ENGINE_FIELDS:
+                continue
         if base in _NOT_MODELLED:
             # a warning, never an info note: the figures below a green verdict would ignore it
             # (issue 22; `check --strict` fails on it)

@@ -39,6 +39,60 @@ def _override_overflows(b) -> bool:
     return used + b.kv_cache_bytes > b.total_bytes
 
 
+def _layout_words(p, args) -> str:
+    """The parallel flags behind a per-GPU figure, as `vllm serve` spells them."""
+    words = [f"tensor-parallel-size {args.tensor_parallel_size}"]
+    if args.pipeline_parallel_size > 1:
+        words.append(f"pipeline-parallel-size {args.pipeline_parallel_size}")
+    if p.parallel is not None and p.parallel.shown:
+        w = p.parallel.world
+        if w.dp > 1:
+            words.append(f"data-parallel-size {w.dp}")
+        if w.pcp > 1:
+            words.append(f"prefill-context-parallel-size {w.pcp}")
+        if w.uses_ep:
+            words.append(f"enable-expert-parallel: {p.parallel.binding.rank_class.local_experts} experts on the fullest GPU")
+    return ", ".join(words)
+
+
+def _weights_hint(p, spec) -> str:
+    """The flags that would give each GPU less to hold. A multi-GPU layout (capacity/ranks.py)
+    names them: for a MoE model without expert parallel, --enable-expert-parallel with
+    --data-parallel-size spreads whole experts; with it, a larger --data-parallel-size or
+    --tensor-parallel-size leaves fewer experts per GPU."""
+    if p.parallel is None or not p.parallel.shown:
+        return "use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint"
+    if spec.moe is not None and not p.parallel.world.uses_ep:
+        return ("add --enable-expert-parallel (whole experts per GPU) or raise --data-parallel-size / "
+                "--tensor-parallel-size, use a larger GPU, or a quantized checkpoint")
+    if spec.moe is not None:
+        return "raise --data-parallel-size or --tensor-parallel-size (fewer experts per GPU), a larger GPU, or a quantized checkpoint"
+    return ("raise --tensor-parallel-size or --pipeline-parallel-size (--data-parallel-size copies the whole model "
+            "on every engine), a larger GPU, or a quantized checkpoint")
+
+
+def _parallel_figures(p) -> dict:
+    """A multi-GPU layout's figures for check's verdict: GPUs used, each DP engine's blocks /
+    tokens / concurrency as it logs it, the cluster totals and the evidence label (render/
+    parallel.py, MULTI_GPU_UNCHECKED); {} for one TP/PP engine."""
+    if p.parallel is None or not p.parallel.shown:
+        return {}
+    from kvplan.engines.vllm.rules import MULTI_GPU_UNCHECKED
+
+    lp = p.parallel
+    return {
+        "data_parallel_size": lp.world.dp,
+        "gpus": lp.world.gpus,
+        "engines": [
+            {"data_parallel_rank": e.index, "num_gpu_blocks": e.num_gpu_blocks,
+             "gpu_kv_cache_tokens": e.gpu_kv_cache_tokens, "max_concurrency": _round2(e.max_concurrency)}
+            for e in lp.engines
+        ],
+        "cluster_max_concurrency": _round2(lp.cluster_concurrency),
+        "multi_gpu": MULTI_GPU_UNCHECKED,
+    }
+
+
 def plan_checks(
     ctx, dep: Deployment, model, revision, spec, gpu, args, keys: dict, targets: Targets, checks: list[str], *, dp: int = 1
 ):
@@ -97,13 +151,13 @@ def plan_checks(
         dep.diag(
             WEIGHTS_FIT,
             "error",
-            f"{spec.name} on {gpu.display_name} (tensor-parallel-size {args.tensor_parallel_size}): weights "
+            f"{spec.name} on {gpu.display_name} ({_layout_words(p, args)}): weights "
             f"{_gib(b.weights_bytes)} + activations {_gib(b.activation_peak_bytes)} + non-torch "
             f"{_gib(b.non_torch_bytes)} per GPU leave no KV cache within {_gib(b.requested_bytes)} "
             f"(gpu-memory-utilization {p.effective['gpu_memory_utilization']}); vLLM will refuse to start",
             line=dep.model_line or dep.line,
             key=dep.model_key,
-            hint="use more GPUs (tensor parallel), a larger GPU, or a quantized checkpoint",
+            hint=_weights_hint(p, spec),
         )
     elif any(_override_overflows(s.budget) for s in p.stages):
         st = next(s for s in p.stages if _override_overflows(s.budget))
@@ -167,6 +221,7 @@ def plan_checks(
         "max_concurrency": _round2(p.max_concurrency),
         "fits": p.fits,
         "largest_max_model_len": p.largest_max_model_len,
+        **_parallel_figures(p),
     }
     kvd = p.effective["kv_cache_dtype"]
     if kvd.startswith("fp8"):

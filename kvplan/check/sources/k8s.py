@@ -215,6 +215,12 @@ def _replicas_note(dep: Deployment, doc: YamlDoc, serving: bool) -> None:
                  line=doc.line_of(("spec", "replicas")), key="spec.replicas")
 
 
+def _headless(dep: Deployment) -> bool:
+    """The invocation runs `vllm serve --headless` (a worker node: no API server)."""
+    s = dep.settings.get("headless")
+    return s is not None and s.value not in (False, "false", "False", "0")
+
+
 def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCatalogue, node_map: dict) -> list[Deployment]:
     """Deployments in Kubernetes objects: every container whose command/args run `vllm serve`
     (or whose image is vLLM's with only args), with its ``nvidia.com/gpu`` count and node selector.
@@ -222,7 +228,8 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
     In a LeaderWorkerSet the leader's `vllm serve` runs over the whole group (vLLM's multi-node
     pattern: Ray across the pods), so its GPU count is the group's: the leader pod's GPUs plus
     size - 1 times a worker pod's (see _LwsGroup); ``dep.gpu_group`` keeps the per-pod count for
-    a `vllm serve --nnodes N` that counts GPUs per node."""
+    a `vllm serve --nnodes N` that counts GPUs per node. A worker pod's `vllm serve --headless`
+    is part of the leader's deployment, not a server of its own: it is not listed."""
     out: list[Deployment] = []
     for di, doc in enumerate(docs):
         if not isinstance(doc.data, dict):
@@ -257,6 +264,11 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     if lws is not None:
                         name = f"{obj_kind}/{obj_name} {'leader' if is_leader else 'worker'} container {c.get('name', ci)}"
                     dep = deployment_from_invocation(inv, file, name, "k8s", cat)
+                    if lws is not None and not is_leader and _headless(dep):
+                        # `vllm serve --headless` on a worker pod runs engines for the leader's
+                        # deployment and no API server (vLLM entrypoints/cli/serve.py
+                        # run_headless): not a server of its own; the leader's GPU count is the group's
+                        continue
                     if n_inv == 0:
                         _k8s_non_strings(dep, c, cpath, doc)
                     res = c.get("resources") if isinstance(c.get("resources"), dict) else {}

@@ -80,6 +80,36 @@ def _check_limit_mm_per_prompt(v: str | None) -> str | None:
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
 
+def _check_eplb_config(v: str | None) -> str | None:
+    """``--eplb-config`` as vLLM reads it (config/parallel.py EPLBConfig, a JSON object): returned
+    as compact JSON with sorted keys; ``num_redundant_experts`` (the only key kvplan sizes with)
+    must be an int >= 0 (EPLBConfig: Field(ge=0))."""
+    if v is None:
+        return None
+    import json
+
+    try:
+        data = json.loads(v)
+    except (TypeError, ValueError):
+        raise ValueError("must be a JSON object, e.g. '{\"num_redundant_experts\": 32}'") from None
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object, e.g. '{\"num_redundant_experts\": 32}'")
+    r = data.get("num_redundant_experts", 0)
+    if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+        raise ValueError(f"num_redundant_experts must be an integer >= 0, got {r!r}")
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+# vLLM config/parallel.py DistributedExecutorBackend (both supported versions)
+DISTRIBUTED_EXECUTOR_BACKENDS = ("ray", "mp", "uni", "external_launcher")
+
+
+def _check_backend(v: str | None) -> str | None:
+    if v is not None and v not in DISTRIBUTED_EXECUTOR_BACKENDS:
+        raise ValueError("must be one of " + ", ".join(DISTRIBUTED_EXECUTOR_BACKENDS))
+    return v
+
+
 def _check_usage(v: str) -> str:
     if v not in _RULES.defaults.USAGE_CONTEXTS:
         raise ValueError("must be 'serve' or 'llm'")
@@ -156,6 +186,35 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("limit_mm_per_prompt", str | None, None, "unset (every modality 999)", ("--limit-mm-per-prompt",),
               "Most items per prompt by modality (JSON); all 0 = text-only: no vision tower is built.",
               check=_check_limit_mm_per_prompt, metavar="JSON"),
+    # -- multi-GPU layout (vLLM config/parallel.py ParallelConfig; engine/arg_utils.py spellings).
+    # None / False = vLLM's default (1 / off); the world of ranks (capacity/ranks.py) reads them.
+    EngineArg("data_parallel_size", int | None, None, "1", ("--data-parallel-size", "-dp"),
+              "Data-parallel engines (MoE models: one expert group across them).", ge=1, le=1024, metavar="N"),
+    EngineArg("data_parallel_size_local", int | None, None, "--data-parallel-size on one node; "
+              "with --nnodes, the node's share", ("--data-parallel-size-local", "-dpl"),
+              "Data-parallel engines on this node.", ge=0, le=1024, metavar="N"),
+    EngineArg("enable_expert_parallel", bool, False, "False", ("--enable-expert-parallel", "-ep"),
+              "Whole experts per GPU over TP x PCP x DP (instead of a slice of every expert)."),
+    EngineArg("enable_eplb", bool, False, "False", ("--enable-eplb",), "Expert-parallel load balancing."),
+    EngineArg("eplb_config", str | None, None, "unset (no redundant experts)", ("--eplb-config",),
+              "EPLB settings (JSON); num_redundant_experts adds expert replicas.", check=_check_eplb_config,
+              metavar="JSON"),
+    EngineArg("decode_context_parallel_size", int | None, None, "1", ("--decode-context-parallel-size", "-dcp"),
+              "Shard each request's KV tokens over this many TP ranks.", ge=1, le=1024, metavar="N"),
+    EngineArg("prefill_context_parallel_size", int | None, None, "1", ("--prefill-context-parallel-size", "-pcp"),
+              "Prefill context-parallel ranks (more GPUs, same KV capacity).", ge=1, le=1024, metavar="N"),
+    EngineArg("nnodes", int | None, None, "1", ("--nnodes", "-n"), "Nodes the deployment spans.", ge=1, le=4096,
+              metavar="N"),
+    EngineArg("node_rank", int | None, None, "0", ("--node-rank", "-r"), "This node's index.", ge=0, le=4095,
+              metavar="N"),
+    EngineArg("headless", bool, False, "False", ("--headless",), "A worker node: no API server."),
+    EngineArg("data_parallel_address", str | None, None, "unset (this host)", ("--data-parallel-address", "-dpa"),
+              "The data-parallel leader's address (multi-node; sizes nothing).", metavar="HOST"),
+    EngineArg("master_addr", str | None, None, "unset (this host)", ("--master-addr",),
+              "The distributed master's address (multi-node without DP; sizes nothing).", metavar="HOST"),
+    EngineArg("distributed_executor_backend", str | None, None, "mp (ray inside a Ray placement group)",
+              ("--distributed-executor-backend",), "Worker backend: mp, ray, uni or external_launcher.",
+              check=_check_backend, metavar="BACKEND"),
     EngineArg("usage", str, "serve", "serve", (), "serve = `vllm serve`, llm = the offline LLM class "
               "(changes the batch defaults).", check=_check_usage),
     EngineArg("vllm_version", str, versions.DEFAULT_VERSION, "kvplan's default version", ("--vllm-version",),

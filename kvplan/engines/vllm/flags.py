@@ -42,13 +42,14 @@ def serve_tokens(values: dict, catalogue: dict | None = None) -> list[tuple[str,
     return out
 
 
-def serve_args(explicit: dict, pinned_max_model_len: int | None) -> list[str]:
+def serve_args(explicit: dict, pinned_max_model_len: int | None, catalogue: dict | None = None) -> list[str]:
     """The flag list for ``explicit`` (field -> value the user set), in `vllm serve`'s spelling, with
-    ``--max-model-len`` pinned when ``pinned_max_model_len`` is given (see serve_tokens)."""
+    ``--max-model-len`` pinned when ``pinned_max_model_len`` is given (see serve_tokens; ``catalogue``
+    the version's VllmRules.serve_flags, None: the default version's)."""
     values = dict(explicit)
     if pinned_max_model_len is not None:
         values["max_model_len"] = pinned_max_model_len
-    return [t for _, toks in serve_tokens(values) for t in toks]
+    return [t for _, toks in serve_tokens(values, catalogue) for t in toks]
 
 
 def serve_command(model: str, explicit: dict, pinned_max_model_len: int | None) -> str:
@@ -56,11 +57,11 @@ def serve_command(model: str, explicit: dict, pinned_max_model_len: int | None) 
     return shlex.join(["vllm", "serve", model, *serve_args(explicit, pinned_max_model_len)])
 
 
-def config_yaml_dict(model: str, explicit: dict, pinned_max_model_len: int | None) -> dict:
+def config_yaml_dict(model: str, explicit: dict, pinned_max_model_len: int | None, catalogue: dict | None = None) -> dict:
     """The same settings as a vLLM ``--config`` YAML mapping (keys as `vllm serve` long flags
     without dashes; vLLM accepts dashes or underscores)."""
     out: dict = {"model": model}
-    args = serve_args(explicit, pinned_max_model_len)
+    args = serve_args(explicit, pinned_max_model_len, catalogue)
     i = 0
     while i < len(args):
         key = args[i][2:]

@@ -95,6 +95,41 @@ _START_GPU = (re.compile(r"^vllm-\d+(?:\.\d+)+-(?P<gpu>[a-z0-9][a-z0-9-]*)$"),
 # what an estimate uses that no real start of any version checked -> the label's words
 PARALLEL_UNCHECKED = ("tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start "
                       "ran on one GPU)")
+# the words every output carries for a number that depends on a multi-GPU layout rule
+# (capacity/ranks.py): data/expert/context parallel, pipeline split, several nodes
+MULTI_GPU_UNCHECKED = "derived from the vLLM source, not checked on multi-GPU hardware"
+
+
+def multi_gpu_layout(args: Any, spec: Any = None) -> tuple[str, ...]:
+    """The multi-GPU layout rules an estimate with ``args`` (EngineArgs) depends on beyond one
+    TP engine (capacity/ranks.py restates them from vLLM's source; ``spec`` the ModelSpec, whose
+    experts DP engines share): data parallel, expert
+    parallel, decode / prefill context parallel, several nodes, and the pipeline split when one
+    of those is on. Empty for a plain TP/PP engine (PARALLEL_UNCHECKED covers it)."""
+    dp = getattr(args, "data_parallel_size", None) or 1
+    dcp = getattr(args, "decode_context_parallel_size", None) or 1
+    pcp = getattr(args, "prefill_context_parallel_size", None) or 1
+    nnodes = getattr(args, "nnodes", None) or 1
+    # a dense model has no experts: --enable-expert-parallel changes nothing (vLLM's use_ep)
+    ep = (bool(getattr(args, "enable_expert_parallel", False)) and getattr(spec, "moe", None) is not None
+          and args.tensor_parallel_size * pcp * dp > 1)
+    out = []
+    if dp > 1:
+        moe = getattr(spec, "moe", None) is not None
+        out.append(f"data parallel {dp} ({'engines sharing the experts' if moe else 'independent engines'})")
+    if ep:
+        out.append("expert parallel (whole experts per GPU)")
+    if dcp > 1:
+        out.append(f"decode context parallel {dcp} (tokens per block)")
+    if pcp > 1:
+        out.append(f"prefill context parallel {pcp}")
+    if nnodes > 1:
+        out.append(f"{nnodes} nodes")
+    if out and args.pipeline_parallel_size > 1:
+        out.append(f"pipeline split over {args.pipeline_parallel_size} stages")
+    return tuple(out)
+
+
 PARTIAL_SPEC_UNCHECKED = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; "
                           "for exact figures give the model's own config.json)")
 
@@ -117,11 +152,20 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
     """What an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with ``args``
     (EngineArgs) uses that no start of ``starts`` checked, whatever the version: tensor or
     pipeline parallel > 1 (every start ran on one GPU: NCCL buffers and the custom all-reduce's
-    memory, vLLM distributed/ and gpu_worker.py's non-torch figure, were never measured), a GPU
+    memory, vLLM distributed/ and gpu_worker.py's non-torch figure, were never measured) and,
+    first, a multi-GPU layout (data / expert / context parallel, nodes: multi_gpu_layout), a GPU
     none of them ran on (start_gpus) or one whose memory the user gave, a partial bundled snapshot (spec.snapshot_notes). In that
     order; empty when none applies."""
     out = []
-    if args.tensor_parallel_size * args.pipeline_parallel_size > 1:
+    layout = multi_gpu_layout(args, spec)
+    if layout:
+        out.append(f"the multi-GPU layout ({', '.join(layout)}): {MULTI_GPU_UNCHECKED}")
+    # NCCL / all-reduce memory: a worker in a process group of more than one GPU (a MoE model's
+    # DP engines share one world; a dense model's are each their own: capacity/ranks.py)
+    pcp = getattr(args, "prefill_context_parallel_size", None) or 1
+    dp = getattr(args, "data_parallel_size", None) or 1
+    moe_dp = getattr(spec, "moe", None) is not None and dp > 1
+    if args.tensor_parallel_size * args.pipeline_parallel_size * pcp > 1 or moe_dp:
         out.append(PARALLEL_UNCHECKED)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
@@ -165,6 +209,8 @@ class VllmRules:
         real_starts: module: STARTS (the real starts the rules were checked on) and
             ``unchecked(spec, gpu, args)`` (the rules an estimate uses that none of them checked).
         scheduler: module: the V1 scheduler's policy (``POLICY``) the perf emulator applies.
+        parallel: module: the multi-GPU layout rules that differ by version (``PCP_WITH_DP``,
+            ``redundant_experts``); the rest of the world of ranks is capacity/ranks.py.
         start_failures: model_type -> why this version cannot start that family at all (one
             line; the parse refuses such a config with it). Not inherited by a later version.
         kv_cache_dtype_ignored: model types whose model file builds its attention without the
@@ -195,6 +241,7 @@ class VllmRules:
     check_rules: ModuleType
     real_starts: ModuleType
     scheduler: ModuleType | None = None
+    parallel: ModuleType | None = None
     start_failures: dict = field(default_factory=dict)
     kv_cache_dtype_ignored: frozenset = frozenset()
     removed_architectures: dict = field(default_factory=dict)

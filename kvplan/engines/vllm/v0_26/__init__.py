@@ -13,6 +13,7 @@ from kvplan.engines.vllm.v0_26 import (
     flag_catalogue,
     kv_spec,
     memory,
+    parallel,
     quantization,
     real_starts,
     runner,
@@ -38,6 +39,7 @@ RULES = VllmRules(
     check_rules=check_rules,
     real_starts=real_starts,
     scheduler=scheduler,
+    parallel=parallel,
     start_failures=family_quirks.START_FAILURES,
     kv_cache_dtype_ignored=family_quirks.KV_CACHE_DTYPE_IGNORED,
 )

@@ -233,5 +233,19 @@ SERVE_FLAGS = {
     "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
     "revision": ("--revision", None),
     "limit_mm_per_prompt": ("--limit-mm-per-prompt", None),  # JSON (config/multimodal.py)
+    # the multi-GPU layout (config/parallel.py ParallelConfig defaults; engine/arg_utils.py spellings)
+    "data_parallel_size": ("--data-parallel-size", 1),
+    "data_parallel_size_local": ("--data-parallel-size-local", None),
+    "enable_expert_parallel": ("--enable-expert-parallel", False),
+    "enable_eplb": ("--enable-eplb", False),
+    "eplb_config": ("--eplb-config", None),  # JSON (config/parallel.py EPLBConfig)
+    "decode_context_parallel_size": ("--decode-context-parallel-size", 1),
+    "prefill_context_parallel_size": ("--prefill-context-parallel-size", 1),
+    "nnodes": ("--nnodes", 1),
+    "node_rank": ("--node-rank", 0),
+    "headless": ("--headless", False),
+    "data_parallel_address": ("--data-parallel-address", None),
+    "master_addr": ("--master-addr", None),
+    "distributed_executor_backend": ("--distributed-executor-backend", None),
 }
 

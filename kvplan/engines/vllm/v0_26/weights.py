@@ -237,6 +237,8 @@ def weight_bytes_per_rank(
     fp8_kv_cache: bool = False,
     machete: bool = False,
     max_num_batched_tokens: int = 0,
+    expert_shards: int | None = None,
+    local_experts: int | None = None,
 ) -> WeightTally:
     """Bytes of parameters and load-time buffers on one GPU (TP rank 0 of ``pipeline_rank``).
 
@@ -249,6 +251,11 @@ def weight_bytes_per_rank(
         machete: AWQ runs on the Machete kernel (Hopper), which keeps fp16 zero points.
         max_num_batched_tokens: the scheduler's token budget, for buffers the model builds at
             load time with one row per token (DeepSeek-V3.2's top-k indices buffer).
+        expert_shards: ways each routed expert's intermediate is split (None = TP; TP x PCP x DP
+            under data parallel, 1 under expert parallel: fused_moe/config.py
+            FusedMoEParallelConfig.make, capacity/ranks.py).
+        local_experts: whole routed experts this GPU holds per MoE layer under expert parallel
+            (None = every expert; expert_map_manager.py determine_expert_map).
     Returns:
         a WeightTally whose ``total`` is the predicted "Model loading took" bytes.
     Rule source: vLLM 0.26.0 model_executor/models/{llama,qwen2,qwen3,gemma2,mixtral,
@@ -401,8 +408,9 @@ def weight_bytes_per_rank(
         is_moe = spec.moe is not None and i < len(spec.moe_layers) and spec.moe_layers[i]
         if is_moe:
             moe = spec.moe
-            inter_rank = moe.moe_intermediate_size // tp
-            t.add("experts", _experts(ctx, spec, h, inter_rank, moe.num_experts))
+            inter_rank = moe.moe_intermediate_size // (tp if expert_shards is None else expert_shards)
+            held = moe.num_experts if local_experts is None else local_experts
+            t.add("experts", _experts(ctx, spec, h, inter_rank, held))
             fq_r = quirks(spec.model_type)
             router_db = 4 if fq_r.router_fp32 else db
             bias_db = 4 if (fq_r.router_bias_fp32 or fq_r.router_fp32) else db

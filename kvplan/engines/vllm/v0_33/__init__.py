@@ -17,7 +17,17 @@ from dataclasses import replace
 
 from kvplan.engines.vllm import v0_26
 from kvplan.engines.vllm.rules import FittedCoefficients
-from kvplan.engines.vllm.v0_33 import activation, allocator, defaults, kv_spec, memory, real_starts, runner, scheduler
+from kvplan.engines.vllm.v0_33 import (
+    activation,
+    allocator,
+    defaults,
+    kv_spec,
+    memory,
+    parallel,
+    real_starts,
+    runner,
+    scheduler,
+)
 
 # The real starts the fitted coefficients were checked on (real_starts.py: tests/data/vllm-0.33.0-h200).
 CHECKED_STARTS = len(real_starts.STARTS)
@@ -38,6 +48,7 @@ RULES = replace(
     activation=activation,
     runner=runner,
     scheduler=scheduler,
+    parallel=parallel,
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
