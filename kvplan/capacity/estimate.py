@@ -746,10 +746,6 @@ def with_version_choice(p: Plan, choice: VersionChoice) -> Plan:
     warnings = list(p.warnings)
     if choice.substituted:
         warnings.append(choice.warning())
-        if evidence is not None:
-            evidence = replace(evidence, unchecked=(
-                f"vLLM {choice.wanted} itself (these are the rules of {choice.version}, the nearest supported)",
-                *evidence.unchecked,
-            ))
-    return replace(p, version_choice=choice, warnings=warnings, evidence=evidence)
+    # a substitute's evidence names it as unchecked; an identical release's says so (VersionChoice.apply_to)
+    return replace(p, version_choice=choice, warnings=warnings, evidence=choice.apply_to(evidence))
 

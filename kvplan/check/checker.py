@@ -53,7 +53,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kvplan.check.deployment import Deployment, apply_directives
+from kvplan.check.deployment import Deployment, apply_directives, reread_serve_args
 from kvplan.check.diagnostics import (
     INVALID_KVPLAN_KEY,
     INVALID_VALUE,
@@ -448,9 +448,10 @@ class Checker:
         targets = validate_targets(self, dep)
         choice, unknown = deployment_version(self.default_choice, self.version_flag, dep, targets)
         run_version, run_cat = self.vllm_version, self.cat
-        # the flags were read with the run's catalogue: the versions kvplan has share one
-        # (the newer version package reuses the older one's flag table); the rules below are the deployment's version's
-        self.vllm_version, self.cat = choice.version, catalogue(choice.version)
+        # the flags were read with the run's catalogue; read them again with the release the
+        # deployment runs (its image tag, kvplan.yaml) when that has other flags
+        self.vllm_version, self.cat = choice.version, catalogue(choice.flag_release)
+        reread_serve_args(dep, self.cat)
         try:
             return self._evaluate(dep, targets, choice, unknown)
         finally:
@@ -479,11 +480,7 @@ class Checker:
         if spec is not None and gpu is not None:
             from kvplan.engines.vllm import versions
 
-            evidence = versions.select(choice.version).evidence_for(spec, gpu, eng.args)
-            if choice.substituted:
-                evidence = replace(evidence, unchecked=(
-                    f"vLLM {choice.wanted} itself (these are the rules of {choice.version}, the nearest supported)",
-                    *evidence.unchecked))
+            evidence = choice.apply_to(versions.select(choice.version).evidence_for(spec, gpu, eng.args))
         version_diagnostics(dep, choice, unknown, evidence)
         order = {"error": 0, "warning": 1, "info": 2}
         dep.diagnostics.sort(key=lambda d: (d.line or 0, order[d.severity]))

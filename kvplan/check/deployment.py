@@ -121,6 +121,7 @@ class Deployment:
     # a serving stack's container memory limit: (bytes, line, key) (check.sources.stack)
     host_memory: tuple[int, int | None, str] | None = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
+    serve_read: Any = None  # what parse_serve_args read (ServeRead), for reread_serve_args
     # the manifest's top-level vllm_version (value, line) when the deployment names its own:
     # used if its own is invalid
     manifest_version: tuple[str, int | None] | None = None
@@ -154,9 +155,29 @@ def _looks_like_option(text: str) -> bool:
     return text.startswith("-") and len(text) > 1 and not _NEG_NUMBER.match(text)
 
 
+@dataclass
+class ServeRead:
+    """What one parse_serve_args call read, so that reread_serve_args can read the same
+    arguments again with another release's flags: the tokens, the catalogue's release, the
+    settings and model fields it set (with their values before), and its diagnostics."""
+
+    toks: list
+    positional_model: bool
+    version: str
+    before: dict
+    model_before: tuple
+    diagnostics: list
+    after: dict
+    model_after: tuple
+
+
+_MODEL_FIELDS = ("model", "model_line", "model_key", "model_unresolved", "model_literal")
+
+
 def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, positional_model: bool = True) -> None:
     """Read `vllm serve` arguments into ``dep.settings`` / ``dep.model``, adding diagnostics for
-    unknown, removed, ignored, abbreviated, duplicate and malformed flags.
+    unknown, removed, ignored, abbreviated, duplicate and malformed flags (recorded in
+    ``dep.serve_read`` for reread_serve_args).
 
     Args:
         toks: the arguments after ``vllm serve`` (or after ``-m vllm.entrypoints.openai.api_server``).
@@ -164,6 +185,56 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
     Rule source: vLLM utils/argparse_utils.py FlexibleArgumentParser.parse_args (underscores,
         dotted JSON keys, -O), Python argparse (abbreviations, nargs, --no-x twins).
     """
+    settings = dict(dep.settings)
+    model = tuple(getattr(dep, f) for f in _MODEL_FIELDS)
+    first = len(dep.diagnostics)
+    _parse_serve_args(dep, toks, cat, positional_model=positional_model)
+    changed = {k: settings.get(k) for k in set(dep.settings) | set(settings) if dep.settings.get(k) is not settings.get(k)}
+    dep.serve_read = ServeRead(list(toks), positional_model, cat.version, changed, model, dep.diagnostics[first:],
+                               {k: dep.settings.get(k) for k in changed}, tuple(getattr(dep, f) for f in _MODEL_FIELDS))
+
+
+def reread_serve_args(dep: Deployment, cat: FlagCatalogue) -> None:
+    """Read the deployment's `vllm serve` arguments again with ``cat`` (the release it runs,
+    known only once its image tag or kvplan.yaml was read) when they were read with another
+    release's flags: what the first reading set and reported is replaced."""
+    read = getattr(dep, "serve_read", None)
+    if read is None or read.version == cat.version:
+        return
+    ids = {id(d) for d in read.diagnostics}
+    dep.diagnostics[:] = [d for d in dep.diagnostics if id(d) not in ids]
+    # what a reader set after the first reading (the model of a stack manifest ...) stays: it
+    # came after the arguments then, and does now
+    later = {k: dep.settings.get(k) for k, v in read.after.items() if dep.settings.get(k) is not v}
+    model_now = tuple(getattr(dep, f) for f in _MODEL_FIELDS)
+    for key, value in read.before.items():
+        if value is None:
+            dep.settings.pop(key, None)
+        else:
+            dep.settings[key] = value
+    for name, value in zip(_MODEL_FIELDS, read.model_before):
+        setattr(dep, name, value)
+    parse_serve_args(dep, read.toks, cat, positional_model=read.positional_model)
+    for key, value in later.items():
+        if value is None:
+            dep.settings.pop(key, None)
+        else:
+            dep.settings[key] = value
+    if model_now != read.model_after:
+        for name, value in zip(_MODEL_FIELDS, model_now):
+            setattr(dep, name, value)
+
+
+def _unlisted(cat: FlagCatalogue) -> str:
+    """Why a flag missing from a stand-in table is only a warning (cat.based_on)."""
+    from kvplan.engines.vllm import versions
+
+    read = sorted(versions.release_data()["releases"], key=versions._key)
+    return (f"kvplan has no flag table for vLLM {cat.version} (it has read {read[0]} to {read[-1]}); "
+            f"this is vLLM {cat.based_on}'s, so the flag may be valid in {cat.version}")
+
+
+def _parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, positional_model: bool = True) -> None:
     positionals: list[Tok] = []
     i = 0
     n = len(toks)
@@ -203,6 +274,15 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
                     key=key,
                     hint="spell the flag out in full",
                 )
+            elif m.status == "removed" and not cat.exact:
+                dep.diag(
+                    REMOVED_FLAG,
+                    "warning",
+                    f"--{m.flag} is not a vLLM {cat.based_on} flag ({m.note}); {_unlisted(cat)}",
+                    line=t.line,
+                    key=key,
+                    hint=f"check that vLLM {cat.version} accepts {key}, or pin a release kvplan has read",
+                )
             elif m.status == "removed":
                 also = (
                     f"; argparse would read it as an abbreviation of {m.suggestions[0]}"
@@ -219,6 +299,15 @@ def parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, po
                 )
             else:
                 did = f"; did you mean {' or '.join(m.suggestions)}?" if m.suggestions else ""
+                if not cat.exact:
+                    dep.diag(
+                        UNKNOWN_FLAG,
+                        "warning",
+                        f"{flag} is a flag of no vLLM release kvplan has read; {_unlisted(cat)}{did}",
+                        line=t.line,
+                        key=key,
+                    )
+                    continue
                 dep.diag(
                     UNKNOWN_FLAG,
                     "error",

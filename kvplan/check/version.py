@@ -14,8 +14,12 @@ Precedence, per deployment (docs/versions.md "How the version is chosen"):
 4. the default of every command (engines/vllm/versions.resolve: the installed vllm package,
    else the newest supported).
 
-A version kvplan has no rules for (v0.30.1, v0.34.0) is a ``vllm-version`` warning naming the
-nearest supported version, which is then used (and labelled); ``--strict`` fails on it.
+A release kvplan has fingerprinted (0.20.0 ... 0.34.x) is served as versions.choose says: with
+identical sizing source, the modelled version's rules as they are (an info line says so);
+otherwise a ``vllm-version`` warning naming the rules used and the functions that differ. Any
+other version (v0.10.2, v0.35.0) is a warning naming the nearest supported version, which is
+then used (and labelled); ``--strict`` fails on both warnings. The flags are read with the
+release's own `vllm serve` flag table (serve_flags.catalogue).
 
 The version tables come from kvplan/engines/vllm/versions.py (importing it loads no version's
 rule modules, so `kvplan check --help` stays cheap).
@@ -27,7 +31,7 @@ import re
 from typing import Optional
 
 from kvplan.engines.vllm.versions import DEFAULT_VERSION as DEFAULT_VLLM_VERSION  # noqa: F401
-from kvplan.engines.vllm.versions import VersionChoice, choose, release
+from kvplan.engines.vllm.versions import VersionChoice, choose, for_flag, release
 
 # a container image: [registry/]path[:tag][@digest]
 _DIGEST = re.compile(r"@[A-Za-z0-9_+.-]+:[0-9a-fA-F]{16,}$")
@@ -37,10 +41,13 @@ def check_rules(version: str):
     """The module of check-only rules for vLLM ``version`` (switches on by default ...):
     ``check_rules`` of the version's package (engines/vllm/v0_26/check_rules.py).
 
-    ``version`` has been validated already (FlagCatalogue / versions.select).
+    ``version`` is a release (a FlagCatalogue's): one kvplan models, or one it serves with a
+    modelled version's rules (versions.choose).
     """
     from kvplan.engines.vllm import versions
 
+    if version not in versions.SUPPORTED:  # a release served by a modelled version's rules
+        version = versions.choose(version, "check rules").version
     return versions.select(version).check_rules
 
 
@@ -85,7 +92,7 @@ def deployment_version(default: VersionChoice, flag: Optional[str], dep, targets
     version (None otherwise): ``flag`` (--vllm-version) > ``targets.vllm_version``
     (kvplan.yaml / kvplan keys) > ``dep.image``'s tag (a vLLM image only) > ``default``."""
     if flag is not None:
-        return VersionChoice(flag, "--vllm-version"), None
+        return for_flag(flag), None  # validated by the run (versions.resolve)
     wanted = getattr(targets, "vllm_version", None)
     if wanted:
         key = dep.target_keys.get("vllm_version", "vllm_version")

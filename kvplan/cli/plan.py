@@ -288,6 +288,13 @@ def run_plan(kw: PlanFlags) -> int:
     import os
 
     result = search(spec, target, space, base, prices=prices, workload=wl, env=dict(os.environ))
+    choice = kw.version_choice
+    if choice is not None and choice.wanted is not None:  # each option's evidence says which release it stands for
+        def marked(o):
+            return replace(o, plan=replace(o.plan, evidence=choice.apply_to(o.plan.evidence))) if o is not None else None
+
+        result.options, result.dominated = [marked(o) for o in result.options], [marked(o) for o in result.dominated]
+        result.closest = marked(result.closest)
     if result.refusal:
         # Every combination was refused before an engine was sized, for the flags' own values
         # (TP not dividing the heads, a quantization the checkpoint lacks, ...): bad input, as

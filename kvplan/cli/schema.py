@@ -38,7 +38,7 @@ def schema(
             doc = {"$comment": f"perf document; {choice.label()}", **perf_json_schema()}
         else:
             # which version's flags, and why, in the schema itself (JSON Schema's $comment)
-            doc = {"$comment": f"flags of {choice.label()}", **json_schema(kind, choice.version)}
+            doc = {"$comment": f"flags of {choice.label()}", **json_schema(kind, choice.flag_release)}
     except KvplanError as e:
         from kvplan.cli import fail
 

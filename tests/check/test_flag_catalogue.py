@@ -121,4 +121,7 @@ def test_parse_max_model_len_auto():
 
 def test_unknown_version():
     with pytest.raises(KvplanError, match="--vllm-version"):
-        catalogue("0.9.0")
+        catalogue("latest")
+    # a release kvplan has not read gets the nearest read release's table, marked not exact
+    old = catalogue("0.9.0")
+    assert old.version == "0.9.0" and old.based_on.startswith("0.20.") and not old.exact

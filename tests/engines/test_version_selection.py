@@ -92,8 +92,8 @@ def test_an_installed_vllm_without_rules_uses_the_nearest_labelled(tmp_path, mon
         ("0.33.0+cu130", "0.33.0", None),
         ("v0.30.1", "0.33.0", "0.30.1"),
         ("v0.34.0", "0.34.0", None),
-        ("v0.35.0", "0.34.0", "0.35.0"),
-        ("0.28.0", "0.26.0", "0.28.0"),  # 2 minor releases from 0.26, 5 from 0.33
+        ("v0.35.0", "0.34.0", "0.35.0"),  # newer than every release kvplan has read
+        ("0.28.3", "0.26.0", "0.28.3"),  # not on the index: 2 minor releases from 0.26, 5 from 0.33
         ("0.33.0rc1", "0.33.0", "0.33.0rc1"),  # a pre-release is not the release
         ("1.0.0", "0.34.0", "1.0.0"),
     ],

@@ -254,7 +254,7 @@ def value_problem(ctx, name: str, value: Any, kv_dtypes, quantizations, checks: 
             return (
                 INVALID_VALUE,
                 "error",
-                f"{value!r} is not a vLLM {ctx.vllm_version} KV-cache dtype; `vllm serve` exits",
+                f"{value!r} is not a vLLM {ctx.cat.version} KV-cache dtype; `vllm serve` exits",
                 "choose from " + ", ".join(ctx.cat.cache_dtypes[:6]) + ", ...",
             )
         if value not in kv_dtypes:
@@ -270,7 +270,7 @@ def value_problem(ctx, name: str, value: Any, kv_dtypes, quantizations, checks: 
         return (
             INVALID_VALUE,
             "error",
-            f"{value!r} is not a vLLM {ctx.vllm_version} dtype; `vllm serve` exits",
+            f"{value!r} is not a vLLM {ctx.cat.version} dtype; `vllm serve` exits",
             "choose from " + ", ".join(ctx.cat.model_dtypes),
         )
     elif name == "quantization" and value.lower() not in quantizations:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
 
@@ -53,11 +53,14 @@ class Evidence:
             version package's real_starts.STARTS).
         unchecked: the rules this estimate used that no real start checked (the version's
             real_starts.unchecked), in words; empty when every rule it used was checked.
+        identical_release: the release the answer is for when it is not ``version`` but its
+            sizing source is identical to ``version``'s (versions.VersionChoice.apply_to); "" otherwise.
     """
 
     version: str
     real_starts: int
     unchecked: tuple[str, ...] = ()
+    identical_release: str = ""
 
     @property
     def checked(self) -> bool:
@@ -69,6 +72,9 @@ class Evidence:
         hardware: <rule>; <rule> (the rest calibrated on N real starts)" (without the
         parenthesis when no real start of the version is recorded)."""
         calibrated = f"calibrated on {self.real_starts} real vLLM {self.version} starts"
+        if self.identical_release:  # "sizing source identical to vLLM X (no start of Y itself); its rules: ..."
+            return (f"sizing source identical to vLLM {self.version} (no start of {self.identical_release} itself); "
+                    f"its rules: {replace(self, identical_release='').label()}")
         if self.checked:
             return calibrated
         derived = "derived from the source, not yet checked on hardware: " + "; ".join(self.unchecked)

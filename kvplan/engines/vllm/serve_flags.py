@@ -49,6 +49,11 @@ class FlagCatalogue:
         removed: long name of an older release's flag -> why it is gone / what to use.
         cache_dtypes / model_dtypes: accepted --kv-cache-dtype / --dtype values.
         none_is_unset: value flags for which "None" (a YAML null in a --config file) means unset.
+        based_on: "" when the table is ``version``'s own (read from its source); else the
+            release whose table stands in for it (kvplan has not read ``version``: v0.10.2, a
+            release newer than all it has read, a release candidate). Then kvplan cannot tell a
+            flag ``version`` lacks from one it has, and check reports a flag missing from the
+            table as a warning, not an error (see ``exact``).
     """
 
     version: str
@@ -59,6 +64,12 @@ class FlagCatalogue:
     cache_dtypes: tuple
     model_dtypes: tuple
     none_is_unset: frozenset = frozenset()
+    based_on: str = ""
+
+    @property
+    def exact(self) -> bool:
+        """The table is the version's own: a flag missing from it makes `vllm serve` exit."""
+        return not self.based_on
 
     def option_strings(self) -> list[str]:
         """Every long option string argparse registers ("--x" and "--no-x" twins)."""
@@ -167,37 +178,93 @@ class FlagMatch:
 
 @lru_cache(maxsize=None)
 def catalogue(version: str | None = None) -> FlagCatalogue:
-    """The flag catalogue for a vLLM version (None: kvplan's default version).
+    """The flag catalogue for a vLLM release (None: kvplan's default version).
 
-    The data is the version's rules (``VllmRules.flag_table``, see engines/vllm/versions.py).
+    The flags come from the release's own table when kvplan has read it (releases.json, written
+    by benchmarks/vllm_fingerprints.py from the release's arg_utils.py / cli_args.py), else from
+    the modelled version's rules (``VllmRules.flag_table``). For any other release text (older
+    or newer than every release read, a release candidate) the nearest read release stands in,
+    marked ``based_on`` (not exact). What is not a flag list -- why a flag is ignored, which
+    "None" means unset -- comes from the modelled version that serves the release.
 
     Raises:
-        KvplanError: kvplan has no flag table for that version (names --vllm-version).
+        KvplanError: the text names no release at all (names --vllm-version).
     """
     from kvplan.engines.vllm import versions
 
     if version is None:
         version = versions.DEFAULT_VERSION
-    if version not in versions.SUPPORTED:
+    tables = versions.release_flag_tables()
+    if version in tables:
+        return _from_release(version, version, tables)
+    if version in versions.SUPPORTED:
+        return _from_rules(version)
+    base = versions.release(version)
+    if base is None or not tables:
         raise KvplanError(
             f"--vllm-version: kvplan has no `vllm serve` flag table for vLLM {version!r}",
             hint="supported: " + ", ".join(sorted(versions.SUPPORTED)),
         )
-    flags, short, ignored, removed, cache, model, none_is_unset = versions.SUPPORTED[version].flag_table
+    stand_in = min(tables, key=lambda v: versions._distance(v, base))
+    return _from_release(version, stand_in, tables)
+
+
+def _rules_table(version: str) -> tuple:
+    from kvplan.engines.vllm import versions
+
+    rules_version = version if version in versions.SUPPORTED else versions.choose(version, "flags").version
+    return versions.SUPPORTED[rules_version].flag_table, rules_version
+
+
+def _arity(flags: dict) -> dict:
     arity = {}
     for kind, names in flags.items():
         for name in names.split():
             arity[name] = kind
     arity["help"] = "bool"
+    return arity
+
+
+def _from_rules(version: str) -> FlagCatalogue:
+    """A modelled version's hand-made table (its rules package's flag_catalogue)."""
+    (flags, short, ignored, removed, cache, model, none_is_unset), _ = _rules_table(version)
+    return FlagCatalogue(version=version, arity=_arity(flags), short=dict(short), ignored=dict(ignored),
+                         removed=dict(removed), cache_dtypes=cache, model_dtypes=model, none_is_unset=none_is_unset)
+
+
+def _from_release(version: str, table: str, tables: dict) -> FlagCatalogue:
+    """``version``'s catalogue from release ``table``'s read flags (``table`` == ``version``
+    unless it stands in). A flag of another read release, or one a modelled version lists as
+    removed, that ``table`` lacks is "removed", with the releases that have it."""
+    from kvplan.engines.vllm import versions
+
+    record = versions.release_data()["releases"][table]
+    (_, _, ignored, removed_notes, cache, model, none_is_unset), rules_version = _rules_table(table)
+    arity = _arity(tables[table])
+    removed = {}
+    for other in versions.SUPPORTED:
+        removed.update({k: v for k, v in versions.SUPPORTED[other].flag_table[3].items() if k not in arity})
+    present: dict[str, list[str]] = {}
+    for release, flags in tables.items():
+        for names in flags.values():
+            for name in names.split():
+                present.setdefault(name, []).append(release)
+    for name, releases in present.items():
+        if name in arity:
+            continue
+        have = f"a flag of vLLM {releases[0]}" + (f" to {releases[-1]}" if len(releases) > 1 else "")
+        removed[name] = f"{removed[name]}; {have}" if name in removed else have
     return FlagCatalogue(
         version=version,
         arity=arity,
-        short=dict(short),
-        ignored=dict(ignored),
-        removed=dict(removed),
-        cache_dtypes=cache,
-        model_dtypes=model,
+        short=dict(record.get("short") or {}),
+        # why a flag is accepted but unused was read for the modelled release only
+        ignored={k: v for k, v in ignored.items() if k in arity} if table == rules_version else {},
+        removed=removed,
+        cache_dtypes=tuple(record.get("cache_dtypes") or cache),
+        model_dtypes=tuple(record.get("model_dtypes") or model),
         none_is_unset=none_is_unset,
+        based_on="" if table == version else table,
     )
 
 

@@ -421,3 +421,21 @@ def activation_peak(
         v2=v2,
     )
     return peak_rule(run)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner._dummy_sampler_run'),
+    ('v1/worker/gpu_model_runner.py', 'GPUModelRunner._dummy_sampler_run'),
+    ('model_executor/layers/fused_moe/modular_kernel.py', 'FusedMoEKernelModularImpl._allocate_buffers'),
+    ('model_executor/layers/fused_moe/experts/triton_moe.py', 'TritonExperts.workspace_shapes'),
+    ('model_executor/models/llama.py', 'LlamaMLP.forward'),
+    ('model_executor/models/qwen2.py', 'Qwen2MLP.forward'),
+    ('model_executor/layers/quantization/utils/fp8_utils.py', 'per_token_group_quant_fp8'),
+    ('model_executor/layers/mamba/mamba_mixer2.py', 'MambaMixer2.forward'),
+    ('model_executor/layers/mamba/mamba_mixer2.py', 'MambaMixer2.conv_ssm_forward'),
+    ('model_executor/layers/mamba/mamba_mixer2.py', 'Mixer2RMSNormGated.forward_cuda'),
+    ('model_executor/layers/mamba/mamba_mixer.py', 'MambaMixer.forward_impl'),
+)

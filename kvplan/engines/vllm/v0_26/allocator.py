@@ -242,3 +242,19 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
                 )
             )
     return KVCacheLayout(groups=tuple(groups), group_size=group_size, bytes_per_block=max_page * group_size)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/kv_cache_utils.py', 'get_kv_cache_groups'),
+    ('v1/core/kv_cache_utils.py', 'unify_kv_cache_spec_page_size'),
+    ('v1/core/kv_cache_utils.py', 'get_num_blocks'),
+    ('v1/core/kv_cache_utils.py', 'get_max_concurrency_for_kv_cache_config'),
+    ('v1/core/kv_cache_utils.py', 'get_kv_cache_configs'),
+    ('v1/core/kv_cache_utils.py', 'check_enough_kv_cache_memory'),
+    ('v1/kv_cache_interface.py', 'KVCacheSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'FullAttentionSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'SlidingWindowSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'MambaSpec.max_memory_usage_bytes'),
+)

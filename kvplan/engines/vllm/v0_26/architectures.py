@@ -166,3 +166,9 @@ TRANSFORMERS_BACKEND_TEXT: dict[str, str] = {
     'Starcoder2ForCausalLM': 'transformers',
 }
 
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('model_executor/models/registry.py', '_TEXT_GENERATION_MODELS'),
+)

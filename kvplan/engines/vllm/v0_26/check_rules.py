@@ -21,3 +21,13 @@ DEFAULT_ON_SWITCHES = frozenset(
         "enable-flash-late-interaction",
     }
 )
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/cache.py', 'CacheConfig.enable_prefix_caching'),
+    ('config/scheduler.py', 'SchedulerConfig.enable_chunked_prefill'),
+    ('config/scheduler.py', 'SchedulerConfig.async_scheduling'),
+    ('config/load.py', 'LoadConfig.use_tqdm_on_load'),
+)

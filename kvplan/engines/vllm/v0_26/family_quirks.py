@@ -211,3 +211,16 @@ def transformers_backend_held_elements(architecture: str, hidden_size: int, head
     if architecture not in TRANSFORMERS_BACKEND_ROTARY_LOOP:
         return 0
     return TRANSFORMERS_BACKEND_HIDDEN_TENSORS * hidden_size + TRANSFORMERS_BACKEND_ROTARY_TENSORS * head_dim
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES'),
+    ('model_executor/models/qwen2.py', 'Qwen2MLP'),
+    ('model_executor/models/phimoe.py', 'PhiMoEDecoderLayer'),
+    ('model_executor/models/phimoe.py', 'sparsemixer'),
+    ('model_executor/models/mimo_v2.py', 'MiMoV2FlashDecoderLayer.__init__'),
+    ('model_executor/models/mimo_v2.py', 'MiMoV2MoE.__init__'),
+    ('model_executor/models/config.py', 'Gemma4Config'),
+)

@@ -150,7 +150,7 @@ IGNORED = {
 # "unrecognized arguments". Most were V0-engine settings the V1 engine had already ignored.
 # (Absence checked against the 0.26.0 sources above; the "use instead" notes name 0.26.0 flags.)
 REMOVED = {
-    "swap-space": "CPU swap space for the V0 engine's swap preemption; the V1 engine ignored it (it recomputes preempted requests) and 0.26.0 removed it",
+    "swap-space": "CPU swap space for the V0 engine's swap preemption; the V1 engine ignored it (it recomputes preempted requests) and 0.26.0 does not have it",
     "num-scheduler-steps": "multi-step scheduling (V0) was removed (vLLM 0.26.0 arg_utils.py: 'multi-step scheduling has been removed')",
     "multi-step-stream-outputs": "multi-step scheduling (V0) was removed",
     "use-v2-block-manager": "a V0 block-manager switch",

@@ -422,3 +422,19 @@ def layer_cache_specs(
             if kind == LayerKind.MLA and i < len(spec.indexer_layers) and spec.indexer_layers[i]:
                 out.append(MLAAttentionSpec(effective_block, idx_tok * effective_block, per_token_bytes=idx_tok))
     return out, effective_block
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/kv_cache_interface.py', 'AttentionSpec'),
+    ('v1/kv_cache_interface.py', 'FullAttentionSpec'),
+    ('v1/kv_cache_interface.py', 'MLAAttentionSpec'),
+    ('v1/kv_cache_interface.py', 'SlidingWindowSpec'),
+    ('v1/kv_cache_interface.py', 'MambaSpec'),
+    ('model_executor/layers/attention/attention.py', 'Attention.get_kv_cache_spec'),
+    ('model_executor/layers/mamba/mamba_utils.py', 'MambaStateShapeCalculator'),
+    ('model_executor/layers/linear.py', 'QKVParallelLinear.__init__'),
+    ('platforms/interface.py', 'Platform._align_hybrid_block_size'),
+    ('v1/core/single_type_kv_cache_manager.py', 'SlidingWindowManager.get_num_skipped_tokens'),
+)

@@ -224,3 +224,13 @@ LINES: tuple[LogLine, ...] = (
     ),
     LogLine(RE_REFUSE_V0, (("max_model_len", 1, "int"), ("kv_capacity_tokens", 2, "int")), refusal="max_model_len"),
 )
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('entrypoints/serve/utils/api_utils.py', 'log_non_default_args'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu_worker.py', 'Worker.compile_or_warm_up_model'),
+    ('v1/core/kv_cache_utils.py', 'get_kv_cache_configs'),
+)

@@ -181,3 +181,13 @@ def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> 
     empties torch's cache before capturing. What is left is the free memory at start minus
     weights, non-torch memory and the KV tensors. Negative when even that is over-committed."""
     return budget.free_at_start_bytes - budget.weights_bytes - budget.non_torch_bytes - kv_allocated_bytes
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu_worker.py', 'Worker.compile_or_warm_up_model'),
+    ('v1/worker/utils.py', 'request_memory'),
+    ('utils/mem_utils.py', 'memory_profiling'),
+)

@@ -23,3 +23,12 @@ def redundant_experts(configured: int | None, *, num_experts: int, ep_size: int,
     """Redundant expert replicas vLLM adds over the ``ep_size`` GPUs of the expert group for a
     model of ``num_experts`` routed experts: the configured count (None = unset = 0)."""
     return configured or 0
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/parallel.py', 'ParallelConfig._validate_parallel_config'),
+    ('config/parallel.py', 'EPLBConfig.num_redundant_experts'),
+    ('v1/core/kv_cache_utils.py', 'get_kv_cache_configs'),
+)

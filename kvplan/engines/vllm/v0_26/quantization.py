@@ -173,3 +173,19 @@ def checkpoint_correction(
     )
     scale = dtype_bytes / ckpt_dtype_bytes if quant is None else 1.0
     return int(gap * scale / tp)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/cache.py', 'CacheDType'),
+    ('config/model.py', '_STR_DTYPE_TO_TORCH_DTYPE'),
+    ('config/model.py', 'ModelConfig._verify_quantization'),
+    ('model_executor/layers/quantization/__init__.py', 'QuantizationMethods'),
+    ('model_executor/layers/quantization/fp8.py', 'Fp8Config.get_min_capability'),
+    ('model_executor/layers/quantization/mxfp4.py', 'Mxfp4Config.get_min_capability'),
+    ('model_executor/layers/quantization/auto_awq.py', 'AutoAWQConfig.get_min_capability'),
+    ('model_executor/layers/quantization/auto_gptq.py', 'AutoGPTQConfig.get_min_capability'),
+    ('model_executor/layers/quantization/auto_gptq.py', 'AutoGPTQConfig.maybe_update_config'),
+    ('model_executor/layers/quantization/bitsandbytes.py', 'BitsAndBytesConfig.get_min_capability'),
+)

@@ -98,3 +98,8 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     from kvplan.engines.vllm.rules import common_unchecked
 
     return common_unchecked(STARTS, spec, gpu, args)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = ()  # a list of starts, no vLLM rule

@@ -110,3 +110,16 @@ def moe_config_device(reported_name: str) -> str:
 def has_tuned_moe_config(num_experts: int, n_per_rank: int, reported_name: str) -> bool:
     """vLLM ships a tuned unquantized Triton fused-MoE config for these experts on this device."""
     return (num_experts, n_per_rank) in TUNED_UNQUANTIZED_MOE.get(moe_config_device(reported_name), frozenset())
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'VllmConfig.use_v2_model_runner'),
+    ('config/vllm.py', 'VllmConfig._set_cudagraph_sizes'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_run'),
+    ('v1/worker/gpu_model_runner.py', 'GPUModelRunner.profile_run'),
+    ('model_executor/layers/fused_moe/fused_moe.py', 'get_config_file_name'),
+    ('model_executor/layers/fused_moe/fused_moe.py', 'get_moe_configs'),
+    ('utils/platform_utils.py', 'get_device_name_as_file_name'),
+)

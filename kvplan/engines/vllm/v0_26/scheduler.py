@@ -110,3 +110,15 @@ class SchedulerPolicy:
 
 
 POLICY = SchedulerPolicy(version="0.26.0")
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/sched/scheduler.py', 'Scheduler.schedule'),
+    ('v1/core/kv_cache_manager.py', 'KVCacheManager.allocate_slots'),
+    ('v1/engine/core.py', 'EngineCore.step_with_batch_queue'),
+    ('config/vllm.py', 'VllmConfig.max_concurrent_batches'),
+    ('config/scheduler.py', 'SchedulerConfig.long_prefill_token_threshold'),
+    ('config/scheduler.py', 'SchedulerConfig.enable_chunked_prefill'),
+)

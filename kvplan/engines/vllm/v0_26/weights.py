@@ -448,3 +448,15 @@ def weight_bytes_per_rank(
         # deepseek_v2.py DeepseekV2Model: topk_indices_buffer, int32 [max_num_batched_tokens, index_topk]
         t.add("indexer_topk_buffer", max_num_batched_tokens * spec.indexer_topk * 4)
     return t
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('model_executor/layers/vocab_parallel_embedding.py', 'pad_vocab_size'),
+    ('distributed/utils.py', 'get_pp_indices'),
+    ('model_executor/models/interfaces.py', 'SupportsMultiModal._mark_tower_model'),
+    ('config/multimodal.py', 'MultiModalConfig.get_limit_per_prompt'),
+    ('model_executor/models/deepseek_v2.py', 'DeepseekV2Model.__init__'),
+    ('model_executor/models/zamba2.py', 'Zamba2AttentionDecoderLayer.__init__'),
+)

@@ -168,3 +168,19 @@ activation_peak = override(
     profile, sampler warm-up and persistent state of the module docstring).""",
     peak_rule=_peak,
 )
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu_worker.py', 'Worker.init_device'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('utils/mem_utils.py', 'memory_profiling'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_run'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner._dummy_sampler_run'),
+    ('v1/worker/gpu/sample/penalties.py', 'PenaltiesState'),
+    ('model_executor/layers/fused_moe/modular_kernel.py', 'FusedMoEKernelModularImpl._allocate_buffers'),
+    ('model_executor/layers/fused_moe/experts/triton_moe.py', 'TritonExperts.workspace_shapes'),
+    ('model_executor/models/llama.py', 'LlamaMLP.forward'),
+    ('model_executor/models/qwen2.py', 'Qwen2MLP.forward'),
+)

@@ -63,3 +63,18 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
     """Group one rank's layer specs as vLLM 0.33.0 get_kv_cache_groups does (0.26.0's grouping,
     v0_26.allocator.build_layout), as this version's classes."""
     return _convert(_a26.build_layout(layers, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager))
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/kv_cache_planning.py', 'get_kv_cache_configs'),
+    ('v1/core/kv_cache_planning.py', 'check_enough_kv_cache_memory'),
+    ('v1/core/kv_cache_planning.py', '_pool_bytes_per_block_from_builder'),
+    ('v1/core/kv_cache_planning.py', 'unify_kv_cache_spec_page_size'),
+    ('v1/core/kv_cache_utils.py', 'get_max_concurrency_for_kv_cache_config'),
+    ('v1/kv_cache_interface.py', 'KVCacheSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'FullAttentionSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'SlidingWindowSpec.max_memory_usage_bytes'),
+    ('v1/kv_cache_interface.py', 'MambaSpec.max_memory_usage_bytes'),
+)

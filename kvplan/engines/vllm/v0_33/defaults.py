@@ -49,3 +49,19 @@ def default_prefix_caching(spec: ModelSpec) -> bool:
     """Prefix caching when the user does not choose: on for every generative model in 0.33.0,
     hybrid (Mamba / GDN) models included (0.26.0: off for hybrids)."""
     return True
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('engine/arg_utils.py', 'EngineArgs.get_batch_defaults'),
+    ('engine/arg_utils.py', 'EngineArgs._set_default_max_num_seqs_and_batched_tokens_args'),
+    ('config/cache.py', 'CacheConfig.gpu_memory_utilization'),
+    ('config/cache.py', 'CacheConfig.block_size'),
+    ('config/vllm.py', 'VllmConfig.max_concurrent_batches'),
+    ('config/model.py', '_resolve_auto_dtype'),
+    ('platforms/cuda.py', '_get_backend_priorities'),
+    ('platforms/interface.py', 'Platform.update_block_size_for_backend'),
+    ('v1/attention/backends/flash_attn.py', 'FlashAttentionBackend.get_preferred_block_size'),
+    ('v1/attention/backends/flash_attn.py', 'FlashAttentionBackend.get_supported_kernel_block_sizes'),
+)

@@ -158,3 +158,22 @@ def layer_cache_specs(spec, **kwargs):
     mamba2 = spec.mamba is not None and spec.mamba.version == 2
     kwargs.setdefault("spec_for_layer_kind", SPEC_FOR_LAYER_KIND_MAMBA2 if mamba2 else SPEC_FOR_LAYER_KIND)
     return _layer_cache_specs(spec, **kwargs)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/kv_cache_interface.py', 'AttentionSpec'),
+    ('v1/kv_cache_interface.py', 'FullAttentionSpec'),
+    ('v1/kv_cache_interface.py', 'MLAAttentionSpec'),
+    ('v1/kv_cache_interface.py', 'SlidingWindowSpec'),
+    ('v1/kv_cache_interface.py', 'MambaSpec'),
+    ('config/cache.py', 'MambaCacheMode'),
+    ('model_executor/layers/attention/attention.py', 'Attention.get_kv_cache_spec'),
+    ('model_executor/layers/mamba/mamba_utils.py', 'MambaStateShapeCalculator'),
+    ('model_executor/layers/mamba/mamba_mixer2.py', 'MambaMixer2.get_kv_cache_spec'),
+    ('model_executor/layers/linear.py', 'QKVParallelLinear.__init__'),
+    ('platforms/interface.py', 'Platform._align_hybrid_block_size'),
+    ('v1/attention/backends/gdn_attn.py', 'GDNAttentionBackend'),
+    ('v1/core/single_type_kv_cache_manager.py', 'SlidingWindowManager.get_num_skipped_tokens'),
+)

@@ -72,3 +72,13 @@ def _replace(lines: tuple[LogLine, ...]) -> tuple[LogLine, ...]:
 
 
 LINES: tuple[LogLine, ...] = _replace(_g26.LINES)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/kv_cache_utils.py', 'update_kv_cache_capacity'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu_worker.py', 'Worker.compile_or_warm_up_model'),
+    ('entrypoints/common/startup.py', 'log_non_default_args'),
+)

@@ -97,3 +97,14 @@ def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> 
     """Free GPU memory when the real graph capture starts (after the KV cache): the snapshot's
     free memory minus consumed memory and the KV tensors."""
     return budget.free_at_start_bytes - budget.consumed_bytes - kv_allocated_bytes
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu_worker.py', 'Worker.init_device'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu_worker.py', 'Worker.compile_or_warm_up_model'),
+    ('v1/worker/utils.py', 'request_memory'),
+    ('utils/mem_utils.py', 'memory_profiling'),
+)

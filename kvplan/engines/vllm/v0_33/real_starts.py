@@ -55,3 +55,8 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     if gpu.nvml_total_bytes >= LARGE_TIER_BYTES and (args.max_num_batched_tokens is None or args.max_num_seqs is None):
         out.append(LARGE_TIER)
     return tuple(out) + common_unchecked(STARTS, spec, gpu, args)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = ()  # a list of starts, no vLLM rule

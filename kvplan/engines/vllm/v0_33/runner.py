@@ -81,3 +81,17 @@ TUNED_UNQUANTIZED_MOE: dict[str, frozenset[tuple[int, int]]] = {
 def has_tuned_moe_config(num_experts: int, n_per_rank: int, reported_name: str) -> bool:
     """vLLM 0.33.0 ships a tuned unquantized Triton fused-MoE config for these experts on this device."""
     return (num_experts, n_per_rank) in TUNED_UNQUANTIZED_MOE.get(_v026.moe_config_device(reported_name), frozenset())
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'VllmConfig.use_v2_model_runner'),
+    ('config/vllm.py', 'VllmConfig._set_cudagraph_sizes'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_cudagraph_memory'),
+    ('v1/worker/gpu/cudagraph_utils.py', '_FULL_GRAPH_PROFILING_SAMPLES'),
+    ('v1/worker/gpu/cudagraph_utils.py', '_MIN_PER_GRAPH_BYTES'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('model_executor/layers/fused_moe/fused_moe.py', 'get_config_file_name'),
+    ('model_executor/layers/fused_moe/fused_moe.py', 'get_moe_configs'),
+)

@@ -34,3 +34,12 @@ class SchedulerPolicy(_v0_26.SchedulerPolicy):
 
 
 POLICY = SchedulerPolicy(**{**_v0_26.POLICY.__dict__, "version": "0.33.0", "long_prefill_cap_when_alone": False})
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/sched/scheduler.py', 'Scheduler.schedule'),
+    ('config/scheduler.py', 'SchedulerConfig.long_prefill_token_threshold'),
+    ('config/scheduler.py', 'SchedulerConfig.enable_chunked_prefill'),
+)

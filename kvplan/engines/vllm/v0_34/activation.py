@@ -127,3 +127,15 @@ activation_peak = override(
     v0_26.activation.activation_peak.""",
     peak_rule=_peak,
 )
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_run'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner._dummy_sampler_run'),
+    ('v1/worker/gpu/warmup.py', 'run_kv_cache_sizing_warmup'),
+    ('v1/worker/gpu/warmup.py', '_measure_sizing_step'),
+    ('v1/worker/extensible_kv_cache.py', 'ExtensibleKVCache.record_transient_peak'),
+    ('v1/worker/gpu/sample/penalties.py', 'PenaltiesState'),
+)

@@ -84,3 +84,15 @@ def build_layout(layers: list[LayerCacheSpec], *, disable_hybrid_kv_cache_manage
     """Group one rank's layer specs as vLLM 0.34.0 does (0.33.0's grouping), as this version's
     classes."""
     return _convert(_a33.build_layout(layers, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager))
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/core/kv_cache_planning.py', 'get_kv_cache_configs'),
+    ('v1/core/kv_cache_planning.py', 'check_enough_kv_cache_memory'),
+    ('v1/core/kv_cache_utils.py', 'get_max_concurrency_for_kv_cache_config'),
+    ('v1/worker/extensible_kv_cache.py', 'extend_kv_cache'),
+    ('utils/extensible_tensor.py', 'granule_size'),
+    ('utils/extensible_tensor.py', '_MIN_GRANULARITY'),
+)

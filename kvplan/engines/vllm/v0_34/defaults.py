@@ -75,3 +75,23 @@ def resolved_gpu_memory_utilization(args) -> float:
     if utilization_given(args):
         return args.gpu_memory_utilization
     return EXTENSIBLE_GPU_MEMORY_UTILIZATION if extensible_kv_cache(args) else DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('engine/arg_utils.py', 'EngineArgs.get_batch_defaults'),
+    ('engine/arg_utils.py', 'EngineArgs._set_default_max_num_seqs_and_batched_tokens_args'),
+    ('config/cache.py', 'CacheConfig.DEFAULT_BLOCK_SIZE'),
+    ('config/cache.py', 'CacheConfig.gpu_memory_utilization'),
+    ('config/cache.py', 'CacheConfig.resolved_gpu_memory_utilization'),
+    ('config/cache.py', 'CacheConfig.block_size'),
+    ('config/vllm.py', 'VllmConfig._resolve_extensible_kv_cache'),
+    ('config/vllm.py', 'VllmConfig.max_concurrent_batches'),
+    ('config/model.py', '_resolve_auto_dtype'),
+    ('platforms/cuda.py', '_get_backend_priorities'),
+    ('platforms/interface.py', 'Platform.update_block_size_for_backend'),
+    ('v1/attention/backend.py', 'AttentionBackend.get_preferred_block_size'),
+    ('v1/attention/backends/flash_attn.py', 'FlashAttentionBackend.get_supported_kernel_block_sizes'),
+    ('v1/executor/abstract.py', 'Executor.disable_extensible_kv_cache'),
+)

@@ -97,3 +97,13 @@ NEW_LINES: tuple[LogLine, ...] = (
 
 # The new lines first: none of 0.33.0's patterns matches them.
 LINES: tuple[LogLine, ...] = (*NEW_LINES, *_g33.LINES)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/extensible_kv_cache.py', 'measure_kv_cache_blocks'),
+    ('v1/worker/extensible_kv_cache.py', 'extend_kv_cache'),
+    ('v1/executor/abstract.py', 'Executor.disable_extensible_kv_cache'),
+    ('v1/core/kv_cache_utils.py', 'update_kv_cache_capacity'),
+)

@@ -202,3 +202,15 @@ def cuda_graph_headroom_bytes(budget: MemoryBudget, kv_allocated_bytes: int) -> 
         return budget.free_at_start_bytes - budget.consumed_bytes
     return _v033.cuda_graph_headroom_bytes(budget, kv_allocated_bytes)
 
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu_worker.py', 'Worker.init_device'),
+    ('v1/worker/gpu_worker.py', 'Worker.determine_available_memory'),
+    ('v1/worker/gpu_worker.py', 'Worker._compile_or_warm_up_model'),
+    ('v1/worker/extensible_kv_cache.py', 'measure_kv_cache_blocks'),
+    ('v1/worker/extensible_kv_cache.py', 'measure_kv_cache_bytes'),
+    ('v1/worker/utils.py', 'request_memory'),
+    ('utils/mem_utils.py', 'memory_profiling'),
+)

@@ -31,3 +31,13 @@ def redundant_experts(configured: int | None, *, num_experts: int, ep_size: int,
     if enable_eplb:
         return (ep_size - num_experts % ep_size) % ep_size
     return 0
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/parallel.py', 'ParallelConfig._validate_parallel_config'),
+    ('config/parallel.py', 'ParallelConfig.compute_eplb_num_redundant_experts'),
+    ('v1/worker/gpu_worker.py', '_min_across_ranks'),
+    ('v1/core/kv_cache_planning.py', 'finalize_extensible_kv_cache'),
+)

@@ -38,3 +38,11 @@ effective_quant = override(
     methods=VLLM_QUANTIZATION_METHODS,
     version=VERSION,
 )
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('model_executor/layers/quantization/__init__.py', 'QuantizationMethods'),
+    ('config/model.py', 'ModelConfig._verify_quantization'),
+)

@@ -107,3 +107,8 @@ def unchecked(spec, gpu, args) -> tuple[str, ...]:
     if extensible and not args.enforce_eager and (spec.architecture != "LlamaForCausalLM" or quantized):
         out.append(GRAPHS_OTHER_MODEL)
     return tuple(out) + common_unchecked(STARTS, spec, gpu, args)
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = ()  # a list of starts, no vLLM rule

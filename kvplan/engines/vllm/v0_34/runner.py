@@ -74,3 +74,13 @@ def cuda_graph_max_tokens(args, compute_capability: str | None = None) -> int:
     mbt = getattr(args, "max_num_batched_tokens", None) or SM100_MAX_CAPTURE_TOKENS
     seqs = getattr(args, "max_num_seqs", None) or SM100_MAX_CAPTURE_TOKENS
     return max(min(SM100_MAX_CAPTURE_TOKENS, int(mbt)), min(int(seqs), SM100_MAX_CAPTURE_TOKENS))
+
+
+# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
+# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/vllm.py', 'VllmConfig._set_cudagraph_sizes'),
+    ('config/vllm.py', 'VllmConfig._split_cudagraph_capture_sizes'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.capture_model'),
+    ('v1/worker/gpu/model_runner.py', 'GPUModelRunner.profile_cudagraph_memory'),
+)
