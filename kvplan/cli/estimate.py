@@ -20,6 +20,7 @@ from kvplan.cli.options import (
     check_fraction,
     engine_option,
     PARALLEL_FIELDS,
+    addon_values,
     parallel_values,
     parse_hf_overrides,
     parse_kv_cache_memory,
@@ -147,6 +148,8 @@ def estimate_flags(params: dict) -> EstimateFlags:
     """
     params = dict(params)
     grouped = {k: params.pop(k) for k in PARALLEL_FIELDS if k in params}  # the multi-GPU flags travel together
+    if "addons" not in params:  # the web API's parameters: the add-on flags one by one (the CLI's decorator groups them)
+        params["addons"] = addon_values(params)
     return EstimateFlags(**params, parallel=parallel_values(**grouped))
 
 

@@ -212,6 +212,18 @@ ADDON_FIELDS = (
 )
 
 
+def addon_values(params: dict) -> dict:
+    """Take the add-on flags (ADDON_FIELDS) out of ``params`` (a command's parsed parameters, as
+    typer or the web API hold them) and return those given (not None, not False, not the table's
+    default). Mutates ``params``."""
+    addons = {}
+    for name in ADDON_FIELDS:
+        v = params.pop(name, None)
+        if v is not None and v is not False and v != engine_arg(name).default:
+            addons[name] = v
+    return addons
+
+
 def with_addon_options(fn):
     """Give a typer command ``fn`` (which takes ``addons: dict``) the add-on flags of ADDON_FIELDS
     as options (their `vllm serve` spellings from the engine-argument table); ``fn`` receives the
@@ -231,11 +243,7 @@ def with_addon_options(fn):
 
     @functools.wraps(fn)
     def wrapper(**kw):
-        addons = {}
-        for name in ADDON_FIELDS:
-            v = kw.pop(name, None)
-            if v is not None and v is not False and v != engine_arg(name).default:
-                addons[name] = v
+        addons = addon_values(kw)  # first: it takes the add-on flags out of kw
         return fn(**kw, addons=addons)
 
     wrapper.__signature__ = sig.replace(parameters=params)

@@ -41,3 +41,13 @@ VLLM_SOURCES: tuple[tuple[str, str], ...] = (
     ('v1/worker/gpu_worker.py', '_min_across_ranks'),
     ('v1/core/kv_cache_planning.py', 'finalize_extensible_kv_cache'),
 )
+
+
+# The vLLM functions these rules restate (file under vllm/, qualified name): benchmarks/vllm_fingerprints.py
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('config/parallel.py', 'ParallelConfig._validate_parallel_config'),
+    ('config/parallel.py', 'ParallelConfig.compute_eplb_num_redundant_experts'),
+    ('v1/worker/gpu_worker.py', '_min_across_ranks'),
+    ('v1/core/kv_cache_planning.py', 'get_kv_cache_configs'),
+    ('v1/core/kv_cache_planning.py', 'finalize_extensible_kv_cache'),
+)
