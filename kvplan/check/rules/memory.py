@@ -342,10 +342,11 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
              and a.reason not in {d.message for d in dep.diagnostics}]
     if extra:
         checks.append(APPROXIMATE)
-        dep.diag(APPROXIMATE, "warning",
-                 "approximate: kvplan's memory figures for this deployment are approximate ("
-                 + "; ".join(a.reason for a in extra) + ")",
-                 hint="verify with a real start (kvplan verify)")
+        for src, reasons in _by_setting(dep, extra):
+            dep.diag(APPROXIMATE, "warning",
+                     "approximate: kvplan's memory figures for this deployment are approximate ("
+                     + "; ".join(reasons) + ")", line=src.line if src else None, key=src.key if src else None,
+                     hint="verify with a real start (kvplan verify)")
     # the add-on rules no real start checked are named in the evidence (the vllm-version note)
     need = rep.host_bytes
     if not need and rep.kv_offload is None:
@@ -390,6 +391,24 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
 # --cpu-offload-gb / --offload-group-size are the UVA and prefetch weight offloads)
 _KV_OFFLOAD_FLAGS = ("kv-offloading-size", "kv-transfer-config")
 _WEIGHT_OFFLOAD_FLAGS = ("cpu-offload-gb", "offload-group-size")
+
+
+# which flag each add-on approximation of capacity/addons.py (plan_addons, stage_costs) comes from,
+# by the words its reason starts with
+_REASON_FLAGS = (("--speculative-config", ("speculative-config",)), ("draft model", ("speculative-config",)),
+                 ("speculative decoding", ("speculative-config",)), ("LoRA", ("enable-lora",)),
+                 ("KV connector", _KV_OFFLOAD_FLAGS), ("--cpu-offload-gb", ("cpu-offload-gb",)))
+
+
+def _by_setting(dep: Deployment, approximations) -> list[tuple[object, list[str]]]:
+    """The add-on approximations grouped by the Setting that turned the add-on on (None: not found),
+    so that each finding names the key the file wrote (a manifest's spec.speculator, --connector)."""
+    groups: dict[int, tuple[object, list[str]]] = {}
+    for a in approximations:
+        names = next((f for prefix, f in _REASON_FLAGS if a.reason.startswith(prefix)), ())
+        src = next((dep.settings[n] for n in names if n in dep.settings), None)
+        groups.setdefault(id(src), (src, []))[1].append(a.reason)
+    return list(groups.values())
 
 
 def _offload_setting(dep: Deployment, rep):
