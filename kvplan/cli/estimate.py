@@ -145,8 +145,15 @@ def estimate_flags(params: dict) -> EstimateFlags:
     Raises:
         TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
     """
+    from kvplan.cli.options import ADDON_FIELDS, engine_arg
+
     params = dict(params)
     grouped = {k: params.pop(k) for k in PARALLEL_FIELDS if k in params}  # the multi-GPU flags travel together
+    if "addons" not in params and any(k in params for k in ADDON_FIELDS):
+        # raw click parameters (the web API): the add-on flags given, as with_addon_options gathers them
+        raw = {k: params.pop(k) for k in ADDON_FIELDS if k in params}
+        params["addons"] = {k: v for k, v in raw.items()
+                            if v is not None and v is not False and v != engine_arg(k).default}
     return EstimateFlags(**params, parallel=parallel_values(**grouped))
 
 

@@ -386,7 +386,7 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
         dep.diag(HOST_MEMORY, "info", f"{what} (no container memory limit found to compare)", line=sline, key=skey)
 
 
-# the flags that make vLLM take host memory for offloading, KV pool first (vLLM 0.33/0.34
+# the flags that make vLLM take host memory for offloading, KV pool first (vLLM's
 # config/vllm.py _post_init_kv_transfer_config turns --kv-offloading-size into a kv_transfer_config;
 # --cpu-offload-gb / --offload-group-size are the UVA and prefetch weight offloads)
 _KV_OFFLOAD_FLAGS = ("kv-offloading-size", "kv-transfer-config")
