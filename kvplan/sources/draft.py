@@ -120,6 +120,11 @@ def load_draft(settings: Any, target_config: dict | None, revision: str | None =
     )
 
 
+class DraftUnresolved(KvplanError):
+    """The draft model of --speculative-config cannot be found or read (exit 2): ``kvplan check``
+    reports it as model-unresolved on the speculative-config key, like an unreadable model."""
+
+
 def attach_draft(spec, args, target_config: dict | None, vllm_version: str | None = None):
     """``spec`` with the draft of ``args``' speculative settings attached (unchanged when there
     is none). Raises KvplanError as load_draft and features.speculative_settings."""
@@ -130,7 +135,12 @@ def attach_draft(spec, args, target_config: dict | None, vllm_version: str | Non
     settings = speculative_settings(args, rules.addons.MTP_METHODS)
     if settings is None:
         return spec
-    draft = load_draft(settings, target_config, vllm_version=vllm_version or args.vllm_version)
+    try:
+        draft = load_draft(settings, target_config, vllm_version=vllm_version or args.vllm_version)
+    except DraftUnresolved:
+        raise
+    except KvplanError as exc:  # the draft's config cannot be found or read: bad input, not vLLM's refusal
+        raise DraftUnresolved(exc.message, exc.hint, exc.exit_code) from None
     if draft is None:
         return spec
     return spec.model_copy(update={"speculative_draft": draft})

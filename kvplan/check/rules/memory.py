@@ -106,6 +106,15 @@ def plan_checks(
     try:
         p = ctx.plan(model, revision, spec, gpu, args)
     except KvplanError as exc:
+        from kvplan.sources.draft import DraftUnresolved
+
+        if isinstance(exc, DraftUnresolved):  # kvplan cannot read the draft: bad input (exit 2), not vLLM's refusal
+            from kvplan.check.diagnostics import MODEL_UNRESOLVED
+
+            s = keys.get("speculative_config")
+            dep.diag(MODEL_UNRESOLVED, "error", exc.message, line=s.line if s else dep.line,
+                     key=s.key if s else "--speculative-config", hint=exc.hint)
+            return None
         flag = refused_flag(exc)
         s = keys.get(flag[2:].replace("-", "_")) if flag else None
         dep.diag(
@@ -333,10 +342,11 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
              and a.reason not in {d.message for d in dep.diagnostics}]
     if extra:
         checks.append(APPROXIMATE)
-        dep.diag(APPROXIMATE, "warning",
-                 "approximate: kvplan's memory figures for this deployment are approximate ("
-                 + "; ".join(a.reason for a in extra) + ")",
-                 hint="verify with a real start (kvplan verify)")
+        for src, reasons in _by_setting(dep, extra):
+            dep.diag(APPROXIMATE, "warning",
+                     "approximate: kvplan's memory figures for this deployment are approximate ("
+                     + "; ".join(reasons) + ")", line=src.line if src else None, key=src.key if src else None,
+                     hint="verify with a real start (kvplan verify)")
     # the add-on rules no real start checked are named in the evidence (the vllm-version note)
     need = rep.host_bytes
     if not need and rep.kv_offload is None:
@@ -351,20 +361,62 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
     pinned = (need or 0) - (rep.kv_offload.host_bytes or 0 if rep.kv_offload is not None else 0)
     if pinned > 0:
         parts.append(f"offloaded weights {_gib(pinned)} pinned (power-of-two rounded: vllm-project/vllm issue #56410)")
+    src = _offload_setting(dep, rep)
+    sline, skey = (src.line, src.key) if src is not None else (None, None)
     if need is None:
         dep.diag(HOST_MEMORY, "warning",
-                 f"approximate: {rep.kv_offload.host_rule}; the host memory it needs is not known to kvplan")
+                 f"approximate: {rep.kv_offload.host_rule}; the host memory it needs is not known to kvplan",
+                 line=sline, key=skey)
         return
     what = f"vLLM needs at least {_gib(need)} of host memory for offloading ({'; '.join(parts)}), plus the process itself"
     limit_of = dep.memory_limit or dep.host_memory  # k8s resources.limits.memory / a serving stack's limit
     if limit_of is not None:
         limit, line, key = limit_of
+        # the finding sits on the offload setting (a manifest's spec.kvCacheOffloading, a --flag); the
+        # limit's key is named in the message, or carries the finding when no setting is found
         if need > limit:
             dep.diag(HOST_MEMORY, "error",
-                     f"{what}, above the container's memory limit of {_gib(limit)}: the pod is OOM-killed when the "
-                     "pool is populated", line=line, key=key,
+                     f"{what}, above the container's memory limit of {_gib(limit)} ({key}): the pod is OOM-killed "
+                     "when the pool is populated", line=sline if src else line, key=skey if src else key,
                      hint=f"raise {key} above {_gib(need)} plus the process's own memory, or lower the offload size")
         else:
-            dep.diag(HOST_MEMORY, "info", f"{what}; the container's memory limit is {_gib(limit)}", line=line, key=key)
+            dep.diag(HOST_MEMORY, "info", f"{what}; the container's memory limit is {_gib(limit)} ({key})",
+                     line=sline if src else line, key=skey if src else key)
     else:
-        dep.diag(HOST_MEMORY, "info", f"{what} (no container memory limit found to compare)")
+        dep.diag(HOST_MEMORY, "info", f"{what} (no container memory limit found to compare)", line=sline, key=skey)
+
+
+# the flags that make vLLM take host memory for offloading, KV pool first (vLLM's
+# config/vllm.py _post_init_kv_transfer_config turns --kv-offloading-size into a kv_transfer_config;
+# --cpu-offload-gb / --offload-group-size are the UVA and prefetch weight offloads)
+_KV_OFFLOAD_FLAGS = ("kv-offloading-size", "kv-transfer-config")
+_WEIGHT_OFFLOAD_FLAGS = ("cpu-offload-gb", "offload-group-size")
+
+
+# which flag each add-on approximation of capacity/addons.py (plan_addons, stage_costs) comes from,
+# by the words its reason starts with
+_REASON_FLAGS = (("--speculative-config", ("speculative-config",)), ("draft model", ("speculative-config",)),
+                 ("speculative decoding", ("speculative-config",)), ("LoRA", ("enable-lora",)),
+                 ("KV connector", _KV_OFFLOAD_FLAGS), ("--cpu-offload-gb", ("cpu-offload-gb",)))
+
+
+def _by_setting(dep: Deployment, approximations) -> list[tuple[object, list[str]]]:
+    """The add-on approximations grouped by the Setting that turned the add-on on (None: not found),
+    so that each finding names the key the file wrote (a manifest's spec.speculator, --connector)."""
+    groups: dict[int, tuple[object, list[str]]] = {}
+    for a in approximations:
+        names = next((f for prefix, f in _REASON_FLAGS if a.reason.startswith(prefix)), ())
+        src = next((dep.settings[n] for n in names if n in dep.settings), None)
+        groups.setdefault(id(src), (src, []))[1].append(a.reason)
+    return list(groups.values())
+
+
+def _offload_setting(dep: Deployment, rep):
+    """The Setting (flag, line, key as the file writes it) that asks for the host memory in ``rep``:
+    the KV offload's when there is one, else the weight offload's; None when none is set."""
+    flags = (_KV_OFFLOAD_FLAGS if rep.kv_offload is not None else ()) + _WEIGHT_OFFLOAD_FLAGS
+    for name in flags:
+        s = dep.settings.get(name)
+        if s is not None:
+            return s
+    return None
