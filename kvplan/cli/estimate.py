@@ -146,7 +146,6 @@ def estimate_flags(params: dict) -> EstimateFlags:
     Raises:
         TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
     """
-
     params = dict(params)
     grouped = {k: params.pop(k) for k in PARALLEL_FIELDS if k in params}  # the multi-GPU flags travel together
     if "addons" not in params:  # the web API's parameters: the add-on flags one by one (the CLI's decorator groups them)
