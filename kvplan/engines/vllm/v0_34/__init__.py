@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from kvplan.engines.vllm import v0_33
 from kvplan.engines.vllm.rules import FittedCoefficients
-from kvplan.engines.vllm.v0_34 import activation, allocator, defaults, memory, parallel, quantization, real_starts, runner
+from kvplan.engines.vllm.v0_34 import activation, addons, allocator, defaults, memory, parallel, quantization, real_starts, runner
 
 RULES = replace(
     v0_33.RULES,
@@ -33,6 +33,7 @@ RULES = replace(
     activation=activation,
     runner=runner,
     parallel=parallel,
+    addons=addons,
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},
