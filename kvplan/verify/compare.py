@@ -186,11 +186,14 @@ def measured_figures(log: VllmLog, *, enforce_eager: Optional[bool] = None) -> t
         put("kv_cache_bytes", log.kv_cache_memory_override_bytes, "log")
 
     if values["num_gpu_blocks"] is None:
-        if "v1" in log.families or log.gpu_kv_cache_tokens is not None:
+        if log.gpu_kv_cache_tokens is not None:
+            version = log.vllm_version or (log.env or {}).get("vllm") or DEFAULT_GRAMMAR.SERIES
             missing["num_gpu_blocks"] = (
-                f"not in the log: vLLM {DEFAULT_GRAMMAR.SERIES} does not log num_gpu_blocks at INFO level (it logs the KV "
-                "cache size in tokens); compared on gpu_kv_cache_tokens instead"
+                f"not in the log: this vLLM {version} log gives the KV cache size in tokens, not num_gpu_blocks; "
+                "compared on gpu_kv_cache_tokens instead"
             )
+        elif "v1" in log.families:
+            missing["num_gpu_blocks"] = "not in the log: it ends before vLLM sized the KV cache (the start did not finish)"
         else:
             missing["num_gpu_blocks"] = "not in the log"
     for key in FIGURE_KEYS:
