@@ -30,12 +30,24 @@ def main() -> None:
         else:
             sys.exit(0)
     _no_pydantic_plugins()
+    _quiet_on_closed_pipe()
     try:
         from kvplan.cli import main as cli_main
     except KeyboardInterrupt:
         print("aborted", file=sys.stderr)
         sys.exit(130)
     cli_main()
+
+
+def _quiet_on_closed_pipe() -> None:
+    """`kvplan ... | head`: die quietly like other Unix tools instead of exiting 1. Set here, in
+    the command's own process only, not in kvplan.cli.main, which tests and the web server run
+    in-process (there a later write to a closed socket must raise BrokenPipeError, not kill the
+    process)."""
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 def _no_pydantic_plugins() -> None:

@@ -249,11 +249,6 @@ def _usage_error_types() -> tuple[tuple, tuple, tuple]:
 
 def main() -> None:
     """Entry point: run the app, turning usage errors into one line + exit 2."""
-    import signal
-
-    if hasattr(signal, "SIGPIPE"):
-        # `kvplan ... | head`: die quietly like other Unix tools instead of exiting 1.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if sys.stderr is None:
         _stderr_to_devnull()
     if sys.stdout is None:

@@ -298,10 +298,14 @@ def test_addon_rules_are_labelled_unchecked_in_every_output():
     p = _plan(max_model_len=8192, enable_lora=True)
     assert "LoRA slots" in p.evidence.label() and "derived from the source" in p.evidence.label()
     code, out, _ = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "8192", "--enable-lora",
-                           "--format", "json")
+                           "--vllm-version", "0.33.0", "--format", "json")
     doc = json.loads(out)
     assert code == 0 and any("LoRA" in u for u in doc["evidence"]["unchecked"])
     assert doc["addons"]["bytes"]["lora_attention"] > 0
+    # vLLM 0.34.0: the LoRA rule was checked on a real start (v0_34/addons.py CHECKED_FEATURES)
+    code, out, _ = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--max-model-len", "8192", "--enable-lora",
+                           "--vllm-version", "0.34.0", "--format", "json")
+    assert code == 0 and not any("LoRA" in u for u in json.loads(out)["evidence"]["unchecked"])
 
 
 # -- perf ---------------------------------------------------------------------------------------

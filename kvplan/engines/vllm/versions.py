@@ -382,6 +382,11 @@ def release_verdict(version: str) -> str:
 def _distance(a: str, b: str) -> tuple:
     """How far release ``a`` is from ``b``: (major, minor, patch) differences, newer first on a tie."""
     ka, kb = _key(a), _key(b)
+    if ka[:2] != kb[:2]:
+        # another minor series: its release nearest to ``b`` is its first one when ``b`` is older
+        # (0.10.2 -> 0.20.0, not 0.20.2) and its last one when ``b`` is newer
+        edge = ka[2] if ka > kb else -ka[2]
+        return (abs(ka[0] - kb[0]), abs(ka[1] - kb[1]), edge, tuple(-x for x in ka))
     return (*(abs(x - y) for x, y in zip(ka, kb)), tuple(-x for x in ka))
 
 
