@@ -142,7 +142,7 @@ def step_summary_target(inputs: dict[tuple[int, int], str]):
     path = os.environ.get(ENV_VAR)
     if not path:
         return None
-    target = output_target(path, f"${ENV_VAR}", "the file GitHub Actions sets")
+    target = output_target(path, f"${ENV_VAR}", "step-summary.md")
     check_not_an_input(path, target, inputs, what=f"${ENV_VAR}")
     return target
 

@@ -336,4 +336,6 @@ def _print_addons(plan: Plan, console) -> None:
         text += f"; the draft's {rep.draft_layers} KV layer(s) join the groups"
     if rep.host_bytes:
         text += f"; host memory for offloading {rep.host_bytes / 2**30:.2f} GiB"
-    console.print(hanging(Text("add-ons: ", style="bold"), text))
+    text = text.lstrip("; ")  # no GPU term (KV offloading alone): the line starts with what there is
+    if text:
+        console.print(hanging(Text("add-ons: ", style="bold"), text))
