@@ -93,20 +93,8 @@ unchecked = override(
 
 
 # The vLLM functions these rules restate (file under vllm/, qualified name), fingerprinted per
-# release by benchmarks/vllm_fingerprints.py (kvplan/engines/vllm/releases.json).
+# release by benchmarks/vllm_fingerprints.py: 0.26.0's, plus the V2 runner's embedding sharing.
 VLLM_SOURCES: tuple[tuple[str, str], ...] = (
-    ('config/vllm.py', 'VllmConfig._get_v2_model_runner_unsupported_features'),
-    ('config/vllm.py', 'VllmConfig._post_init_kv_transfer_config'),
-    ('config/speculative.py', 'SpeculativeConfig.__post_init__'),
-    ('model_executor/models/utils.py', 'process_eagle_weight'),
-    ('v1/worker/gpu/spec_decode/eagle/utils.py', '_should_share'),
+    *_v026.VLLM_SOURCES,
     ('v1/worker/gpu/spec_decode/eagle/utils.py', 'maybe_share_target_embed'),
-    ('v1/spec_decode/llm_base_proposer.py', 'SpecDecodeBaseProposer.load_model'),
-    ('v1/core/sched/scheduler.py', 'Scheduler.__init__'),
-    ('lora/layers/base_linear.py', 'BaseLinearLayerWithLoRA.create_lora_weights'),
-    ('lora/utils.py', 'get_supported_lora_modules'),
-    ('v1/worker/gpu/lora_utils.py', 'get_lora_capture_cases'),
-    ('model_executor/offloader/uva.py', 'UVAOffloader._maybe_offload_to_cpu'),
-    ('model_executor/offloader/prefetch.py', 'PrefetchOffloader.wrap_modules'),
-    ('v1/kv_offload/cpu/spec.py', 'CPUOffloadingSpec.__init__'),
 )
