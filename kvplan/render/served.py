@@ -105,7 +105,7 @@ def _layout(plan: Plan, model: str, revision: str | None) -> tuple[int, int, tup
     flags = []
     for ln in lines[:2]:  # the leader's and one worker's
         toks = shlex.split(ln["command"])
-        start = toks.index("serve") + 2  # past `vllm serve MODEL` (and any NAME=VALUE before)
+        start = next(i for i in range(len(toks) - 1) if toks[i:i + 2] == ["vllm", "serve"]) + 3  # past NAME=VALUE.. vllm serve MODEL
         flags.append(tuple(toks[start:]))
     return world.gpus, world.nnodes, tuple(flags)
 
