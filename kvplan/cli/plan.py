@@ -344,7 +344,9 @@ def run_plan(kw: PlanFlags) -> int:
 
 def _write_manifest(result, fmt: str, kw) -> int:
     """`plan --format k8s|lws|kserve|llm-d|compose`: the manifest of the cheapest option's
-    engine with its data-parallel size as the stack's replicas (compose: one); exit 1 with
+    engine with its data-parallel size as the stack's replicas (compose: one), except a
+    data-parallel size the serve line carries itself (`--data-parallel-size`: all its GPUs in
+    one pod or group, render/served.py); exit 1 with
     nothing on stdout when no option meets the target."""
     import sys
 
@@ -355,12 +357,16 @@ def _write_manifest(result, fmt: str, kw) -> int:
               file=sys.stderr)
         return EXIT_FAIL
     best = result.options[0]
-    dp = best.data_parallel_size
+    # a --data-parallel-size in the engine's own serve line (a MoE layout: one engine over its DP
+    # ranks) is GPUs of one pod/group, never replicas; the rest of the option's DP are copies
+    in_line = best.plan.args.data_parallel_size or 1
+    dp = max(best.data_parallel_size // in_line, 1)
     text = write(fmt, best.plan, kw.revision, replicas=dp)
     where = "one replica (compose runs one; scale it with `docker compose up --scale`)" if fmt == "compose" and dp > 1 else \
         f"{dp} replica(s)"
-    print(f"kvplan: the cheapest option: {dp} replica(s) of this engine on {best.plan.gpu.id}; the manifest has {where}",
-          file=sys.stderr)
+    what = f"{dp} replica(s) of this engine" if in_line == 1 else \
+        f"{dp} replica(s) of one --data-parallel-size {in_line} deployment ({best.num_gpus // dp} GPUs)"
+    print(f"kvplan: the cheapest option: {what} on {best.plan.gpu.id}; the manifest has {where}", file=sys.stderr)
     sys.stdout.write(text)
     return EXIT_OK
 

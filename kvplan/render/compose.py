@@ -1,5 +1,5 @@
 """docker compose writer: one service of the vllm/vllm-openai image (its entrypoint is
-`vllm serve`) with the serve line as its command and tp x pp GPUs reserved. Read back by
+`vllm serve`) with the serve line as its command and every GPU of the serve line (TP x PP x DP x PCP) reserved. Read back by
 kvplan.check.sources.compose."""
 
 from __future__ import annotations
@@ -8,6 +8,13 @@ from kvplan.render.served import Served
 
 
 def compose_yaml(s: Served) -> dict:
+    """One service with every GPU of the serve line (TP x PP x DP x PCP).
+
+    Raises:
+        KvplanError: a serve line over several nodes (--nnodes): compose runs on one host."""
+    from kvplan.render.k8s import refuse_nodes
+
+    refuse_nodes(s, "compose")
     svc = {"image": s.image, "command": [s.model, *s.flags], "ipc": "host", "ports": ["8000:8000"]}
     if s.env:
         svc["environment"] = {k: str(v) for k, v in s.env.items()}

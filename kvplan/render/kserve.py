@@ -12,7 +12,17 @@ from kvplan.render.served import Served, hub_uri
 
 
 def llmisvc_yaml(s: Served) -> dict:
-    """The LLMInferenceService of one engine."""
+    """The LLMInferenceService of one engine.
+
+    Its GPUs are every GPU of the serve line (TP x PP x DP x PCP; --data-parallel-size and
+    --enable-expert-parallel ride with the other flags).
+
+    Raises:
+        KvplanError: a serve line over several nodes (--nnodes: not written for this stack yet).
+    """
+    from kvplan.render.k8s import refuse_nodes
+
+    refuse_nodes(s, "kserve")
     extra = list(s.flags_without_parallel)
     if s.pp > 1:
         extra += ["--pipeline-parallel-size", str(s.pp)]

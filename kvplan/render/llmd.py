@@ -9,7 +9,17 @@ from kvplan.render.served import Served, hub_uri
 
 
 def modelservice_values_yaml(s: Served) -> dict:
-    """The values of one decode role (no prefill role: one engine)."""
+    """The values of one decode role (no prefill role: one engine).
+
+    Its GPUs are every GPU of the serve line (TP x PP x DP x PCP; --data-parallel-size and
+    --enable-expert-parallel ride with the other flags).
+
+    Raises:
+        KvplanError: a serve line over several nodes (--nnodes: not written for this stack yet).
+    """
+    from kvplan.render.k8s import refuse_nodes
+
+    refuse_nodes(s, "llm-d")
     args = list(s.flags_without_parallel)
     if s.pp > 1:
         args += ["--pipeline-parallel-size", str(s.pp)]
