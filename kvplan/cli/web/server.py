@@ -13,7 +13,8 @@ Routes:
     POST /api/v1/plan | /api/v1/perf                 body: the command's parameters
     POST /api/v1/check          body: {"name": "deploy.yaml", "content": "...", other check keys}
 
-Limits: request bodies over MAX_BODY_BYTES are refused (413) before they are read; a client has
+Limits: request bodies over MAX_BODY_BYTES are refused (413): read and dropped first up to
+DRAIN_BYTES (so the sending client gets the answer, not a broken pipe), unread beyond; a client has
 SOCKET_TIMEOUT_S per read; child commands are bounded by Policy.timeout_s and Policy.max_jobs;
 a Host header that is not the address the server was bound to is refused (403: a web page
 elsewhere cannot reach a local server through DNS rebinding); POST bodies must be JSON
@@ -32,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 from kvplan.cli.web import api
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a deployment file or a request object, never more
+DRAIN_BYTES = 8 * MAX_BODY_BYTES  # a body over the limit but under this is read and dropped before the 413
 SOCKET_TIMEOUT_S = 15
 STATIC = Path(__file__).with_name("static")
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css", "charts.js": "text/javascript"}
@@ -177,6 +179,15 @@ class Handler(BaseHTTPRequestHandler):
             return None, api.error_reply(411, "request body: Content-Length is required")
         if length < 0 or length > MAX_BODY_BYTES:
             self.close_connection = True
+            if length <= DRAIN_BYTES:
+                # read (and drop) a body a little over the limit, so the client, still sending it,
+                # gets the 413 instead of a broken pipe; a larger one is refused unread
+                left = length
+                while left > 0:
+                    chunk = self.rfile.read(min(1 << 16, left))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
             return None, api.error_reply(413, f"request body: {length} bytes is over the limit of {MAX_BODY_BYTES} bytes")
         raw = self.rfile.read(length)
         try:
