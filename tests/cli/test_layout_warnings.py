@@ -33,3 +33,33 @@ def test_sixteen_gpus_on_one_node_warn_like_tp_16():
     _, ws = _warnings(DSV3, "--gpu", "H200", "-tp", "16")
     assert [w for w in ws if "GPUs per node" in w][0].startswith("--tensor-parallel-size 16 spans more than one node")
     assert len([w for w in ws if "GPUs per node" in w]) == 1
+
+
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+def test_headless_on_one_node_warns_it_serves_nothing():
+    # vLLM 0.33.0 entrypoints/cli/serve.py: --headless runs engines and no API server
+    _, ws = _warnings(LLAMA, "--gpu", "H100", "--headless")
+    assert any(w.startswith("--headless on one node") and "serves no request" in w for w in ws), ws
+    code, out, err = run_cli("estimate", LLAMA, "--gpu", "H100", "--headless", "--max-model-len", "8192")
+    assert "--headless on one node" in " ".join(out.split())
+
+
+def test_node_rank_without_nnodes_warns_and_out_of_range_is_refused():
+    # vLLM engine/arg_utils.py checks 0 <= node_rank < nnodes only when nnodes > 1; with one
+    # node it starts as node 0: a warning, not a refusal
+    code, ws = _warnings(LLAMA, "--gpu", "H100", "--node-rank", "1")
+    assert code == 0 and any(w.startswith("--node-rank 1 without --nnodes > 1: vLLM ignores it") for w in ws), ws
+    code, out, err = run_cli("estimate", LLAMA, "--gpu", "H100", "-tp", "2", "--nnodes", "2", "--node-rank", "2",
+                             "--max-model-len", "8192")
+    assert code == 2 and "--node-rank" in err
+    _, ws = _warnings(LLAMA, "--gpu", "H100", "-tp", "2", "--nnodes", "2", "--node-rank", "1")
+    assert not any("--node-rank" in w for w in ws)
+
+
+def test_expert_parallel_on_a_dense_model_warns_it_has_no_effect():
+    _, ws = _warnings(LLAMA, "--gpu", "H100", "-ep")
+    assert any(w.startswith("--enable-expert-parallel on a dense model") and "no effect" in w for w in ws), ws
+    _, ws = _warnings(DSV3, "--gpu", "H200", "-dp", "8", "-ep")  # a MoE model: EP applies
+    assert not any("--enable-expert-parallel on a dense model" in w for w in ws)
