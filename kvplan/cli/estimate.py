@@ -82,7 +82,7 @@ def estimate(
     kv_cache_memory: Optional[str] = engine_option(
         "kv_cache_memory_bytes", None, help="KV-cache bytes (bypasses --gpu-memory-utilization)."
     ),
-    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION", help="The model revision on the Hub (a branch, tag or commit)."),
     hf_overrides: Optional[str] = typer.Option(
         None, "--hf-overrides", metavar="JSON",
         help="JSON object applied to the model's config.json as vLLM applies it, e.g. '{\"max_position_embeddings\": 65536}'.",
