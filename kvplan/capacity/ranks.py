@@ -279,7 +279,7 @@ def validate(spec: ModelSpec, args: EngineArgs, w: World, pcp_with_dp: bool = Tr
 
 def ineffective_flags(args: EngineArgs, w: World) -> list[str]:
     """One warning per multi-GPU flag that vLLM accepts here but that does nothing (or serves
-    nothing), so it never hides under a green verdict. Rules (vLLM 0.33.0 / 0.34.0):
+    nothing), so it never hides under a green verdict. Rules (the vLLM releases that take these flags):
 
     * --headless on one node (--nnodes 1): entrypoints/cli/serve.py run_headless starts the
       engines and no API server, so the deployment answers no request;
