@@ -682,6 +682,7 @@ def _closing_notes(
 ) -> None:
     """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
+    remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ranks.ineffective_flags(args, world))
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
     if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world

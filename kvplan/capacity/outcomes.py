@@ -84,6 +84,7 @@ class NoteKind(str, enum.Enum):
     MULTIMODAL = "multimodal"  # the vision encoder's profile is not modelled
     KV_HEAD_REPLICATION = "kv_head_replication"  # TP above num_key_value_heads
     ADDON = "addon"  # speculative decoding / LoRA / offload (capacity/addons.py)
+    INEFFECTIVE_FLAG = "ineffective_flag"  # a multi-GPU flag that does nothing here (ranks.ineffective_flags)
 
 
 # Notes about kvplan's own confidence rather than about the deployment (Plan.notes; the rest

@@ -277,6 +277,32 @@ def validate(spec: ModelSpec, args: EngineArgs, w: World, pcp_with_dp: bool = Tr
                 f"({w.expert_group}) without --enable-expert-parallel", hint="add --enable-expert-parallel")
 
 
+def ineffective_flags(args: EngineArgs, w: World) -> list[str]:
+    """One warning per multi-GPU flag that vLLM accepts here but that does nothing (or serves
+    nothing), so it never hides under a green verdict. Rules (the vLLM releases that take these flags):
+
+    * --headless on one node (--nnodes 1): entrypoints/cli/serve.py run_headless starts the
+      engines and no API server, so the deployment answers no request;
+    * --node-rank > 0 with --nnodes 1: engine/arg_utils.py checks ``0 <= node_rank < nnodes``
+      only when nnodes > 1, and config/parallel.py node_rank_within_dp is node_rank % 1 = 0,
+      so vLLM starts as node 0 (a node-rank outside 0..nnodes-1 with --nnodes > 1 is refused
+      in validate);
+    * --enable-expert-parallel on a dense model: vLLM's use_ep needs MoE layers
+      (FusedMoEParallelConfig.make), a dense model has none.
+    """
+    out = []
+    if args.headless and w.nnodes <= 1:
+        out.append("--headless on one node (no --nnodes > 1): vLLM starts the engines without an API server, "
+                   "so this deployment serves no request; drop --headless, or run it on the worker nodes of "
+                   "a --nnodes > 1 deployment")
+    if (args.node_rank or 0) > 0 and w.nnodes <= 1:
+        out.append(f"--node-rank {args.node_rank} without --nnodes > 1: vLLM ignores it (one node is node 0); "
+                   "give --nnodes for a multi-node deployment")
+    if args.enable_expert_parallel and not w.is_moe:
+        out.append("--enable-expert-parallel on a dense model (no experts): vLLM ignores it, it has no effect")
+    return out
+
+
 def _validate_dcp(spec: ModelSpec, w: World) -> None:
     kinds = {k for k in spec.layer_kinds if k != LayerKind.NONE}
     if not kinds <= {LayerKind.FULL, LayerKind.MLA}:

@@ -110,8 +110,9 @@ def dp_ep_notes(spec, options, tp_engines: dict, env=None, workload=None) -> tup
     (``--data-parallel-size`` > 1, with or without --enable-expert-parallel), comparing on the
     same GPUs its layout with the TP x PP engine of the same GPU, KV dtype and weights that
     serves the most requests per GPU (note_tp_engine): the DP layout is planned again at that
-    engine's GPU count (DP = its GPUs / the option's TP; the estimate, capacity/estimate.py plan)
-    and the line says which serves more. For MLA models the reason is named: under TP every rank
+    engine's GPU count (DP = its GPUs / the option's TP x PP x PCP, so both sides use the same
+    GPUs; the estimate, capacity/estimate.py plan) and the line says which serves more and the
+    --kv-cache-dtype both assume. For MLA models the reason is named: under TP every rank
     holds the whole latent cache (one KV head, replicated), under DP an engine's GPUs hold only
     their own requests' (docs/parallelism.md). Empty for a dense model or without a DP option."""
     from kvplan.capacity.estimate import plan
@@ -132,18 +133,29 @@ def dp_ep_notes(spec, options, tp_engines: dict, env=None, workload=None) -> tup
                        f"with kv={o.kv_cache_dtype}, weights={o.quantization or 'as in the checkpoint'}")
             continue
         per_engine, gpus, t, p = tp
-        dp = gpus // o.tensor_parallel_size
-        if dp < 2 or gpus % o.tensor_parallel_size:
+        a = o.plan.args
+        # One DP engine's GPUs are TP x PP x PCP (ranks.World.engine_gpus): DP is what is left
+        # of the TP engine's GPU count, so both sides of the line use the same GPUs.
+        engine = a.tensor_parallel_size * a.pipeline_parallel_size * (a.prefill_context_parallel_size or 1)
+        dp = gpus // engine
+        if dp < 2 or gpus % engine:
             continue
         try:
-            q = plan(spec, o.gpu, o.plan.args.model_copy(update={"data_parallel_size": dp}), env)
+            q = plan(spec, o.gpu, a.model_copy(update={"data_parallel_size": dp}), env)
         except KvplanError:
             continue
         served = engine_capacity(q, workload)[0] * dp if q.fits else 0.0
-        layout = (f"-tp {o.tensor_parallel_size} " if o.tensor_parallel_size > 1 else "") + f"-dp {dp}" + (" -ep" if ep else "")
+        layout = " ".join(x for x in (
+            f"-tp {a.tensor_parallel_size}" if a.tensor_parallel_size > 1 else "",
+            f"-pp {a.pipeline_parallel_size}" if a.pipeline_parallel_size > 1 else "",
+            f"-pcp {a.prefill_context_parallel_size}" if (a.prefill_context_parallel_size or 1) > 1 else "",
+            f"-dp {dp}", "-ep" if ep else "") if x)
         shape = f"-tp {t}" + (f" -pp {p}" if p > 1 else "")
         more = served > per_engine
         why = " (MLA: under TP every rank holds the whole latent cache)" if spec.uses_mla and more else ""
-        out.append(f"{name} {'serves more' if more else 'serves no more'} on {gpus}x {o.gpu.id}: {layout} "
+        kv = o.plan.effective["kv_cache_dtype"]
+        kv = f"{kv} = {o.plan.effective['dtype']}" if kv == "auto" else kv
+        out.append(f"{name} {'serves more' if more else 'serves no more'} on {gpus}x {o.gpu.id} "
+                   f"(--kv-cache-dtype {kv}): {layout} "
                    f"{served:.1f} requests, one {shape} engine {per_engine:.1f}{why}")
     return tuple(out)

@@ -82,7 +82,7 @@ def estimate(
     kv_cache_memory: Optional[str] = engine_option(
         "kv_cache_memory_bytes", None, help="KV-cache bytes (bypasses --gpu-memory-utilization)."
     ),
-    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION", help="The model revision on the Hub (a branch, tag or commit)."),
     hf_overrides: Optional[str] = typer.Option(
         None, "--hf-overrides", metavar="JSON",
         help="JSON object applied to the model's config.json as vLLM applies it, e.g. '{\"max_position_embeddings\": 65536}'.",
@@ -324,7 +324,8 @@ def estimate_text(p: PreparedEstimate) -> str:
 
 
 def _warn_multi_node(plan) -> None:
-    """Add a warning when --tensor-parallel-size spans more GPUs than one node holds. GPU profiles
+    """Add a warning when --tensor-parallel-size spans more GPUs than one node holds, or else when
+    the layout puts more GPUs on one node (TP x PP x PCP x DP-local) than it holds. GPU profiles
     record no node size, so kvplan assumes 8 (kvplan.gpus.GPUS_PER_NODE) and says so; `plan`
     keeps TP within --gpus-per-node instead."""
     from kvplan.gpus import GPUS_PER_NODE
@@ -336,4 +337,19 @@ def _warn_multi_node(plan) -> None:
             "GPU profiles do not record it): tensor parallelism across nodes all-reduces over the network "
             f"and is slow; prefer --tensor-parallel-size {GPUS_PER_NODE} with --pipeline-parallel-size "
             f"{max(1, tp // GPUS_PER_NODE) * plan.effective['pipeline_parallel_size']} (needs a Ray cluster)"
+        )
+        return
+    w = plan.parallel.world if plan.parallel is not None else None
+    if w is None:
+        return
+    # GPUs one node starts workers on: TP x PP x PCP x the engines on it (--data-parallel-size-local,
+    # inferred from --nnodes as vLLM does: capacity/ranks.py _dp_local); one engine over N nodes
+    # puts 1/N of its ranks on each
+    per_node = w.engine_gpus * w.data_parallel_size_local if w.dp > 1 else -(-w.engine_gpus // w.nnodes)
+    if per_node > GPUS_PER_NODE:
+        need = -(-w.gpus // GPUS_PER_NODE)
+        plan.warnings.append(
+            f"{per_node} GPUs on one node (TP {w.tp} x PP {w.pp} x PCP {w.pcp} x {w.data_parallel_size_local} "
+            f"data-parallel engine(s) on the node; kvplan assumes {GPUS_PER_NODE} GPUs per node; GPU profiles do "
+            f"not record it): give --nnodes {need} (and --node-rank on each node) to spread the {w.gpus} GPUs"
         )

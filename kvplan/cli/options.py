@@ -35,14 +35,15 @@ def engine_option(name: str, default: Any, *, help: Optional[str] = None, flags:
 
     Args:
         default: the command's default (None = not given; vLLM's default applies).
-        help: the command's help line (None = none).
+        help: the command's help line (None = the table's help line for ``name``, so every
+            engine flag says what it is in --help).
         flags: the spellings to accept when a command takes fewer than the table lists.
     """
     arg = engine_arg(name)
     decls = flags or (arg.flags + ALIASES.get(name, ()))
     if len(decls) == 2 and decls[1] == "--no-" + decls[0][2:]:
         decls = (f"{decls[0]}/{decls[1]}",)  # a tri-state switch: --X/--no-X
-    return typer.Option(default, *decls, metavar=arg.metavar, help=help)
+    return typer.Option(default, *decls, metavar=arg.metavar, help=arg.help if help is None else help)
 
 
 def positive_engine_args(values: dict[str, Optional[int]]) -> None:

@@ -83,7 +83,7 @@ def perf(
     enforce_eager: bool = engine_option("enforce_eager", False),
     kv_cache_memory: Optional[str] = engine_option("kv_cache_memory_bytes", None),
     enable_prefix_caching: Optional[bool] = engine_option("enable_prefix_caching", None),
-    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION"),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REVISION", help="The model revision on the Hub (a branch, tag or commit)."),
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
     input_len: Optional[int] = typer.Option(None, "--input-len", metavar="TOKENS", help="Prompt tokens of every request."),
     output_len: Optional[int] = typer.Option(None, "--output-len", metavar="TOKENS", help="Output tokens of every request (ignore_eos)."),

@@ -568,12 +568,12 @@ def plan_cmd(
     explain: bool = typer.Option(False, "--explain", help="List skipped combinations and why."),
     curves: bool = typer.Option(False, "--curves", help="Show concurrency curves and the memory breakdown of the first option."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the curves and memory breakdown to a .png or .svg file."),
-    revision: Optional[str] = typer.Option(None, "--revision"),
+    revision: Optional[str] = typer.Option(None, "--revision", help="The model revision on the Hub (a branch, tag or commit)."),
     hf_overrides: Optional[str] = typer.Option(
         None, "--hf-overrides", metavar="JSON", help="JSON object applied to the model's config.json as vLLM applies it."
     ),
     vllm_version: Optional[str] = engine_option("vllm_version", None, help="vLLM version whose rules to use. " + DEFAULT_HELP),
-    usage: str = typer.Option("serve", "--usage"),
+    usage: str = typer.Option("serve", "--usage", help="serve (vllm serve defaults) or llm (offline LLM class defaults)."),
     fmt: str = typer.Option("table", "--format", help="table, json, or the cheapest option's manifest: k8s, lws, kserve, llm-d, compose."),
     enable_expert_parallel: Optional[bool] = typer.Option(
         None, "--enable-expert-parallel/--no-enable-expert-parallel", "-ep",

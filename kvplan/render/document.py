@@ -22,6 +22,30 @@ from kvplan.render.parallel import parallel_section
 from kvplan.render.serve import serve_command, serve_env, serve_settings
 
 
+def gpus_and_layout(plan) -> tuple[int, str]:
+    """(GPUs the deployment uses, the layout as the header names it) for ``plan`` (Plan): the GPU
+    count is TP x PP x DP x PCP (capacity/ranks.py World.gpus, JSON gpu.count); the layout always
+    names TP and PP and, where set, DP, EP (vLLM's use_ep: experts spread), DCP, PCP and nodes,
+    e.g. (8, "TP=1, PP=1, DP=8, EP"). A plain TP x PP engine: (TP x PP, "TP=t, PP=p")."""
+    eff = plan.effective
+    tp, pp = eff["tensor_parallel_size"], eff["pipeline_parallel_size"]
+    parts = [f"TP={tp}", f"PP={pp}"]
+    w = plan.parallel.world if plan.parallel is not None else None
+    if w is None:
+        return tp * pp, ", ".join(parts)
+    if w.dp > 1:
+        parts.append(f"DP={w.dp}")
+    if w.uses_ep:
+        parts.append("EP")
+    if w.dcp > 1:
+        parts.append(f"DCP={w.dcp}")
+    if w.pcp > 1:
+        parts.append(f"PCP={w.pcp}")
+    if w.nnodes > 1:
+        parts.append(f"{w.nnodes} nodes")
+    return w.gpus, ", ".join(parts)
+
+
 def gpu_label(gpu) -> str:
     """How the header names the GPU: the profile's name, or - when --gpu-memory replaced its
     memory - the size given and the profile the other properties come from (a 23.69 GiB total

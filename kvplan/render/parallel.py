@@ -118,10 +118,12 @@ def parallel_section(plan: Plan, command: str) -> dict | None:
 
 
 def _engine_groups(lp) -> list[tuple[str, object]]:
-    """Engines with identical pools as ("engines 0-6", pool) / ("engine 7", pool)."""
+    """Engines with identical pools as ("engines 0-6", pool) / ("engine 7", pool): the figures
+    the line prints, so engines whose GPUs hold different expert counts but take the same
+    (world-group min) pool print as one."""
     groups: list[tuple[list[int], object]] = []
     for e in lp.engines:
-        key = (e.num_gpu_blocks, e.gpu_kv_cache_tokens, round(e.max_concurrency, 2), e.local_experts)
+        key = (e.num_gpu_blocks, e.gpu_kv_cache_tokens, round(e.max_concurrency, 2))
         if groups and groups[-1][1][0] == key:
             groups[-1][0].append(e.index)
         else:
@@ -173,6 +175,11 @@ def summary_lines(plan: Plan, command: str) -> list[str]:
     for label, e in _engine_groups(lp):
         lines.append(f"  {label}: {e.num_gpu_blocks:,} blocks, {e.gpu_kv_cache_tokens:,} tokens, "
                      f"{e.max_concurrency:.2f}x concurrency (as each engine logs it)")
+    # engines whose own workers differ (rank classes with different block counts) yet log one pool
+    if len(lp.engines) > 1 and len({e.num_gpu_blocks for e in lp.engines}) == 1 \
+            and len({c.stage.num_blocks for c in lp.classes}) > 1:
+        lines.append("  every engine takes the smallest pool: the block count is the min over the whole world "
+                     "group (the extensible KV cache), not each engine's own")
     lines.append(f"cluster: {len(lp.engines)} engine(s), {lp.cluster_kv_cache_tokens:,} tokens, "
                  f"{lp.cluster_concurrency:.2f} max-length requests at once")
     if w.nnodes > 1:

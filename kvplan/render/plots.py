@@ -116,8 +116,10 @@ def pictures(plan, workload=None) -> PlanPictures:
     by_len = tuple(point(x, {"max_model_len": x}) for x in _lengths(mml, plan.spec.derived_max_model_len))
     utils = sorted(set(UTILIZATIONS) | {float(eff["gpu_memory_utilization"])})
     by_util = tuple(point(u, {"gpu_memory_utilization": u}) for u in utils)
-    n = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
-    title = f"{plan.spec.name} on {n}x {plan.gpu.display_name} (TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']})"
+    from kvplan.render.document import gpus_and_layout
+
+    n, layout = gpus_and_layout(plan)
+    title = f"{plan.spec.name} on {n}x {plan.gpu.display_name} ({layout})"
     b = plan.worst_stage.budget
     return PlanPictures(
         title, by_len, by_util, memory_parts(plan), mml, float(eff["gpu_memory_utilization"]), int(eff["max_num_seqs"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from kvplan.capacity.estimate import Plan
-from kvplan.render.document import evidence_line, gpu_label, to_dict
+from kvplan.render.document import evidence_line, gpu_label, gpus_and_layout, to_dict
 
 GiB = 1 << 30
 
@@ -99,11 +99,8 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     doc = to_dict(plan, revision=revision)
     b = plan.worst_stage.budget
     eff = plan.effective
-    n_gpus = eff["tensor_parallel_size"] * eff["pipeline_parallel_size"]
-    title = (
-        f"{plan.spec.name} on {n_gpus}x {gpu_label(plan.gpu)} "
-        f"(TP={eff['tensor_parallel_size']}, PP={eff['pipeline_parallel_size']}) - vLLM{NBSP}{eff['vllm_version']}"
-    )
+    n_gpus, layout = gpus_and_layout(plan)
+    title = f"{plan.spec.name} on {n_gpus}x {gpu_label(plan.gpu)} ({layout}) - vLLM{NBSP}{eff['vllm_version']}"
     console.print(title_line(title))
     if plan.gpu.memory_source == "--gpu-memory":
         console.print(hanging(Text("note: ", style="dim"), (

@@ -80,12 +80,33 @@ def test_mla_moe_plan_says_dp_ep_serves_more_than_tp_on_the_same_gpus():
     # one -tp 8 engine: 12,771 blocks x 64 tokens / 8192 = 99.77 requests (the estimate of -tp 8, the
     # MLA latent cache whole on every rank); DP 8 + EP: 8 engines each with their own cache
     assert len(notes) == 1
-    assert notes[0].startswith("DP + EP serves more on 8x h200: -dp 8 -ep ")
+    assert notes[0].startswith("DP + EP serves more on 8x h200 (--kv-cache-dtype auto = bfloat16): -dp 8 -ep ")
     assert "one -tp 8 engine 99.8 (MLA: under TP every rank holds the whole latent cache)" in notes[0]
     code, est, err = run_cli("estimate", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "8192",
                              "--format", "json")
     kv = json.loads(est)["kv_cache"]
     assert kv["num_gpu_blocks"] * 64 / 8192 == pytest.approx(99.77, abs=0.01)
+
+
+def test_dp_ep_note_keeps_the_options_pp_and_gpu_count_and_matches_estimate():
+    """The fresh-user case: the top option is -pp 2 -dp 3 -ep with fp8 KV, the best TP engine
+    -tp 2 -pp 4 (8 GPUs). The note must size the DP layout on those 8 GPUs: -pp 2 -dp 4 (2 x 4 = 8),
+    not -dp 8 with -pp 2 still set (16 GPUs labelled 8x)."""
+    code, out, err = run_cli("plan", "deepseek-ai/DeepSeek-V3", "--max-model-len", "8192", "--concurrency", "256",
+                             "--gpus", "H100,H200", "--format", "json")
+    assert code == 0, err
+    notes = json.loads(out)["layout_notes"]
+    assert len(notes) == 1
+    head = "DP + EP serves more on 8x h200 (--kv-cache-dtype fp8): -pp 2 -dp 4 -ep "
+    assert notes[0].startswith(head), notes[0]
+    served = float(notes[0][len(head):].split()[0])
+    code, est, err = run_cli("estimate", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-pp", "2", "-dp", "4", "-ep",
+                             "--max-model-len", "8192", "--kv-cache-dtype", "fp8", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(est)
+    assert doc["gpu"]["count"] == 8  # 1 (TP) x 2 (PP) x 4 (DP): the same GPUs as the TP engine
+    # per engine: num_gpu_blocks x 64 tokens / 8192 tokens a request; 4 engines
+    assert served == pytest.approx(doc["kv_cache"]["num_gpu_blocks"] * 64 / 8192 * 4, abs=0.06)
 
 
 def test_dense_model_has_no_layout_note():

@@ -105,7 +105,7 @@ def multi_gpu_layout(args: Any, spec: Any = None) -> tuple[str, ...]:
     TP engine (capacity/ranks.py restates them from vLLM's source; ``spec`` the ModelSpec, whose
     experts DP engines share): data parallel, expert
     parallel, decode / prefill context parallel, several nodes, and the pipeline split when one
-    of those is on. Empty for a plain TP/PP engine (PARALLEL_UNCHECKED covers it)."""
+    of those is on. Empty for a plain TP/PP engine (collective_unchecked covers it)."""
     dp = getattr(args, "data_parallel_size", None) or 1
     dcp = getattr(args, "decode_context_parallel_size", None) or 1
     pcp = getattr(args, "prefill_context_parallel_size", None) or 1
@@ -128,6 +128,29 @@ def multi_gpu_layout(args: Any, spec: Any = None) -> tuple[str, ...]:
     if out and args.pipeline_parallel_size > 1:
         out.append(f"pipeline split over {args.pipeline_parallel_size} stages")
     return tuple(out)
+
+
+def collective_unchecked(args: Any, spec: Any = None) -> str | None:
+    """The evidence words for the NCCL / custom all-reduce memory of a worker in a process group
+    of more than one GPU, naming what makes the group (None for a worker alone): TP x PP x PCP
+    ranks of one engine, and a MoE model's DP engines, which share one world
+    (capacity/ranks.py World.communicator_world); a dense model's DP engines are each their own
+    group. A plain TP/PP engine keeps PARALLEL_UNCHECKED's words."""
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    pcp = getattr(args, "prefill_context_parallel_size", None) or 1
+    dp = getattr(args, "data_parallel_size", None) or 1
+    moe_dp = getattr(spec, "moe", None) is not None and dp > 1
+    world = tp * pp * pcp * (dp if moe_dp else 1)
+    if world <= 1:
+        return None
+    if pcp == 1 and not moe_dp:
+        return PARALLEL_UNCHECKED
+    parts = [f"{name} {n}" for name, n in (("tensor parallel", tp), ("pipeline parallel", pp),
+                                           ("prefill context parallel", pcp)) if n > 1]
+    if moe_dp:
+        parts.append(f"{dp} data-parallel engines of a MoE model in one world")
+    return (f"a process group of {world} GPUs ({', '.join(parts)}): NCCL and custom all-reduce memory; "
+            "every real start ran on one GPU")
 
 
 PARTIAL_SPEC_UNCHECKED = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; "
@@ -162,11 +185,9 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
         out.append(f"the multi-GPU layout ({', '.join(layout)}): {MULTI_GPU_UNCHECKED}")
     # NCCL / all-reduce memory: a worker in a process group of more than one GPU (a MoE model's
     # DP engines share one world; a dense model's are each their own: capacity/ranks.py)
-    pcp = getattr(args, "prefill_context_parallel_size", None) or 1
-    dp = getattr(args, "data_parallel_size", None) or 1
-    moe_dp = getattr(spec, "moe", None) is not None and dp > 1
-    if args.tensor_parallel_size * args.pipeline_parallel_size * pcp > 1 or moe_dp:
-        out.append(PARALLEL_UNCHECKED)
+    collective = collective_unchecked(args, spec)
+    if collective:
+        out.append(collective)
     ran_on = start_gpus(starts)
     names = ", ".join(sorted(g.upper() for g in ran_on))
     # a start folder may name the GPU by a profile alias ("vllm-0.34.0-h100" for h100-sxm)
