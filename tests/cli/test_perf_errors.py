@@ -45,7 +45,7 @@ ROWS = [
     ("perf-format", ["perf", M, *L, "--format", "yaml"], 2, "error: --format: unknown value 'yaml'"),
     ("perf-does-not-start", ["perf", M, *L, "--gpu-memory-utilization", "0.01"], 1, "error: vLLM would not start: no memory left for the KV cache"),
     ("perf-num-requests-cap", ["perf", M, *L, "--num-requests", "10000000"], 2,
-     "error: --num-requests: at most 100,000 requests are emulated, got 10,000,000"),
+     "error: --num-requests/--num-prompts: at most 100,000 requests are emulated, got 10,000,000"),
     ("perf-shared-prefix-too-long",
      ["perf", M, "--input-len", "100", "--output-len", "8", "--concurrency", "1", "--shared-prefix", "0.5:200"], 2,
      "error: --shared-prefix: the 200-token prefix is longer than the 100-token prompt (--input-len)"),
