@@ -29,7 +29,7 @@ ROWS = [
      "error: --request-rate: must be > 0 requests/s, got 0.0"),
     ("perf-concurrency-zero", ["perf", M, "--input-len", "128", "--output-len", "8", "--concurrency", "0"], 2,
      "error: --concurrency: must be >= 1, got 0"),
-    ("perf-num-requests-zero", ["perf", M, *L, "--num-requests", "0"], 2, "error: --num-requests: must be >= 1, got 0"),
+    ("perf-num-requests-zero", ["perf", M, *L, "--num-requests", "0"], 2, "error: --num-requests/--num-prompts: must be >= 1, got 0"),
     ("perf-lengths-missing", ["perf", M, "--concurrency", "1"], 2,
      "error: --input-len/--output-len: give both (tokens in and out per request) or --workload"),
     ("perf-lengths-and-workload", ["perf", M, *L, "--workload", "prompt=100 output=10"], 2,
