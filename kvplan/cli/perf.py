@@ -397,14 +397,18 @@ def speculative_adjuster(model, lengths, load, acceptance):
 def with_speculation(result, effect, load):
     """(PerfResult, SpeculativeEffect): the run with its summary (every headline metric, the SLO
     verdict and goodput read it) from perf/speculative.py speculative_summary and its approximate
-    reasons naming the stated acceptance; the effect with the resulting median TPOT (s) and output
+    reasons naming the stated acceptance (the saturation rate's line says it is without speculative
+    decoding); the effect with the resulting median TPOT (s) and output
     throughput (tokens/s)."""
     from dataclasses import replace as _replace
 
     from kvplan.perf.speculative import headline_label, speculative_summary
 
     s = speculative_summary(result.result, effect, load.kind == "closed")
-    result = _replace(result, summary=s,
+    sat = result.saturation
+    if sat is not None:  # its search runs the plain engine: said on its own line too
+        sat = _replace(sat, note="without speculative decoding")
+    result = _replace(result, summary=s, saturation=sat,
                       approximate=tuple(dict.fromkeys((*result.approximate, headline_label(effect.acceptance)))))
     tpot = s.tpot.p50 if s.tpot is not None and s.tpot.count else None
     return result, _replace(effect, tpot_s=tpot, output_throughput=s.output_throughput)

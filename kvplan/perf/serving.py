@@ -257,6 +257,8 @@ class Saturation:
         concurrency: requests in flight of the closed-loop run that reached ``rate``.
         bounded / lower_bound: kept for the JSON schema, always True / False: the search ends
             only where the rate stops rising, the pool binds or --max-num-seqs caps it.
+        note: what the table's saturation line adds (cli/perf.py with_speculation: the search ran
+            without speculative decoding); empty = nothing.
     """
 
     rate: float
@@ -265,6 +267,7 @@ class Saturation:
     concurrency: int = 0
     bounded: bool = True
     lower_bound: bool = False
+    note: str = ""
 
     @property
     def caveat(self) -> str:

@@ -93,3 +93,14 @@ def test_plain_runs_say_nothing_of_speculation():
     code, out, _ = run_cli(*RUN, "--format", "json")
     assert code == 0 and "speculative" not in json.loads(out)
     assert not any("acceptance" in a for a in json.loads(out)["approximate"])
+
+
+def test_the_saturation_line_says_it_is_without_speculation():
+    run = [a for a in RUN if a != "--no-saturation"]
+    code, out, err = run_cli(*run, *SPEC)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.strip().startswith("saturation:"))
+    assert line.endswith("; without speculative decoding)")
+    code, out, _ = run_cli(*run)
+    line = next(x for x in out.splitlines() if x.strip().startswith("saturation:"))
+    assert "speculative" not in line
