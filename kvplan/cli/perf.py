@@ -290,6 +290,10 @@ def run_perf(f: PerfFlags) -> int:
     model, timer = step_timer(plan)
     rec = None
     code = EXIT_OK
+    spec_effect = adjust = None
+    if acceptance is not None:  # the headline metrics, SLO verdict and goodput include it (perf/speculative.py)
+        spec_effect = speculative_effect_of(plan, model, lengths, load, acceptance)
+        adjust = speculative_adjuster(model, lengths, load, acceptance)
     with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
         result = predict(plan, model, lengths, load, num_requests=num_requests, seed=f.seed, shared_prefix=prefix,
                          step_time=timer, saturation=f.saturation)
@@ -298,10 +302,9 @@ def run_perf(f: PerfFlags) -> int:
 
             rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
                             num_requests=min(num_requests, TUNE_REQUESTS),
-                            efficiency=model.efficiency if model is not None else None)
-    spec_effect = None
-    if acceptance is not None:
-        spec_effect = speculative_effect_of(plan, model, result, lengths, load, acceptance)
+                            efficiency=model.efficiency if model is not None else None, adjust=adjust)
+    if spec_effect is not None:
+        result, spec_effect = with_speculation(result, spec_effect, load)
     if slo is not None and not slo.meets(result.summary) and rec.best is None:
         code = EXIT_FAIL
     from kvplan.render import perf as render_perf
@@ -337,12 +340,9 @@ def run_perf(f: PerfFlags) -> int:
             e = spec_effect
             console.print(
                 f"speculative decoding ({e.method}, K={e.num_speculative_tokens}, acceptance {e.acceptance:g} tokens/step) "
-                f"at {e.batch} decodes of ~{e.context} tokens: step {e.plain_step_ms:.2f} -> {e.spec_step_ms:.2f} ms "
-                f"(draft {e.draft_ms:.2f} ms); TPOT x{e.tpot_factor:.2f}"
-                + (f" = {e.tpot_s * 1e3:.2f} ms" if e.tpot_s is not None else "")
-                + f", output throughput x{e.throughput_factor:.2f}"
-                + (f" = {e.output_throughput:.1f} tok/s" if e.output_throughput is not None else "")
-                + f" (approximate: {e.label})", soft_wrap=True)
+                f"is in the figures above: at {e.batch} decodes of ~{e.context} tokens a step takes "
+                f"{e.plain_step_ms:.2f} -> {e.spec_step_ms:.2f} ms (draft {e.draft_ms:.2f} ms), so TPOT x{e.tpot_factor:.2f} "
+                "(approximate: see the speculative decoding line above)", soft_wrap=True)
         if f.plot is not None:
             console.print(f"plot written to {f.plot}", soft_wrap=True)
     return code
@@ -362,12 +362,10 @@ def _check_spec_acceptance(plan, acceptance):
     return check_acceptance(acceptance, sp.num_speculative_tokens or 1, sp.method)
 
 
-def speculative_effect_of(plan, model, result, lengths, load, acceptance):
+def speculative_effect_of(plan, model, lengths, load, acceptance):
     """The speculative effect (kvplan/perf/speculative.py) at the run's decode batch (the closed
-    loop's concurrency, else the plan's max_num_seqs capped by its concurrency) and mean context
-    (prompt + half the output), applied to the plain prediction's median TPOT and throughput."""
-    from dataclasses import replace as _replace
-
+    loop's concurrency, else the plan's max_num_seqs capped by its concurrency; at most
+    max_num_seqs) and mean context (prompt + half the output, tokens)."""
     from kvplan.perf.speculative import speculative_effect
     from kvplan.perf.step_time import step_model
 
@@ -381,11 +379,39 @@ def speculative_effect_of(plan, model, result, lengths, load, acceptance):
     draft_model = None
     if draft is not None and model is not None:
         draft_model = step_model(draft.spec, plan.gpu, plan.args, vllm_version=plan.effective["vllm_version"])
-    eff = speculative_effect(plan, model, acceptance, batch=batch, context=context, draft_step_model=draft_model)
-    s = result.summary
+    return speculative_effect(plan, model, acceptance, batch=batch, context=context, draft_step_model=draft_model)
+
+
+def speculative_adjuster(model, lengths, load, acceptance):
+    """``f(plan, SimulationResult) -> Summary`` for tune.recommend: each candidate pair's run with
+    speculative decoding applied at that candidate's own plan (its --max-num-seqs sets the batch)."""
+    from kvplan.perf.speculative import speculative_summary
+
+    def adjust(plan, sim):
+        eff = speculative_effect_of(plan, model, lengths, load, acceptance)
+        return speculative_summary(sim, eff, load.kind == "closed")
+
+    return adjust
+
+
+def with_speculation(result, effect, load):
+    """(PerfResult, SpeculativeEffect): the run with its summary (every headline metric, the SLO
+    verdict and goodput read it) from perf/speculative.py speculative_summary and its approximate
+    reasons naming the stated acceptance (the saturation rate's line says it is without speculative
+    decoding); the effect with the resulting median TPOT (s) and output
+    throughput (tokens/s)."""
+    from dataclasses import replace as _replace
+
+    from kvplan.perf.speculative import headline_label, speculative_summary
+
+    s = speculative_summary(result.result, effect, load.kind == "closed")
+    sat = result.saturation
+    if sat is not None:  # its search runs the plain engine: said on its own line too
+        sat = _replace(sat, note="without speculative decoding")
+    result = _replace(result, summary=s, saturation=sat,
+                      approximate=tuple(dict.fromkeys((*result.approximate, headline_label(effect.acceptance)))))
     tpot = s.tpot.p50 if s.tpot is not None and s.tpot.count else None
-    return _replace(eff, tpot_s=tpot * eff.tpot_factor if tpot else None,
-                    output_throughput=s.output_throughput * eff.throughput_factor)
+    return result, _replace(effect, tpot_s=tpot, output_throughput=s.output_throughput)
 
 
 ESTIMATE_REQUESTS = 1000

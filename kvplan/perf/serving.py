@@ -184,19 +184,21 @@ def check_shared_prefix(shared_prefix: SharedPrefix | None, lengths: Lengths) ->
 # times are kept for the percentiles), so 10 million would run for hours; the metrics settle within
 # a few thousand requests (a closed loop's steady state starts after its first wave).
 MAX_REQUESTS = 100_000
+# the flag and its alias (vllm bench serve's name): an error names both, whichever the user typed
+NUM_REQUESTS_FLAGS = "--num-requests/--num-prompts"
 
 
 def check_num_requests(num_requests: int) -> None:
     """--num-requests (--num-prompts) within 1..MAX_REQUESTS.
 
     Raises:
-        KvplanError: exit 2 naming the flag and the cap.
+        KvplanError: exit 2 naming the flag with its alias (NUM_REQUESTS_FLAGS) and the cap.
     """
     if num_requests < 1:
-        raise KvplanError(f"--num-requests: must be >= 1, got {num_requests}")
+        raise KvplanError(f"{NUM_REQUESTS_FLAGS}: must be >= 1, got {num_requests}")
     if num_requests > MAX_REQUESTS:
         raise KvplanError(
-            f"--num-requests: at most {MAX_REQUESTS:,} requests are emulated, got {num_requests:,}",
+            f"{NUM_REQUESTS_FLAGS}: at most {MAX_REQUESTS:,} requests are emulated, got {num_requests:,}",
             hint="the metrics settle within a few thousand requests; the emulator steps every request "
                  "(about 3 s per 10,000 requests of 1024/256 tokens)",
         )
@@ -255,6 +257,8 @@ class Saturation:
         concurrency: requests in flight of the closed-loop run that reached ``rate``.
         bounded / lower_bound: kept for the JSON schema, always True / False: the search ends
             only where the rate stops rising, the pool binds or --max-num-seqs caps it.
+        note: what the table's saturation line adds (cli/perf.py with_speculation: the search ran
+            without speculative decoding); empty = nothing.
     """
 
     rate: float
@@ -263,6 +267,7 @@ class Saturation:
     concurrency: int = 0
     bounded: bool = True
     lower_bound: bool = False
+    note: str = ""
 
     @property
     def caveat(self) -> str:

@@ -17,16 +17,35 @@ The acceptance is the user's (``--spec-acceptance``): it depends on the workload
 and kvplan has no default that would pretend to know it. The result is not emulated step by
 step (the scheduler's token budget, prefill interleaving and rejected-token KV are left out) and
 not calibrated on a speculative run: every output says so (LABEL).
+
+``speculative_summary`` carries the effect into the run's headline metrics (what the SLO verdict,
+goodput and every output read), per request of the plain emulation:
+
+    TTFT  unchanged (the prompt's prefill is the same; the first token comes from it)
+    E2E   TTFT + (E2E - TTFT) x tpot_factor          TPOT  x tpot_factor
+    ITL   x tpot_factor x acceptance: vllm bench serve records one gap per streamed chunk, and
+          a speculative step streams its ``acceptance`` tokens as one chunk (the step's time)
+    duration  open loop: the first send to the last rescaled finish (the sends are the load's);
+              closed loop: x mean E2E' / mean E2E (Little's law at the fixed concurrency)
+    KV use, preemptions  the plain run's (rejected draft tokens' slots not counted)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
 
 LABEL = ("speculative decoding: the plain emulation scaled by the step model's verify-and-draft step over "
          "--spec-acceptance tokens per step (not emulated step by step; not calibrated on a speculative run)")
+
+
+def headline_label(acceptance: float) -> str:
+    """The approximate reason every output states when the headline metrics include speculative
+    decoding (TTFT/TPOT/ITL/E2E, throughput, the SLO verdict and goodput)."""
+    return (f"speculative decoding at a stated mean acceptance of {acceptance:g} tokens/step, uncalibrated: "
+            "TPOT, ITL, E2E and throughput are the plain emulation's scaled by the step model's verify-and-draft "
+            "step over the acceptance (TTFT, KV use and the saturation rate are the plain emulation's)")
 
 
 @dataclass(frozen=True)
@@ -104,3 +123,43 @@ def speculative_effect(plan, step_model, acceptance: float, *, batch: int, conte
     return SpeculativeEffect(method=sp.method or "draft_model", num_speculative_tokens=k, acceptance=acceptance,
                              batch=n, context=c, plain_step_ms=plain, spec_step_ms=spec, draft_ms=draft,
                              tpot_factor=tpot_factor, throughput_factor=1.0 / tpot_factor)
+
+
+def speculative_summary(result, effect: SpeculativeEffect, closed_loop: bool):
+    """The client's metrics (metrics.Summary) of the plain emulation ``result``
+    (emulator.SimulationResult) with speculative decoding's ``effect`` applied per request (see
+    the module docstring for each metric's rule); its ``approximate`` ends with headline_label.
+
+    Raises:
+        KvplanError: the run has no requests.
+    """
+    from kvplan.perf.metrics import Distribution, summarize
+
+    plain = summarize(result)
+    f, chunk = effect.tpot_factor, effect.tpot_factor * effect.acceptance
+    ttft, tpot, e2e, itl = [], [], [], []
+    finish = []
+    for r in result.requests:
+        t = r.first_token_s - r.arrival_s
+        e = t + (r.finish_s - r.first_token_s) * f
+        ttft.append(t)
+        e2e.append(e)
+        finish.append(r.arrival_s + e)
+        if r.output_tokens > 1:
+            tpot.append((e - t) / (r.output_tokens - 1))
+        times = r.token_times_s
+        itl.extend((b - a) * chunk for a, b in zip(times, times[1:]))
+    if closed_loop:
+        duration = plain.duration_s * (sum(e2e) / max(sum(r.finish_s - r.arrival_s for r in result.requests), 1e-30))
+    else:
+        duration = max(finish) - min(r.arrival_s for r in result.requests)
+    scale = plain.duration_s / duration if duration > 0 else 1.0
+    return replace(
+        plain,
+        duration_s=duration,
+        output_throughput=plain.output_throughput * scale,
+        total_token_throughput=plain.total_token_throughput * scale,
+        request_throughput=plain.request_throughput * scale,
+        ttft=Distribution.of(ttft), tpot=Distribution.of(tpot), itl=Distribution.of(itl), e2e=Distribution.of(e2e),
+        approximate=tuple(plain.approximate) + (headline_label(effect.acceptance),),
+    )

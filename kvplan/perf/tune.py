@@ -88,7 +88,7 @@ def _rank(c: Candidate, defaults: tuple[int, int]) -> tuple:
 
 def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: int = 0,
               shared_prefix: SharedPrefix | None = None, num_requests: int = TUNE_REQUESTS, replan=None,
-              efficiency=None) -> Recommendation:
+              efficiency=None, adjust=None) -> Recommendation:
     """Search the grid for the pair maximising goodput under ``slo``.
 
     Args:
@@ -99,6 +99,8 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
             with the plan's other flags; tests pass a fixed pool).
         efficiency: the step model's coefficients, for the request path (serving.with_request_path;
             None: none).
+        adjust: ``f(candidate plan, SimulationResult) -> Summary`` replacing the plain metrics
+            (kvplan perf with speculative decoding: cli/perf.py speculative_adjuster); None: summarize.
     Raises:
         KvplanError: the starting plan does not start (exit 1); bad lengths (exit 2).
     """
@@ -121,7 +123,8 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
             out.append(Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), p, skipped=p.failure))
             continue
         cfg = engine_config(p, max_num_seqs=seqs, max_num_batched_tokens=mbt, efficiency=efficiency)
-        summ = summarize(simulate(cfg, step_time, load.workload(reqs, seed)))
+        sim = simulate(cfg, step_time, load.workload(reqs, seed))
+        summ = summarize(sim) if adjust is None else adjust(p, sim)
         out.append(Candidate(seqs, mbt, p.num_gpu_blocks, summ, slo.meets(summ), slo.goodput(summ), slo.worst_ratio(summ), p))
     out.sort(key=lambda c: _rank(c, defaults))
     best = next((c for c in out if c.meets), None)

@@ -222,7 +222,7 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
     if r.saturation is not None:
         sat = r.saturation
         console.print(f"  saturation: {sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
-                      "in flight)", soft_wrap=True)
+                      f"in flight{'; ' + sat.note if sat.note else ''})", soft_wrap=True)
         lat = "; ".join(f"{r:.2f} req/s {'below' if st else 'above'} saturation: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
                         for r, st, s_ in sat.points)
         console.print(f"  latency against load: {lat}", soft_wrap=True)

@@ -211,8 +211,8 @@ class PerfDocument(PerfSection):
     speculative: Optional[dict[str, Any]] = Field(
         default=None,
         description="only with --speculative-config and --spec-acceptance (kvplan/perf/speculative.py "
-        "SpeculativeEffect): the step model's verify-and-draft step over the stated acceptance, applied to "
-        "TPOT and output throughput; labelled approximate",
+        "SpeculativeEffect): the step model's verify-and-draft step over the stated acceptance; the document's "
+        "metrics, SLO verdict and goodput already include it (speculative_summary); labelled approximate",
     )
 
 

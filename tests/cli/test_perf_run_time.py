@@ -32,10 +32,12 @@ def test_an_absurd_request_count_is_refused_at_once_with_the_cap():
                              "--num-requests", "10000000", *V)
     assert time.perf_counter() - t < 5  # the trial's run: 9 min 55 s with no output
     assert code == 2 and out == ""
-    assert err.splitlines()[0] == f"error: --num-requests: at most {MAX_REQUESTS:,} requests are emulated, got 10,000,000"
+    assert err.splitlines()[0] == (f"error: --num-requests/--num-prompts: at most {MAX_REQUESTS:,} requests are "
+                                   "emulated, got 10,000,000")
     code, _, err = run_cli("perf", M, "--input-len", "128", "--output-len", "8", "--concurrency", "2",
                            "--num-prompts", "0", *V)
-    assert code == 2 and "--num-requests: must be >= 1" in err
+    # the user typed --num-prompts: the error names it (with its alias), not only --num-requests
+    assert code == 2 and err.splitlines()[0] == "error: --num-requests/--num-prompts: must be >= 1, got 0"
 
 
 class _Stream(io.StringIO):

@@ -108,6 +108,22 @@ def test_perf_is_the_cli_document(client):
     assert status == 200 and doc == expected
 
 
+def test_perf_takes_num_prompts_as_num_requests(client):
+    # --num-prompts is --num-requests on the command line (vllm bench serve's name); the API takes
+    # its key too, and the oracle is the CLI run with the other spelling
+    body = {"model": "meta-llama/Meta-Llama-3-8B", "gpu": "H200", "input_len": 256, "output_len": 32,
+            "concurrency": 8, "num_prompts": 40, "saturation": False}
+    status, _, doc = client.post("/api/v1/perf", body)
+    code, expected = cli_json("perf", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200", "--input-len", "256",
+                              "--output-len", "32", "--concurrency", "8", "--num-requests", "40", "--no-saturation",
+                              "--format", "json")
+    assert status == 200 and doc == expected and doc["workload"]["num_requests"] == 40
+    status, _, doc = client.post("/api/v1/perf", {**body, "num_prompts": 0})
+    assert status == 400 and doc["error"] == "--num-requests/--num-prompts: must be >= 1, got 0"
+    status, _, doc = client.post("/api/v1/perf", {**body, "num_requests": 40})
+    assert status == 400 and doc["error"].startswith("num_prompts/num_requests: the same parameter twice")
+
+
 SERVE_SH = "vllm serve meta-llama/Meta-Llama-3-8B --max-model-len 8192 --gpu-memory-utilization 0.9\n"
 
 

@@ -123,19 +123,41 @@ def _long_flag(param) -> str:
     return next((o for o in param.opts if o.startswith("--")), param.opts[0])
 
 
+def _aliases(params: dict) -> dict:
+    """{alias key: (click parameter, its flag)} for every further long flag of a parameter, as a
+    key (``--num-prompts`` of num_requests -> "num_prompts"), so a request may use either name,
+    as the command line may."""
+    out = {}
+    for p in params.values():
+        for opt in p.opts:
+            key = opt[2:].replace("-", "_")
+            if opt.startswith("--") and key != p.name and key not in params:
+                out[key] = (p, opt)
+    return out
+
+
 def to_argv(name: str, body: dict) -> list[str]:
     """The `kvplan NAME` command line (without the command and --format) for request ``body``.
+    A key is a parameter's name or one of its other long flags' (``num_prompts`` for
+    ``num_requests``, as ``--num-prompts`` is ``--num-requests``).
 
     Raises:
-        KvplanError: a key the command does not take, or a value of the wrong JSON shape.
+        KvplanError: a key the command does not take, a parameter given under two names, or a
+            value of the wrong JSON shape.
     """
     params = parameters(name)
+    aliases = _aliases(params)
     positional, options = [], []
+    seen: dict[str, str] = {}
     for key, value in body.items():
-        if key not in params:
+        if key not in params and key not in aliases:
             known = ", ".join(sorted(params))
             raise KvplanError(f"{key}: not a parameter of `kvplan {name}` over the API", hint=f"known keys: {known}")
-        p = params[key]
+        # an alias passes its own flag, so a bad value's error names the name the request used
+        p, flag = (params[key], None) if key in params else aliases[key]
+        if p.name in seen:
+            raise KvplanError(f"{seen[p.name]}/{key}: the same parameter twice (one is an alias of the other); give one")
+        seen[p.name] = key
         if value is None:
             continue
         if p.param_type_name == "argument":
@@ -143,7 +165,7 @@ def to_argv(name: str, body: dict) -> list[str]:
                 raise KvplanError(f"{key}: expected a string, got {json.dumps(value)[:60]}")
             positional.append(value)
             continue
-        flag = _long_flag(p)
+        flag = flag or _long_flag(p)
         if getattr(p, "is_flag", False):
             if not isinstance(value, bool):
                 raise KvplanError(f"{flag}: expected true or false, got {json.dumps(value)[:60]}")
