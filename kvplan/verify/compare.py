@@ -193,7 +193,8 @@ def measured_figures(log: VllmLog, *, enforce_eager: Optional[bool] = None) -> t
                 "compared on gpu_kv_cache_tokens instead"
             )
         elif "v1" in log.families:
-            missing["num_gpu_blocks"] = "not in the log: it ends before vLLM sized the KV cache (the start did not finish)"
+            missing["num_gpu_blocks"] = ("not in the log: neither num_gpu_blocks nor the KV cache size in tokens is in it "
+                                         "(a log that ends before vLLM sized the KV cache, or an excerpt without those lines)")
         else:
             missing["num_gpu_blocks"] = "not in the log"
     for key in FIGURE_KEYS:
