@@ -19,6 +19,7 @@ from kvplan.engines.vllm.v0_26.defaults import (  # noqa: F401  (unchanged in 0.
     resolve_dtype,
     resolve_max_num_batched_tokens,
 )
+from kvplan.engines.vllm.v0_26 import defaults as _v026_defaults
 from kvplan.model.spec import ModelSpec
 
 GiB = 1 << 30
@@ -51,17 +52,5 @@ def default_prefix_caching(spec: ModelSpec) -> bool:
     return True
 
 
-# The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
-# per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
-VLLM_SOURCES: tuple[tuple[str, str], ...] = (
-    ('engine/arg_utils.py', 'EngineArgs.get_batch_defaults'),
-    ('engine/arg_utils.py', 'EngineArgs._set_default_max_num_seqs_and_batched_tokens_args'),
-    ('config/cache.py', 'CacheConfig.gpu_memory_utilization'),
-    ('config/cache.py', 'CacheConfig.block_size'),
-    ('config/vllm.py', 'VllmConfig.max_concurrent_batches'),
-    ('config/model.py', '_resolve_auto_dtype'),
-    ('platforms/cuda.py', '_get_backend_priorities'),
-    ('platforms/interface.py', 'Platform.update_block_size_for_backend'),
-    ('v1/attention/backends/flash_attn.py', 'FlashAttentionBackend.get_preferred_block_size'),
-    ('v1/attention/backends/flash_attn.py', 'FlashAttentionBackend.get_supported_kernel_block_sizes'),
-)
+# The vLLM source this module restates: 0.26.0's table (the same functions, read in this version).
+VLLM_SOURCES = _v026_defaults.VLLM_SOURCES
