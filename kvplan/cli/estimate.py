@@ -27,6 +27,7 @@ from kvplan.cli.options import (
     parse_max_model_len,
     positive_engine_args,
     with_addon_options,
+    with_parallel_options,
 )
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
@@ -60,7 +61,7 @@ class EstimateFlags(EngineFlags):
 
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
-    app.command("estimate")(with_addon_options(estimate))
+    app.command("estimate")(with_addon_options(with_parallel_options(estimate)))
 
 
 def estimate(
@@ -110,19 +111,7 @@ def estimate(
     perf: bool = typer.Option(
         False, "--perf", help="Also predict serving performance of --workload at the concurrency that fits (see `kvplan perf`)."
     ),
-    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
-    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
-    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
-    enable_eplb: bool = engine_option("enable_eplb", False),
-    eplb_config: Optional[str] = engine_option("eplb_config", None),
-    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
-    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
-    nnodes: Optional[int] = engine_option("nnodes", None),
-    node_rank: Optional[int] = engine_option("node_rank", None),
-    headless: bool = engine_option("headless", False),
-    data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
-    master_addr: Optional[str] = engine_option("master_addr", None),
-    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
+    parallel: Optional[dict] = None,
     addons: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
@@ -147,10 +136,11 @@ def estimate_flags(params: dict) -> EstimateFlags:
         TypeError: a parameter EstimateFlags does not have, or a field missing from ``params``.
     """
     params = dict(params)
-    grouped = {k: params.pop(k) for k in PARALLEL_FIELDS if k in params}  # the multi-GPU flags travel together
+    if "parallel" not in params:  # the web API's parameters: the multi-GPU flags one by one (the CLI's decorator groups them)
+        params["parallel"] = parallel_values(**{k: params.pop(k) for k in PARALLEL_FIELDS if k in params})
     if "addons" not in params:  # the web API's parameters: the add-on flags one by one (the CLI's decorator groups them)
         params["addons"] = addon_values(params)
-    return EstimateFlags(**params, parallel=parallel_values(**grouped))
+    return EstimateFlags(**params)
 
 
 @dataclass

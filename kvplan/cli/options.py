@@ -230,12 +230,27 @@ def with_addon_options(fn):
     as options (their `vllm serve` spellings from the engine-argument table); ``fn`` receives the
     given ones (not None, not the table's default) in ``addons``. The flags appear in --help in
     the table's order after the command's own."""
+    return _with_engine_options(fn, "addons", ADDON_FIELDS, addon_values)
+
+
+def with_parallel_options(fn):
+    """Give a typer command ``fn`` (which takes ``parallel: dict``) the multi-GPU flags of
+    PARALLEL_FIELDS as options (spelled by the engine-argument table); ``fn`` receives the given
+    ones in ``parallel`` (parallel_values)."""
+    return _with_engine_options(
+        fn, "parallel", PARALLEL_FIELDS, lambda kw: parallel_values(**{k: kw.pop(k, None) for k in PARALLEL_FIELDS}))
+
+
+def _with_engine_options(fn, target: str, fields: tuple[str, ...], collect):
+    """``fn`` with one option per engine argument of ``fields`` appended to its signature (a
+    switch defaults to the table's default, anything else to None: unset); the wrapper takes them
+    out of its keywords with ``collect`` (which pops them) and passes the result as ``target``."""
     import functools
     import inspect
 
     sig = inspect.signature(fn)
-    params = [p for p in sig.parameters.values() if p.name != "addons"]
-    for name in ADDON_FIELDS:
+    params = [p for p in sig.parameters.values() if p.name != target]
+    for name in fields:
         arg = engine_arg(name)
         default = arg.default if arg.type is bool else None
         annotation = Optional[arg.type] if arg.type is not bool else bool
@@ -244,8 +259,8 @@ def with_addon_options(fn):
 
     @functools.wraps(fn)
     def wrapper(**kw):
-        addons = addon_values(kw)  # first: it takes the add-on flags out of kw
-        return fn(**kw, addons=addons)
+        grouped = collect(kw)  # first: it takes the grouped flags out of kw
+        return fn(**kw, **{target: grouped})
 
     wrapper.__signature__ = sig.replace(parameters=params)
     return wrapper

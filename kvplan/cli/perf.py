@@ -22,7 +22,6 @@ from kvplan.cli.options import (
     EngineFlags,
     check_fraction,
     engine_option,
-    parallel_values,
     parse_kv_cache_memory,
     parse_max_model_len,
     positive,
@@ -60,9 +59,9 @@ class PerfFlags(EngineFlags):
 
 def register(app: typer.Typer) -> None:
     """Add the ``perf`` command to ``app``."""
-    from kvplan.cli.options import with_addon_options
+    from kvplan.cli.options import with_addon_options, with_parallel_options
 
-    app.command("perf")(with_addon_options(perf))
+    app.command("perf")(with_addon_options(with_parallel_options(perf)))
 
 
 def perf(
@@ -106,24 +105,12 @@ def perf(
     saturation: bool = typer.Option(
         True, "--saturation/--no-saturation", help="Search the saturation rate (several open-loop runs; the slow part)."
     ),
-    data_parallel_size: Optional[int] = engine_option("data_parallel_size", None),
-    data_parallel_size_local: Optional[int] = engine_option("data_parallel_size_local", None),
-    enable_expert_parallel: bool = engine_option("enable_expert_parallel", False),
-    enable_eplb: bool = engine_option("enable_eplb", False),
-    eplb_config: Optional[str] = engine_option("eplb_config", None),
-    decode_context_parallel_size: Optional[int] = engine_option("decode_context_parallel_size", None),
-    prefill_context_parallel_size: Optional[int] = engine_option("prefill_context_parallel_size", None),
-    nnodes: Optional[int] = engine_option("nnodes", None),
-    node_rank: Optional[int] = engine_option("node_rank", None),
-    headless: bool = engine_option("headless", False),
-    data_parallel_address: Optional[str] = engine_option("data_parallel_address", None),
-    master_addr: Optional[str] = engine_option("master_addr", None),
-    distributed_executor_backend: Optional[str] = engine_option("distributed_executor_backend", None),
     spec_acceptance: Optional[float] = typer.Option(
         None, "--spec-acceptance", metavar="TOKENS",
         help="With --speculative-config: mean tokens a step emits per request (vLLM's 'Mean acceptance length', 1..K+1); no default.",
     ),
     addons: Optional[dict] = None,
+    parallel: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
@@ -138,14 +125,7 @@ def perf(
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
         fmt=fmt, plot=plot, saturation=saturation, spec_acceptance=spec_acceptance, addons=addons,
-        parallel=parallel_values(
-            data_parallel_size=data_parallel_size, data_parallel_size_local=data_parallel_size_local,
-            enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb, eplb_config=eplb_config,
-            decode_context_parallel_size=decode_context_parallel_size,
-            prefill_context_parallel_size=prefill_context_parallel_size, nnodes=nnodes, node_rank=node_rank,
-            headless=headless, data_parallel_address=data_parallel_address, master_addr=master_addr,
-            distributed_executor_backend=distributed_executor_backend,
-        ),
+        parallel=parallel,
     )
     try:
         code = run_perf(flags)
