@@ -106,6 +106,17 @@ def test_mtp_names_become_mtp_and_need_mtp_layers():
         _plan(speculative_config=json.dumps({"method": "mtp", "num_speculative_tokens": 1}))
 
 
+def test_qwen3_next_mtp_is_one_layer_when_its_config_names_none():
+    # Qwen3-Next's config.json has no num_nextn_predict_layers; vLLM's Qwen3NextMultiTokenPredictor
+    # builds getattr(config, "num_nextn_predict_layers", 1) = 1 layer: one full-attention layer
+    # (2 KV heads x 256) joins the full-attention group; lookahead = num_speculative_tokens = 2.
+    p = _plan(model="Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H200", max_model_len=32768, quantization="fp8",
+              speculative_config=json.dumps({"method": "qwen3_next_mtp", "num_speculative_tokens": 2}))
+    assert p.addons.features.speculative.method == "mtp"
+    assert p.addons.draft_layers == 1
+    assert p.addons.lookahead_tokens == 2
+
+
 def test_shorthand_and_json_key_together_are_refused_like_vllm():
     code, out, err = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--speculative-config", _eagle3(),
                              "--spec-tokens", "2")
