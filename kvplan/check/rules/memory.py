@@ -127,6 +127,10 @@ def plan_checks(
         )
         return None
     addon_checks(dep, p, checks)
+    if p.addons is not None:
+        from kvplan.check.rules.shm import shm_check
+
+        shm_check(dep, p, _offload_setting(dep, p.addons), checks)
     mml = p.effective["max_model_len"]
     ms = keys.get("max_model_len")
     mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)

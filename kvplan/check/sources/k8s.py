@@ -13,6 +13,7 @@ from kvplan.check.deployment import Deployment, _as_words, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE, REPLICAS
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
+from kvplan.check.sources.shm import pod_shm
 from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.gpus import GFD_PRODUCT_LABEL
@@ -286,6 +287,7 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     if mem is not None:
                         dep.memory_limit = (mem, doc.line_of(cpath + ("resources", "limits", "memory")),
                                             "resources.limits.memory")
+                    dep.shm = pod_shm(pod, c, doc, path, cpath)
                     if dep.gpu_count is None and "NVIDIA_VISIBLE_DEVICES" in env:
                         # no device-plugin GPUs of its own (those are exclusive to the container):
                         # it sees the node's GPUs that NVIDIA_VISIBLE_DEVICES names, beside the
