@@ -18,33 +18,11 @@ nothing the pod states), a warning says so: the verdict cannot be green on a gue
 from __future__ import annotations
 
 from kvplan.check.deployment import Deployment
+from kvplan.capacity.addons import engines_on_a_node, shm_region_bytes
 from kvplan.check.diagnostics import SHM_SIZE
-
-SHARED_REGION = "shared-region"  # the version's addons.KV_OFFLOAD_HOST_LAYOUT for a /dev/shm pool
-
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
-
-
-def engines_on_a_node(p) -> int:
-    """The engines (each with its own region) one pod/node runs: --data-parallel-size-local with
-    several nodes, else every DP engine of the serve line (capacity/ranks.py World)."""
-    world = p.parallel.world if getattr(p, "parallel", None) is not None else None
-    if world is None:
-        return 1
-    return max(world.data_parallel_size_local if world.nnodes > 1 else world.dp, 1)
-
-
-def shm_region_bytes(p) -> int:
-    """Bytes of /dev/shm the plan's KV offload pool maps on one node (0 when the version keeps the
-    pool elsewhere, or there is none): the version's region per engine x the engines on the node."""
-    rep = getattr(p, "addons", None)
-    kvo = getattr(rep, "kv_offload", None)
-    layout = getattr(getattr(p.rules, "addons", None), "KV_OFFLOAD_HOST_LAYOUT", None) if p.rules else None
-    if kvo is None or not kvo.host_bytes or layout != SHARED_REGION:
-        return 0
-    return kvo.host_bytes * engines_on_a_node(p)
 
 
 def _fix(shm, need: int) -> str:

@@ -167,6 +167,14 @@ def _pipeline_group(role: Role, worker: dict | None, par: dict) -> None:
     """A pipeline-parallel ``worker`` (no data parallel): one `vllm serve` over ``pipeline`` pods,
     the leader's GPUs plus pipeline - 1 workers' (as a LeaderWorkerSet group, kvplan.check.sources.k8s)."""
     size = _int_or_none(par.get("pipeline")) or 1
+    if worker is not None and (par.get("data") or par.get("dataLocal")) and role.gpu_count is not None:
+        # the data-parallel worker template: data / dataLocal pods (ParallelismSpec.GetSize), each
+        # running its dataLocal engines on its own GPUs (the gpu-count check counts them per pod)
+        pods = max((_int_or_none(par.get("data")) or 1) // max(_int_or_none(par.get("dataLocal")) or 1, 1), 1)
+        leader, workers = role.gpu_count[0], _pod_gpus(worker)
+        if leader is not None and workers is not None and pods > 1:
+            role.gpu_group = (leader, pods, leader, workers)
+        return
     if worker is None or size <= 1 or par.get("data") or par.get("dataLocal") or role.gpu_count is None:
         return
     leader, workers = role.gpu_count[0], _pod_gpus(worker)
