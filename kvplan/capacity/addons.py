@@ -286,8 +286,8 @@ def remarks(rep: AddonReport | None, max_model_len: int) -> list:
 
 
 # --- /dev/shm ----------------------------------------------------------------------------------
-# From vLLM 0.33.0 on CUDA the native CPU KV pool is one file in /dev/shm per engine (the version's
-# addons.KV_OFFLOAD_HOST_LAYOUT "shared-region": v1/kv_offload/cpu/shared_offload_region.py
+# In the releases whose rules keep it there (engines/vllm/v0_33 on), on CUDA, the native CPU KV
+# pool is one file in /dev/shm per engine (the version's addons.KV_OFFLOAD_HOST_LAYOUT "shared-region": v1/kv_offload/cpu/shared_offload_region.py
 # SharedOffloadRegion; each data-parallel engine has its own engine_id, v1/engine/utils.py
 # ``{engine_id}_dp{rank}``, so its own file). check.rules.shm compares it with a container's
 # /dev/shm; the manifest writers (render/served.py) size the /dev/shm they mount from it.

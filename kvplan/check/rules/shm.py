@@ -1,7 +1,7 @@
 """vLLM's CPU KV offload region against the /dev/shm the deployment file gives its container.
 
-From vLLM 0.33.0 on CUDA the native offload pool (--kv-offloading-size, an OffloadingConnector's
-``cpu_bytes_to_use``) is one shared file in /dev/shm: v1/kv_offload/cpu/spec.py
+In the vLLM releases of engines/vllm/v0_33 and later, on CUDA, the native offload pool
+(--kv-offloading-size, an OffloadingConnector's ``cpu_bytes_to_use``) is one shared file in /dev/shm: v1/kv_offload/cpu/spec.py
 CPUOffloadingSpec.create_worker -> shared_offload_region.py SharedOffloadRegion, of
 ``num_chunks x kv_bytes_per_chunk`` bytes (the version's addons.kv_offload_capacity host_bytes).
 The worker that creates it first calls distributed/device_communicators/shm_broadcast.py

@@ -18,6 +18,7 @@ from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible,
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.gpus import GFD_PRODUCT_LABEL
 from kvplan.io.files import YamlDoc
+from kvplan.io.units import k8s_quantity_bytes  # noqa: F401  (read here; its home is io/units.py)
 
 
 def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, node_map: dict[str, dict[str, str]]) -> None:
@@ -303,20 +304,3 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     _replicas_note(dep, doc, is_leader or group is None)
                     out.append(dep)
     return out
-
-
-_QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
-             "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
-
-
-def k8s_quantity_bytes(value) -> int | None:
-    """A Kubernetes memory quantity ("64Gi", "68719476736", "64G", "1.5Gi") in bytes, None when
-    absent or not a quantity (k8s.io/apimachinery resource.Quantity suffixes)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([KMGTPE]i|[kKMGTPE])?\s*", str(value))
-    if not m:
-        return None
-    return int(float(m.group(1)) * _QUANTITY[m.group(2) or ""])

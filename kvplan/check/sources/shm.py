@@ -2,8 +2,9 @@
 /dev/shm (a serving stack's pod template, with the stack's own default volume), a compose
 service's ``shm_size`` / ``ipc``, a ``docker run --shm-size`` / ``--ipc``.
 
-vLLM 0.33+ maps its CPU KV offload pool as one file in /dev/shm and refuses to start when the
-file system there has less free space than the pool (check.rules.shm), so the size matters.
+vLLM (engines/vllm/v0_33 and later) maps its CPU KV offload pool as one file in /dev/shm and
+refuses to start when the file system there has less free space than the pool
+(check.rules.shm), so the size matters.
 
 Rule sources:
 * no volume at /dev/shm: the container runtime's own tmpfs of 64 MiB (Docker `docker run
@@ -48,7 +49,7 @@ class ShmSize:
 
 
 def _k8s_bytes(value: Any) -> int | None:
-    from kvplan.check.sources.k8s import k8s_quantity_bytes
+    from kvplan.io.units import k8s_quantity_bytes
 
     return k8s_quantity_bytes(value)
 
