@@ -309,6 +309,8 @@ def shm_region_bytes(p) -> int:
     rep = getattr(p, "addons", None)
     kvo = getattr(rep, "kv_offload", None)
     layout = getattr(getattr(p.rules, "addons", None), "KV_OFFLOAD_HOST_LAYOUT", None) if p.rules else None
-    if kvo is None or not kvo.host_bytes or layout != SHARED_REGION:
+    # SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD) pins torch tensors instead
+    # (v1/simple_kv_offload/worker.py _alloc_cpu_caches): no /dev/shm file
+    if kvo is None or not kvo.host_bytes or layout != SHARED_REGION or kvo.connector != "OffloadingConnector":
         return 0
     return kvo.host_bytes * engines_on_a_node(p)

@@ -185,3 +185,14 @@ def test_writers_mount_a_dev_shm_that_holds_the_region(tmp_path, fmt):
 def test_without_offloading_the_writers_mount_nothing():
     code, text, _ = run_cli("estimate", MODEL, "--gpu", "H100", "--format", "k8s")
     assert code == 0 and "/dev/shm" not in text and "volumes" not in text
+
+
+def test_the_simple_cpu_offload_connector_pins_memory_instead(tmp_path):
+    # SimpleCPUOffloadConnector allocates pinned torch tensors (v1/simple_kv_offload/worker.py
+    # _alloc_cpu_caches), no /dev/shm file: nothing to compare with the 64 MiB default
+    cfg = '{\\"kv_connector\\":\\"SimpleCPUOffloadConnector\\",\\"kv_role\\":\\"kv_both\\",' \
+          '\\"kv_connector_extra_config\\":{\\"cpu_bytes_to_use\\":107374182400}}'
+    f = write(tmp_path, "d.yaml", _k8s().replace('"--kv-offloading-size", "100"', f'"--kv-transfer-config", "{cfg}"'))
+    code, doc, _ = check(f, "--gpu", "H100")
+    assert any("SimpleCPUOffloadConnector" in d["message"] for d in doc["diagnostics"])  # the connector was read
+    assert not _shm(doc)
