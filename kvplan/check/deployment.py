@@ -113,6 +113,9 @@ class Deployment:
     host_gpus: tuple[str, ...] | None = None
     background: bool = False  # a script's `vllm serve ... &`: the next command starts beside it
     gpu_use: tuple | None = None  # (gpu_memory_utilization, GPUs vLLM uses, its Setting), Checker.evaluate
+    # False when the vLLM version is the run's default, not one the deployment pins (image tag,
+    # kvplan.yaml) or --vllm-version names: a version-dependent finding is then a warning
+    version_pinned: bool = True
     # the container image it runs in (k8s container / compose service image, Dockerfile FROM),
     # where kvplan.check.version reads the vLLM version from its tag
     image: str | None = None

@@ -53,6 +53,14 @@ def shm_check(dep: Deployment, p, setting, checks: list[str]) -> None:
                  f"{what}; /dev/shm is {shm.how}, a size kvplan cannot know: the region must fit there, "
                  "and it counts against the container's memory limit",
                  line=shm.line, key=shm.key, hint=_fix(shm, need))
+    elif need > shm.bytes and not getattr(dep, "version_pinned", True):
+        # the region exists only from the releases of engines/vllm/v0_33 on: a deployment whose
+        # image names no release may run one that pins host tensors instead
+        dep.diag(SHM_SIZE, "warning",
+                 f"{what}, but /dev/shm holds {_gib(shm.bytes)} ({shm.how}): if the image runs this vLLM, it "
+                 "refuses to start (\"Insufficient space in /dev/shm\"); the deployment names no vLLM release "
+                 "(the version is kvplan's default)",
+                 line=line, key=key, hint=_fix(shm, need) + ", or pin the image's vLLM release")
     elif need > shm.bytes:
         dep.diag(SHM_SIZE, "error",
                  f"{what}, but /dev/shm holds {_gib(shm.bytes)} ({shm.how}): vLLM refuses to start "
