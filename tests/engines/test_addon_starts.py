@@ -150,8 +150,8 @@ def test_the_034_drafter_buffers_are_the_runners_hand_arithmetic():
                              json.dumps(SPEC_034["llama31-8b_eagle3"]), "--format", "json")
     assert code == 0, err[-2000:]
     got = json.loads(out)["addons"]["bytes"]
-    assert got["draft_hidden_states_buffer"] == 16384 * 4096 * 2 == 134_217_728
-    assert got["draft_bitmask_rows"] == 1024 * 3 * (4008 * 4 + 4) == 49_262_592
+    assert got["speculator_hidden_states"] == 16384 * 4096 * 2 == 134_217_728
+    assert got["bitmask_rows_for_drafts"] == 1024 * 3 * (4008 * 4 + 4) == 49_262_592
     assert got["sizing_peak_extra"] == got["profile_activation_extra"] == 5 * 16384 * 4096 * 2
     assert got["reserve_growth_extra"] == int(5 * 16384 * 4096 * 2 * 2.096)
 
@@ -168,11 +168,11 @@ def test_an_mtp_drafter_keeps_its_hidden_states_buffer_and_a_multi_module_one_it
     feats = SimpleNamespace(speculative=SimpleNamespace(method="mtp", num_speculative_tokens=3))
     one = SimpleNamespace(method="mtp", spec=SimpleNamespace(hidden_size=7168, num_hidden_layers=1))
     got = addons.draft_persistent_bytes(one, target, feats, max_num_batched_tokens=8192, max_num_seqs=256, dtype_bytes=2)
-    assert got == {"draft_bitmask_rows": 256 * 3 * (4040 * 4 + 4), "draft_hidden_states_buffer": 8192 * 7168 * 2}
+    assert got == {"bitmask_rows_for_drafts": 256 * 3 * (4040 * 4 + 4), "speculator_hidden_states": 8192 * 7168 * 2}
     # several MTP layers and K > 1: MultiModuleMTPSpeculator also caches [max_num_seqs, K - 1, hidden]
     four = SimpleNamespace(method="mtp", spec=SimpleNamespace(hidden_size=7168, num_hidden_layers=4))
     got = addons.draft_persistent_bytes(four, target, feats, max_num_batched_tokens=8192, max_num_seqs=256, dtype_bytes=2)
-    assert got["draft_hidden_states_buffer"] == 8192 * 7168 * 2 + 256 * 2 * 7168 * 2
+    assert got["speculator_hidden_states"] == 8192 * 7168 * 2 + 256 * 2 * 7168 * 2
 
 
 def test_every_0_34_drafter_estimate_says_its_growth_term_is_fitted_on_one_start():

@@ -100,10 +100,10 @@ def draft_persistent_bytes(draft, target, features, *, max_num_batched_tokens: i
     """The buffers a drafter makes the runner keep on the last pipeline stage (one GPU), bytes by
     name (module docstring, 1.):
 
-    * ``draft_hidden_states_buffer``: max_num_batched_tokens x draft hidden x dtype_bytes (eagle,
+    * ``speculator_hidden_states``: max_num_batched_tokens x draft hidden x dtype_bytes (eagle,
       eagle3, mtp), plus max_num_seqs x (K - 1) x hidden x dtype_bytes for a multi-module MTP
       drafter (more than one MTP layer and K > 1);
-    * ``draft_bitmask_rows``: max_num_seqs x K x (4 x cdiv(target vocab, 32) + 4) (every method
+    * ``bitmask_rows_for_drafts``: max_num_seqs x K x (4 x cdiv(target vocab, 32) + 4) (every method
       with K draft tokens: the runner samples K + 1 positions per request).
 
     Rule source: vLLM 0.34.0 v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py
@@ -115,13 +115,13 @@ def draft_persistent_bytes(draft, target, features, *, max_num_batched_tokens: i
         return {}
     k = _num_speculative_tokens(features, draft)
     words = -(-target.vocab_size // BITMASK_TOKENS_PER_WORD)
-    out = {"draft_bitmask_rows": max_num_seqs * k * (words * BITMASK_WORD_BYTES + LOGITS_INDEX_BYTES)}
+    out = {"bitmask_rows_for_drafts": max_num_seqs * k * (words * BITMASK_WORD_BYTES + LOGITS_INDEX_BYTES)}
     if draft is not None and draft.method in HIDDEN_STATE_METHODS:
         h = draft.spec.hidden_size
         held = max_num_batched_tokens * h * dtype_bytes
         if draft.method == "mtp" and draft.spec.num_hidden_layers > 1 and k > 1:
             held += max_num_seqs * (k - 1) * h * dtype_bytes  # cached_target_hidden_states
-        out["draft_hidden_states_buffer"] = held
+        out["speculator_hidden_states"] = held
     return out
 
 
