@@ -120,6 +120,8 @@ class Deployment:
     image_key: str | None = None
     # a serving stack's container memory limit: (bytes, line, key) (check.sources.stack)
     host_memory: tuple[int, int | None, str] | None = None
+    # the /dev/shm its container gets (check.sources.shm ShmSize); None: not a container kvplan reads
+    shm: Any = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
     serve_read: Any = None  # what parse_serve_args read (ServeRead), for reread_serve_args
     # the manifest's top-level vllm_version (value, line) when the deployment names its own:
