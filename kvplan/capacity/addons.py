@@ -48,7 +48,8 @@ class AddonReport:
 
     Attributes:
         parts: name -> bytes (draft weights by part, LoRA slots, offloaded weights as negatives,
-            the ngram history, the drafter's and LoRA's profile bytes).
+            the ngram history and the drafter's runner buffers, the drafter's and LoRA's profile
+            bytes, and on 0.34.0 the drafter's share of the sizing step's P and G).
         draft_layers: the draft's KV layers per block (the block then holds target + these).
         lookahead_tokens: slots reserved per request past its tokens (not in vLLM's logged tokens).
         blocks_per_max_len_request: blocks one max-length request occupies with its lookahead
@@ -171,7 +172,10 @@ def resolved_with_runner(resolved, addons: AddonPlan | None, pp: int):
 @dataclass(frozen=True)
 class StageCosts:
     """What the add-ons add to one stage's budget (bytes): weight parts (negative = offloaded),
-    consumed memory, the activation peak, graph layers and factor, and host bytes pinned."""
+    consumed memory (``persistent``, by name in ``buffers``), the activation peak, graph layers
+    and factor, host bytes pinned, and (a version with an extensible KV cache, v0_34/addons.py
+    draft_sizing_bytes) what they add to its sizing step's transient peak P and torch
+    reservation growth G."""
 
     weights: dict
     persistent: int
@@ -180,6 +184,9 @@ class StageCosts:
     graph_factor: int
     host_bytes: int
     approximations: tuple = ()
+    buffers: dict = field(default_factory=dict)
+    sizing_peak: int = 0
+    reserve_growth: int = 0
 
 
 def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, layers: range, first: bool, last: bool
@@ -189,7 +196,8 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
         return None
     ad, f, db = rules.addons, addons.features, resolved.dtype_bytes
     weights: dict[str, int] = {}
-    persistent = activation = graph_layers = host = 0
+    buffers: dict[str, int] = {}
+    activation = graph_layers = host = sizing_peak = reserve_growth = 0
     factor = 1
     approx: list[Approximation] = []
     if f.speculative is not None and last:
@@ -199,7 +207,15 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
             activation += ad.draft_activation_bytes(addons.draft, spec, max_num_batched_tokens=resolved.max_num_batched_tokens,
                                                     dtype_bytes=db)
             graph_layers += ad.draft_graph_layers(len(addons.draft_layer_specs), f)
-        persistent += ad.ngram_history_bytes(f, resolved.max_num_seqs, resolved.max_model_len)
+        buffers["ngram_token_history"] = ad.ngram_history_bytes(f, resolved.max_num_seqs, resolved.max_model_len)
+        # a version whose runner keeps drafter buffers / sizes its cache on a drafter step (v0_34)
+        if hasattr(ad, "draft_persistent_bytes"):
+            buffers.update(ad.draft_persistent_bytes(addons.draft, spec, f, max_num_batched_tokens=resolved.max_num_batched_tokens,
+                                                     max_num_seqs=resolved.max_num_seqs, dtype_bytes=db))
+        if hasattr(ad, "draft_sizing_bytes"):
+            sizing_peak, reserve_growth = ad.draft_sizing_bytes(activation)
+    buffers = {k: v for k, v in buffers.items() if v}
+    persistent = sum(buffers.values())
     if f.lora is not None:
         lora_db = db if f.lora.lora_dtype == "auto" else 2
         parts, unsized = ad.lora_slot_parts(spec, f.lora, tp=tp, dtype_bytes=lora_db, layers=layers, first=first, last=last)
@@ -218,7 +234,18 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
             approx.append(_approx("--cpu-offload-gb: this model's layers are walked in parts, not parameter by "
                                   "parameter (quantized or non-attention layers): the offloaded bytes may differ by one part"))
     return StageCosts(weights=weights, persistent=persistent, activation=activation, graph_layers=graph_layers,
-                      graph_factor=factor, host_bytes=host, approximations=tuple(approx))
+                      graph_factor=factor, host_bytes=host, approximations=tuple(approx), buffers=buffers,
+                      sizing_peak=sizing_peak, reserve_growth=reserve_growth)
+
+
+def with_sizing_costs(activation, costs: StageCosts | None):
+    """``activation`` (the version's ActivationEstimate) with what the add-ons add to the
+    extensible KV cache's sizing step (``costs.sizing_peak`` to P, ``costs.reserve_growth`` to G);
+    unchanged without add-ons or on a version without those terms (before 0.34.0)."""
+    if costs is None or not (costs.sizing_peak or costs.reserve_growth) or not hasattr(activation, "sizing_peak_bytes"):
+        return activation
+    return replace(activation, sizing_peak_bytes=activation.sizing_peak_bytes + costs.sizing_peak,
+                   reserve_growth_bytes=activation.reserve_growth_bytes + costs.reserve_growth)
 
 
 def report(addons: AddonPlan | None, rules, stages: list, costs: list, *, block_size: int, tp: int, pp: int,
@@ -233,8 +260,11 @@ def report(addons: AddonPlan | None, rules, stages: list, costs: list, *, block_
             continue
         for k, v in c.weights.items():  # per GPU: the largest over stages (the draft is on the last)
             parts[k] = v if abs(v) > abs(parts.get(k, 0)) else parts.get(k, v)
-        if c.persistent:
-            parts["ngram_token_history"] = c.persistent
+        parts.update(c.buffers)
+        if c.sizing_peak:
+            parts["sizing_peak_extra"] = max(parts.get("sizing_peak_extra", 0), c.sizing_peak)
+        if c.reserve_growth:
+            parts["reserve_growth_extra"] = max(parts.get("reserve_growth_extra", 0), c.reserve_growth)
         if c.activation:
             parts["profile_activation_extra"] = max(parts.get("profile_activation_extra", 0), c.activation)
     host_weights = sum(c.host_bytes for c in costs if c is not None) * tp

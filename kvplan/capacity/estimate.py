@@ -553,6 +553,7 @@ def _plan_stage(
         **({"v2": r.v2} if addons is not None and r.v2 != rules.runner.uses_v2_runner(spec) else {}),
     )
     costs = addon_steps.stage_costs(spec, addons, rules, r, tp=tp, layers=layers, first=rank == 0, last=rank == pp - 1)
+    a = addon_steps.with_sizing_costs(a, costs)  # a drafter's share of 0.34.0's sizing step (P, G)
     extra_layers, graph_factor, extra_peak, extra_consumed = 0, 1, 0, 0
     if costs is not None:
         w_parts.update(costs.weights)
