@@ -119,3 +119,24 @@ def test_a_placeholder_gives_way_to_the_real_command_in_one_process():
     code, out, _ = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200", "--format", "serve")
     assert code == 0 and out.startswith("vllm serve meta-llama/Meta-Llama-3-8B")
     assert not any(c.callback is cli._placeholder for c in cli.app.registered_commands if c.name == "estimate")
+
+
+def test_the_estimate_table_loads_no_emoji_table_nor_importlib_resources():
+    # kvplan writes no emoji codes (Console(emoji=False)); the bundled data is read from the
+    # package's folder (no importlib.resources: zipfile, tempfile)
+    res = _run("estimate", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200")
+    assert res["code"] == 0 and "vllm serve meta-llama/Meta-Llama-3-8B" in res["out"]
+    assert _loaded(res, "rich._emoji_codes", "importlib.resources", "zipfile") == []
+
+
+def test_a_colon_name_colon_in_a_model_path_is_printed_as_written(tmp_path):
+    # rich would print ":rocket:" as the emoji; the serve line must copy and paste as written
+    from helpers import TINY_LLAMA
+    from tests.helpers import run_cli
+
+    d = tmp_path / ":rocket:"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(TINY_LLAMA), encoding="utf-8")
+    code, out, err = run_cli("estimate", str(d), "--gpu", "H100")
+    assert code == 0, err
+    assert f"vllm serve {d}" in out and "\U0001f680" not in out
