@@ -32,13 +32,20 @@ DRAFTER_BASE = {
 }
 
 
+# model_type -> MTP layers vLLM builds when the config names none. Qwen3-Next's checkpoints ship one
+# MTP layer and their config.json has no count: vLLM's Qwen3NextMultiTokenPredictor takes
+# ``getattr(config, "num_nextn_predict_layers", 1)`` (model_executor/models/qwen3_next_mtp.py,
+# vLLM 0.26.0, 0.33.0 and 0.34.0 alike). DeepSeek's MTP reads the key without a default.
+MTP_DEFAULT_LAYERS = {"qwen3_next": 1}
+
+
 def _mtp_layers(config: dict) -> int | None:
     text = config.get("text_config") or config
     for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
         n = text.get(key)
         if isinstance(n, int) and n > 0:
             return n
-    return None
+    return MTP_DEFAULT_LAYERS.get(text.get("model_type") or config.get("model_type"))
 
 
 def mtp_draft_config(config: dict) -> dict:

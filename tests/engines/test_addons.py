@@ -106,6 +106,34 @@ def test_mtp_names_become_mtp_and_need_mtp_layers():
         _plan(speculative_config=json.dumps({"method": "mtp", "num_speculative_tokens": 1}))
 
 
+def test_the_mtp_draft_keeps_its_checkpoint_quantization_not_the_targets_flag():
+    # DeepSeek-V3's MTP layer is cut from the block-FP8 checkpoint's config: vLLM builds the draft
+    # with quantization=None and reads quantization_config, so its experts are FP8. At TP 8 each
+    # expert's intermediate is 2048 / 8 = 256: w13 2 x 256 x 7168 B + (512/128 x 7168/128) fp32
+    # scales, w2 7168 x 256 B + (7168/128 x 256/128) scales; 256 experts.
+    w13 = 2 * 256 * 7168 + (512 // 128) * (7168 // 128) * 4
+    w2 = 7168 * 256 + (7168 // 128) * (256 // 128) * 4
+    p = _plan(model="deepseek-ai/DeepSeek-V3", gpu="H200", tensor_parallel_size=8, max_model_len=4096,
+              speculative_config=json.dumps({"method": "mtp", "num_speculative_tokens": 1}))
+    assert p.addons.parts["draft_experts"] == 256 * (w13 + w2) == 1_409_630_208
+    # an online --quantization fp8 target: the draft's config has no quantization_config, its MTP
+    # layer stays bf16: 512 experts x 3 x 2048 x 512 x 2 B (+ the shared expert, attention ...)
+    p = _plan(model="Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H200", max_model_len=32768, quantization="fp8",
+              speculative_config=json.dumps({"method": "mtp", "num_speculative_tokens": 2}))
+    assert p.addons.parts["draft_experts"] == 512 * 3 * 2048 * 512 * 2
+
+
+def test_qwen3_next_mtp_is_one_layer_when_its_config_names_none():
+    # Qwen3-Next's config.json has no num_nextn_predict_layers; vLLM's Qwen3NextMultiTokenPredictor
+    # builds getattr(config, "num_nextn_predict_layers", 1) = 1 layer: one full-attention layer
+    # (2 KV heads x 256) joins the full-attention group; lookahead = num_speculative_tokens = 2.
+    p = _plan(model="Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H200", max_model_len=32768, quantization="fp8",
+              speculative_config=json.dumps({"method": "qwen3_next_mtp", "num_speculative_tokens": 2}))
+    assert p.addons.features.speculative.method == "mtp"
+    assert p.addons.draft_layers == 1
+    assert p.addons.lookahead_tokens == 2
+
+
 def test_shorthand_and_json_key_together_are_refused_like_vllm():
     code, out, err = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--speculative-config", _eagle3(),
                              "--spec-tokens", "2")

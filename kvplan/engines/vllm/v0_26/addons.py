@@ -227,7 +227,14 @@ def draft_weight_parts(draft: Any, target: Any, weights: Any, *, tp: int, dtype_
     Returns: part -> bytes on one GPU (TP-sharded like the target, fc/eh_proj replicated).
     """
     ds = draft.spec
-    parts = dict(weights.weight_bytes_per_rank(ds, tensor_parallel_size=tp, dtype_bytes=dtype_bytes).parts)
+    # The draft's quantization is its own checkpoint's, never the target's --quantization: vLLM
+    # builds the draft's ModelConfig with quantization=SpeculativeConfig.quantization (None unless
+    # the JSON names one), so it reads the draft config's quantization_config (0.26.0
+    # config/speculative.py, 0.33.0 the same; 0.34.0 v1/worker/gpu/spec_decode/speculator_config.py).
+    # MTP layers are cut from the target's own config: a block-FP8 DeepSeek-V3's MTP layer is FP8,
+    # an online `--quantization fp8` target's MTP layer stays in the model dtype.
+    parts = dict(weights.weight_bytes_per_rank(ds, tensor_parallel_size=tp, dtype_bytes=dtype_bytes,
+                                               quant=ds.quantization).parts)
     h = ds.hidden_size
     db = dtype_bytes
     if draft.method == "draft_model":
