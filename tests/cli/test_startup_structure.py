@@ -144,3 +144,17 @@ def test_a_colon_name_colon_in_a_model_path_is_printed_as_written(tmp_path):
     code, out, err = run_cli("estimate", str(d), "--gpu", "H100")
     assert code == 0, err
     assert f"vllm serve {d}" in out and "\U0001f680" not in out
+
+
+def test_check_echoes_a_colon_name_colon_file_name_as_written(tmp_path):
+    # rich would print "deploy/:fire:.yaml" as "deploy/🔥.yaml" (header and deployment line)
+    from tests.helpers import run_cli
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "check", "pass", "chat-llama8b.yaml")
+    f = tmp_path / ":fire:.yaml"
+    f.write_bytes(open(src, "rb").read())
+    code, out, err = run_cli("check", str(f), "--gpu", "H100")
+    assert code == 0, err
+    assert "\U0001f525" not in out and out.count(":fire:.yaml") == 2, out
+    res = _run("check", src, "--gpu", "H100")
+    assert res["code"] == 0 and _loaded(res, "rich._emoji_codes") == []
