@@ -283,3 +283,34 @@ def remarks(rep: AddonReport | None, max_model_len: int) -> list:
     elif kvo is not None:
         out.append(Note(NoteKind.ADDON, f"KV offloading: {kvo.host_rule}"))
     return out
+
+
+# --- /dev/shm ----------------------------------------------------------------------------------
+# In the releases whose rules keep it there (engines/vllm/v0_33 on), on CUDA, the native CPU KV
+# pool is one file in /dev/shm per engine (the version's addons.KV_OFFLOAD_HOST_LAYOUT "shared-region": v1/kv_offload/cpu/shared_offload_region.py
+# SharedOffloadRegion; each data-parallel engine has its own engine_id, v1/engine/utils.py
+# ``{engine_id}_dp{rank}``, so its own file). check.rules.shm compares it with a container's
+# /dev/shm; the manifest writers (render/served.py) size the /dev/shm they mount from it.
+SHARED_REGION = "shared-region"  # the version's addons.KV_OFFLOAD_HOST_LAYOUT for a /dev/shm pool
+
+
+def engines_on_a_node(p) -> int:
+    """The engines (each with its own region) one pod/node runs: --data-parallel-size-local with
+    several nodes, else every DP engine of the serve line (capacity/ranks.py World)."""
+    world = p.parallel.world if getattr(p, "parallel", None) is not None else None
+    if world is None:
+        return 1
+    return max(world.data_parallel_size_local if world.nnodes > 1 else world.dp, 1)
+
+
+def shm_region_bytes(p) -> int:
+    """Bytes of /dev/shm the plan's KV offload pool maps on one node (0 when the version keeps the
+    pool elsewhere, or there is none): the version's region per engine x the engines on the node."""
+    rep = getattr(p, "addons", None)
+    kvo = getattr(rep, "kv_offload", None)
+    layout = getattr(getattr(p.rules, "addons", None), "KV_OFFLOAD_HOST_LAYOUT", None) if p.rules else None
+    # SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD) pins torch tensors instead
+    # (v1/simple_kv_offload/worker.py _alloc_cpu_caches): no /dev/shm file
+    if kvo is None or not kvo.host_bytes or layout != SHARED_REGION or kvo.connector != "OffloadingConnector":
+        return 0
+    return kvo.host_bytes * engines_on_a_node(p)

@@ -447,6 +447,7 @@ class Checker:
         it runs (kvplan.check.version.deployment_version); never raises."""
         targets = validate_targets(self, dep)
         choice, unknown = deployment_version(self.default_choice, self.version_flag, dep, targets)
+        dep.version_pinned = self.version_flag is not None or (unknown is None and choice is not self.default_choice)
         run_version, run_cat = self.vllm_version, self.cat
         # the flags were read with the run's catalogue; read them again with the release the
         # deployment runs (its image tag, kvplan.yaml) when that has other flags

@@ -113,6 +113,9 @@ class Deployment:
     host_gpus: tuple[str, ...] | None = None
     background: bool = False  # a script's `vllm serve ... &`: the next command starts beside it
     gpu_use: tuple | None = None  # (gpu_memory_utilization, GPUs vLLM uses, its Setting), Checker.evaluate
+    # False when the vLLM version is the run's default, not one the deployment pins (image tag,
+    # kvplan.yaml) or --vllm-version names: a version-dependent finding is then a warning
+    version_pinned: bool = True
     # the container image it runs in (k8s container / compose service image, Dockerfile FROM),
     # where kvplan.check.version reads the vLLM version from its tag
     image: str | None = None
@@ -120,6 +123,8 @@ class Deployment:
     image_key: str | None = None
     # a serving stack's container memory limit: (bytes, line, key) (check.sources.stack)
     host_memory: tuple[int, int | None, str] | None = None
+    # the /dev/shm its container gets (check.sources.shm ShmSize); None: not a container kvplan reads
+    shm: Any = None
     version_file: str | None = None  # the kvplan.yaml a `vllm_version` target was read from
     serve_read: Any = None  # what parse_serve_args read (ServeRead), for reread_serve_args
     # the manifest's top-level vllm_version (value, line) when the deployment names its own:

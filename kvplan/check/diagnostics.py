@@ -134,6 +134,9 @@ VLLM_VERSION = "vllm-version"  # which vLLM version a deployment was checked wit
 HOST_MEMORY = "host-memory"  # weight/KV offload host memory against the container's memory limit
 
 
+SHM_SIZE = "shm-size"  # vLLM's /dev/shm KV offload region against the container's /dev/shm (check.rules.shm)
+
+
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
 INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
 

@@ -78,3 +78,20 @@ def gib(n_bytes: int | float) -> float:
 def format_gib(n_bytes: int | float) -> str:
     """Bytes as vLLM prints them: GiB rounded to 2 decimals (vllm/utils/mem_utils.py format_gib)."""
     return f"{round(n_bytes / GiB, 2)}"
+
+
+_K8S_QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+                 "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
+
+
+def k8s_quantity_bytes(value) -> int | None:
+    """A Kubernetes memory quantity ("64Gi", "68719476736", "64G", "1.5Gi") in bytes, None when
+    absent or not a quantity (k8s.io/apimachinery resource.Quantity suffixes)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([KMGTPE]i|[kKMGTPE])?\s*", str(value))
+    if not m:
+        return None
+    return int(float(m.group(1)) * _K8S_QUANTITY[m.group(2) or ""])

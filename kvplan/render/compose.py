@@ -16,6 +16,11 @@ def compose_yaml(s: Served) -> dict:
 
     refuse_nodes(s, "compose")
     svc = {"image": s.image, "command": [s.model, *s.flags], "ipc": "host", "ports": ["8000:8000"]}
+    if s.shm_size_limit is not None:
+        # vLLM keeps its KV offload pool in /dev/shm (Served.shm_region): a sized private /dev/shm
+        # (Docker applies shm_size only without ipc: host, whose size kvplan cannot know)
+        del svc["ipc"]
+        svc["shm_size"] = s.shm_size_limit.removesuffix("Gi") + "gb"  # docker/go-units: powers of 1024
     if s.env:
         svc["environment"] = {k: str(v) for k, v in s.env.items()}
     svc["deploy"] = {"resources": {"reservations": {"devices": [

@@ -22,7 +22,37 @@ def _container(s: Served, gpus: int, **argv) -> dict:
     if s.env:
         c["env"] = _env(s)
     c["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    return c
+    return with_shm(s, c)
+
+
+DSHM = "dshm"
+
+
+def with_shm(s: Served, container: dict) -> dict:
+    """``container`` mounting the pod's /dev/shm volume (shm_volumes) when vLLM keeps its KV
+    offload pool there, with a memory request of the volume's size: the region's pages are
+    the container's memory (no limit is written: vLLM's own process memory is not sized)."""
+    if s.shm_size_limit is None:
+        return container
+    container["volumeMounts"] = [*container.get("volumeMounts", []), {"name": DSHM, "mountPath": "/dev/shm"}]
+    container.setdefault("resources", {}).setdefault("requests", {})["memory"] = s.shm_size_limit
+    return container
+
+
+def shm_volumes(s: Served) -> list[dict]:
+    """The pod's /dev/shm volume when vLLM keeps its KV offload pool there (Served.shm_region):
+    an emptyDir {medium: Memory} of Served.shm_size_limit (check.sources.shm reads it back);
+    none otherwise."""
+    if s.shm_size_limit is None:
+        return []
+    return [{"name": DSHM, "emptyDir": {"medium": "Memory", "sizeLimit": s.shm_size_limit}}]
+
+
+def _pod(s: Served, *containers: dict) -> dict:
+    pod = {"containers": list(containers)}
+    if shm_volumes(s):
+        pod["volumes"] = shm_volumes(s)
+    return pod
 
 
 def deployment_yaml(s: Served) -> dict:
@@ -37,7 +67,7 @@ def deployment_yaml(s: Served) -> dict:
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": s.name, "labels": labels},
         "spec": {"replicas": s.replicas, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
-            "spec": {"containers": [_container(s, s.gpus, args=[s.model, *s.flags])]}}},
+            "spec": _pod(s, _container(s, s.gpus, args=[s.model, *s.flags]))}},
     }
 
 
@@ -55,19 +85,19 @@ def leaderworkerset_yaml(s: Served) -> dict:
     if s.nnodes > 1:
         leader = _container(s, s.gpus_per_node, args=[s.model, *_lws_flags(s.node_flags[0])])
         worker = _container(s, s.gpus_per_node, args=[s.model, *_lws_flags(s.node_flags[1], worker=True)])
-        lwt = {"size": s.nnodes, "leaderTemplate": {"spec": {"containers": [leader]}},
-               "workerTemplate": {"spec": {"containers": [worker]}}}
+        lwt = {"size": s.nnodes, "leaderTemplate": {"spec": _pod(s, leader)},
+               "workerTemplate": {"spec": _pod(s, worker)}}
     elif s.gpus > GPUS_PER_NODE and s.dp == 1:
         size = -(-s.gpus // GPUS_PER_NODE)
         per_pod = -(-s.gpus // size)  # every pod alike; GPUs past the world sit idle (check says so)
         serve = " ".join(["vllm", "serve", _q(s.model), *map(_q, s.flags)])
         leader_cmd = ["sh", "-c", f"ray start --head --port=6379 && {serve} --distributed-executor-backend ray"]
-        worker = {"spec": {"containers": [_container(s, per_pod, command=[
-            "sh", "-c", "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"])]}}
-        lwt = {"size": size, "leaderTemplate": {"spec": {"containers": [_container(s, per_pod, command=leader_cmd)]}},
+        worker = {"spec": _pod(s, _container(s, per_pod, command=[
+            "sh", "-c", "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"]))}
+        lwt = {"size": size, "leaderTemplate": {"spec": _pod(s, _container(s, per_pod, command=leader_cmd))},
                "workerTemplate": worker}
     else:  # one pod: the workerTemplate is the leader's too (LeaderWorkerSet API)
-        lwt = {"size": 1, "workerTemplate": {"spec": {"containers": [_container(s, s.gpus, args=[s.model, *s.flags])]}}}
+        lwt = {"size": 1, "workerTemplate": {"spec": _pod(s, _container(s, s.gpus, args=[s.model, *s.flags]))}}
     return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": s.name},
             "spec": {"replicas": s.replicas, "leaderWorkerTemplate": lwt}}
 

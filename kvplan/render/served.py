@@ -15,10 +15,15 @@ from dataclasses import dataclass
 
 from kvplan.capacity.estimate import Plan
 from kvplan.errors import KvplanError
+from kvplan.capacity.addons import shm_region_bytes
 from kvplan.render.serve import _served_model, serve_env, serve_settings
 
 FORMATS = ("k8s", "lws", "kserve", "llm-d", "compose")
 GPUS_PER_NODE = 8  # kvplan.gpus.GPUS_PER_NODE: GPU profiles record no node size
+# Room a written /dev/shm keeps beside the KV offload region for vLLM's other shared memory: the
+# shm_broadcast.py MessageQueue rings between its processes (VLLM_MQ_MAX_CHUNK_BYTES_MB = 16 MiB x
+# 10 chunks each, vLLM 0.34.0 envs.py / MessageQueue). A writer's choice, not a prediction.
+SHM_HEADROOM_GIB = 1
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,26 @@ class Served:
     # one serve line per node (without `vllm serve` and the model) when nnodes > 1: node rank 0
     # first, then one worker's (every worker pod alike): render/parallel.py launch_lines
     node_flags: tuple[tuple[str, ...], ...] = ()
+    dp_local: int = 1  # --data-parallel-size-local: the engines on one node (pod) (capacity/ranks.py World)
+    expert_parallel: bool = False  # --enable-expert-parallel
+    engine_gpus: int = 1  # TP x PP x PCP: the GPUs of one engine
+    # (field, tokens) of every flag of the serve line, in order (render/serve.py serve_settings)
+    settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # bytes of /dev/shm vLLM's CPU KV offload region(s) take on one pod (check.rules.shm
+    # shm_region_bytes: 0 when none, or the version keeps the pool elsewhere)
+    shm_region: int = 0
+
+    def flags_without(self, *fields: str) -> tuple[str, ...]:
+        """The serve line's flag tokens without the flags of ``fields`` (serve_settings names)."""
+        return tuple(t for f, toks in self.settings if f not in fields for t in toks)
+
+    @property
+    def shm_size_limit(self) -> str | None:
+        """The sizeLimit of the /dev/shm emptyDir a written pod mounts ("12Gi"), None without a
+        region: the region rounded up to whole GiB plus SHM_HEADROOM_GIB."""
+        if not self.shm_region:
+            return None
+        return f"{-(-self.shm_region // 2**30) + SHM_HEADROOM_GIB}Gi"
 
     @property
     def gpus_per_node(self) -> int:
@@ -74,6 +99,7 @@ def served(plan: Plan, revision: str | None = None, replicas: int = 1) -> Served
     rest = tuple(t for s in settings if s["field"] not in parallel for t in s["tokens"])
     model = _served_model(plan.spec.name)
     gpus, nnodes, node_flags = _layout(plan, model, revision)
+    world = plan.parallel.world if plan.parallel is not None else None
     name = re.sub(r"[^a-z0-9-]+", "-", model.rsplit("/", 1)[-1].lower()).strip("-")[:50] or "vllm"
     return Served(
         model=model, flags=flags, flags_without_parallel=rest,
@@ -81,6 +107,11 @@ def served(plan: Plan, revision: str | None = None, replicas: int = 1) -> Served
         env=serve_env(plan, revision), image=f"vllm/vllm-openai:v{plan.effective['vllm_version']}",
         gpu=plan.gpu.id, name=name, replicas=replicas, gpus=gpus, nnodes=nnodes,
         dp=plan.parallel.world.dp if plan.parallel is not None else 1, node_flags=node_flags,
+        dp_local=world.data_parallel_size_local if world is not None else 1,
+        expert_parallel=bool(world is not None and world.uses_ep),
+        engine_gpus=world.engine_gpus if world is not None else gpus,
+        settings=tuple((st["field"], tuple(st["tokens"])) for st in settings),
+        shm_region=shm_region_bytes(plan),
     )
 
 
@@ -139,3 +170,36 @@ def hub_uri(s: Served, fmt: str) -> str:
         raise KvplanError(f"--format {fmt}: {s.model} is not a Hugging Face model id the stack can download",
                           hint="estimate a Hub model id, or use --format k8s / compose and mount the directory")
     return f"hf://{s.model}"
+
+
+# the flags a stack's multi-node template writes itself (KServe's data-parallel worker template),
+# or a multi-node launch line sets per node (render/parallel.py launch_lines)
+MULTINODE_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
+                    "enable_expert_parallel", "nnodes", "node_rank", "headless", "data_parallel_address",
+                    "master_addr", "data_parallel_rpc_port", "data_parallel_start_rank")
+
+
+def refuse_multinode_layout(s: Served, fmt: str, how: str) -> None:
+    """Refuse a --nnodes layout a stack whose pods each run whole data-parallel engines cannot write.
+
+    ``how``: the stack's multi-node pattern, in words (with its source), for the message.
+
+    Raises:
+        KvplanError: one engine over several nodes (--tensor-parallel-size or
+            --pipeline-parallel-size / --prefill-context-parallel-size past one node), or nodes
+            with unequal engine counts (--data-parallel-size not a multiple of --nnodes)."""
+    if s.nnodes <= 1:
+        return
+    flag = None
+    if s.pp > 1:
+        flag = f"--pipeline-parallel-size {s.pp}"
+    elif s.engine_gpus > s.tp:
+        flag = f"--prefill-context-parallel-size {s.engine_gpus // max(s.tp * s.pp, 1)}"
+    elif s.engine_gpus > s.gpus_per_node:
+        flag = f"--tensor-parallel-size {s.tp}"
+    elif s.dp_local * s.tp * s.nnodes != s.gpus:
+        flag = f"--data-parallel-size {s.dp}"
+    if flag is not None:
+        raise KvplanError(f"{flag} over --nnodes {s.nnodes}: --format {fmt} cannot write this layout ({how})",
+                          hint="use --format lws (a LeaderWorkerSet running vLLM's own multi-node launch)")
+

@@ -34,8 +34,8 @@ DRAFTER_BASE = {
 
 # model_type -> MTP layers vLLM builds when the config names none. Qwen3-Next's checkpoints ship one
 # MTP layer and their config.json has no count: vLLM's Qwen3NextMultiTokenPredictor takes
-# ``getattr(config, "num_nextn_predict_layers", 1)`` (model_executor/models/qwen3_next_mtp.py,
-# vLLM 0.26.0, 0.33.0 and 0.34.0 alike). DeepSeek's MTP reads the key without a default.
+# ``getattr(config, "num_nextn_predict_layers", 1)`` (model_executor/models/qwen3_next_mtp.py in
+# every supported vLLM version alike). DeepSeek's MTP reads the key without a default.
 MTP_DEFAULT_LAYERS = {"qwen3_next": 1}
 
 

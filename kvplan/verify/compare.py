@@ -125,6 +125,8 @@ def measured_figures(log: VllmLog, *, enforce_eager: Optional[bool] = None) -> t
         ("max_num_seqs", "max_num_seqs"),
         ("max_num_batched_tokens", "max_num_batched_tokens"),
     ):
+        if key == "kv_cache_bytes" and log.kv_cache_sizing == "extensible":
+            continue  # the worker's figure is 0.34.0's reservation, not the cache (verify/log.py)
         if isinstance(ex.get(exact_key), (int, float)) and not isinstance(ex.get(exact_key), bool):
             put(key, int(ex[exact_key]), "exact: worker")
     if isinstance(ex.get("cudagraph_memory_estimate"), int):

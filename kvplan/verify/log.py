@@ -100,6 +100,8 @@ class VllmLog:
         gpu_kv_cache_tokens, max_concurrency, concurrency_max_model_len: the KV-cache lines.
         kv_cache_sizing ... rank_kv_blocks: vLLM 0.34.0's sizing path and its ``Memory after warmup``
             figures (engines/vllm/v0_34/log_grammar.py says which line gives which).
+        extended_kv_bytes: vLLM 0.34.0's ``Extended KV cache to N blocks (X GiB)``: the cache's
+            final size (bytes, rounded to 0.01 GiB).
         num_gpu_blocks, num_cpu_blocks, block_size, max_num_seqs, max_num_batched_tokens: when a
             line gives them (the V1 engine logs only max_num_batched_tokens at INFO).
         meminfo: {"free", "total", "name"} of a kvplan child's MEMINFO line (exact bytes).
@@ -163,6 +165,7 @@ class VllmLog:
     transient_peak_bytes: int | None = None
     reserve_growth_bytes: int | None = None
     rank_kv_blocks: int | None = None
+    extended_kv_bytes: int | None = None
     padding_layers: int | None = None
     attention_backend: str | None = None
     startup_s: float | None = None
@@ -664,9 +667,11 @@ def _finish(log: VllmLog) -> None:
             )
     if log.kv_cache_sizing == "extensible":
         # vLLM 0.34.0's "Available KV cache memory" is then the reserved capacity, not the cache
-        # (engines/vllm/v0_34/log_grammar.py): the cache is the Extended line's blocks
-        log.kv_cache_bytes = None
+        # (engines/vllm/v0_34/log_grammar.py): the cache is the Extended line's blocks and GiB
+        log.kv_cache_bytes = log.extended_kv_bytes
         log.resolution_bytes.pop("kv_cache_bytes", None)
+        if log.extended_kv_bytes is not None and "extended_kv_bytes" in log.resolution_bytes:
+            log.resolution_bytes["kv_cache_bytes"] = log.resolution_bytes["extended_kv_bytes"]
     if log.meminfo and log.meminfo.get("total"):
         log.total_bytes = log.meminfo["total"]
         log.free_at_start_bytes = log.meminfo.get("free", log.free_at_start_bytes)

@@ -43,11 +43,17 @@ def test_offload_buffer_above_the_container_memory_limit(tmp_path):
     offload_line = open(f).read().splitlines().index("  kvCacheOffloading:") + 1
     assert hm[0]["line"] == offload_line and "resources.limits.memory" in hm[0]["message"]
     # 40Gi under a 64Gi limit: no error or warning (vLLM's own memory comes on top; kvplan does not
-    # guess it), only the sized need said as info, still on spec.kvCacheOffloading
-    f2 = write(tmp_path, "y.yaml", open(f).read().replace("memory: 32Gi", "memory: 64Gi"))
+    # guess it), only the sized need said as info, still on spec.kvCacheOffloading. The template's
+    # own dshm (48Gi) replaces KServe's 1Gi one, so the /dev/shm region fits too (check.rules.shm)
+    f2 = write(tmp_path, "y.yaml", open(f).read().replace("memory: 32Gi", "memory: 64Gi") + """\
+    volumes:
+      - name: dshm
+        emptyDir: {medium: Memory, sizeLimit: 48Gi}
+""")
     code, doc, _ = check(f2, "--gpu", "H100")
     hm = [d for d in doc["diagnostics"] if d["check_id"] == "host-memory"]
     assert code == 0 and [(d["severity"], d["key"]) for d in hm] == [("info", "spec.kvCacheOffloading")]
+    assert [d["severity"] for d in doc["diagnostics"] if d["check_id"] == "shm-size"] == ["info"]
 
 
 def test_single_node_template_passes_only_the_tensor_size(tmp_path):

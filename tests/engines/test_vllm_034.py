@@ -336,8 +336,9 @@ def test_the_0_34_grammar_reads_the_extensible_lines(tmp_path):
     assert log.num_gpu_blocks == 15_100 and log.num_gpu_blocks_source == "Extended KV cache line"
     assert log.gpu_kv_cache_tokens == 15_100 * 64
     assert log.max_concurrency == pytest.approx(117.97, abs=0.01)
-    # "Available KV cache memory" is the reserved capacity under the extensible cache: not read as the cache
-    assert log.kv_cache_bytes is None
+    # "Available KV cache memory" is the reserved capacity under the extensible cache: the cache is
+    # the Extended line's GiB (15,100 blocks x 8 MiB = 117.97 GiB; the line here says 117.98)
+    assert log.kv_cache_bytes == round(117.98 * GiB)
 
 
 def test_verify_from_log_reads_an_extensible_0_34_log(tmp_path):
@@ -479,6 +480,17 @@ def test_the_real_starts_replay_through_verify_from_log(path, capsys):
     # each term within 300 MiB of the log (Gemma-2's P: 0.33.0's profile rule is 336 MB high for it)
     for key in ("free_after_warmup_bytes", "transient_peak_bytes", "reserve_growth_bytes"):
         assert abs(pred[key] - meas[key]) <= 300 * MiB, key
+
+
+def test_the_measured_kv_cache_is_the_extended_size_not_the_reservation():
+    # llama3-8b_serve_graphs logs "Available KV cache memory: 62.73 GiB" (0.34.0's reservation, before
+    # warm-up) and "Extended KV cache to 7672 blocks (59.94 GiB)": the cache is the second; 7,672
+    # blocks x 64 tokens x 32 layers x 8 KV heads x 128 x (K + V) x 2 B = 64,357,400,576 B = 59.94 GiB
+    assert 7672 * 64 * 32 * 8 * 128 * 2 * 2 == 64_357_400_576
+    code, out, err = run_cli("verify", "--from-log", str(DATA / "llama3-8b_serve_graphs.log"), "--format", "json")
+    assert code == 0, err
+    measured = json.loads(out)["measured"]["kv_cache_bytes"]
+    assert abs(measured - 64_357_400_576) <= 0.005 * 2**30
 
 
 def test_the_held_out_graph_start_within_its_stated_errors():

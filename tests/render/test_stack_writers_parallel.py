@@ -103,12 +103,75 @@ def test_a_multi_node_layout_is_a_leader_worker_set_of_one_pod_a_node(tmp_path, 
     assert fig["num_gpu_blocks"] == est["kv_cache"]["num_gpu_blocks"]
 
 
-@pytest.mark.parametrize("fmt", ("k8s", "compose", "kserve", "llm-d"))
+@pytest.mark.parametrize("fmt", ("k8s", "compose"))
 def test_a_multi_node_layout_is_refused_where_it_cannot_be_written(fmt):
     model, gpu, flags, _, _ = NODES["qwen3-tp4-dp2"]
     code, out, err = run_cli("estimate", model, "--gpu", gpu, *flags, "--format", fmt)
     assert code == 2 and out == "" and "Traceback" not in err
     assert "--nnodes 2" in err and "--format lws" in err
+
+
+def _stack_pods(fmt: str, doc: dict) -> tuple[dict, list[dict]]:
+    """(the parallelism the stack sizes its group from, the pod templates it runs)."""
+    if fmt == "kserve":
+        return doc["spec"]["parallelism"], [doc["spec"]["template"], doc["spec"]["worker"]]
+    return doc["decode"]["parallelism"], [doc["decode"]]
+
+
+@pytest.mark.parametrize("fmt", ("kserve", "llm-d"))
+@pytest.mark.parametrize("case", sorted(NODES))
+def test_kserve_and_llm_d_write_a_multi_node_data_parallel_deployment(tmp_path, fmt, case):
+    # KServe: spec.worker + parallelism {tensor, data, dataLocal, expert} -> its data-parallel worker
+    # template, a LeaderWorkerSet of data / dataLocal pods (ParallelismSpec.GetSize); llm-d:
+    # multinode: true + parallelism -> the chart's LeaderWorkerSet of numWorkers = data / dataLocal
+    # pods of dataLocal x tensor GPUs. Hand arithmetic: dsv3 -dp 16 -dpl 8 -> 2 pods of 8 x 1;
+    # qwen3 -tp 4 -dp 2 --nnodes 2 -> dataLocal 1, 2 pods of 1 x 4
+    model, gpu, flags, nodes, per_node = NODES[case]
+    est, _ = _estimate(model, "--gpu", gpu, *flags)
+    code, text, err = run_cli("estimate", model, "--gpu", gpu, *flags, "--format", fmt)
+    assert code == 0, err
+    assert f"({nodes} nodes of {per_node})" in text.splitlines()[0]
+    doc = yaml.safe_load(text)
+    par, pods = _stack_pods(fmt, doc)
+    assert par["data"] // par["dataLocal"] == nodes and par["dataLocal"] * par["tensor"] == per_node
+    assert [c["resources"]["limits"]["nvidia.com/gpu"] for p in pods for c in p["containers"]] == [str(per_node)] * len(pods)
+    if fmt == "kserve":
+        assert par.get("expert") is True  # both cases pass -ep
+        extra = [e["value"] for e in pods[0]["containers"][0].get("env", []) if e["name"] == "VLLM_ADDITIONAL_ARGS"]
+        # the template writes the parallel and per-node flags itself; nothing of them twice
+        assert not any(f in " ".join(extra) for f in ("--nnodes", "--data-parallel", "--tensor-parallel", "--headless"))
+    else:
+        assert doc["multinode"] is True
+        script = pods[0]["containers"][0]["args"][0]
+        leader, worker = (ln for ln in script.splitlines() if "vllm serve" in ln)
+        # vLLM entrypoints/cli/serve.py: node 0 runs the API server, the others `--headless`
+        assert "--node-rank 0" in leader and "--headless" not in leader
+        assert '--node-rank "$LWS_WORKER_INDEX"' in worker and "--headless" in worker
+        assert all('--data-parallel-address "$LWS_LEADER_ADDRESS"' in ln for ln in (leader, worker))
+    code, fig = _checked(_write(tmp_path, fmt, text), "--strict")
+    assert code == 0, [d["text"] for d in fig["diagnostics"] if d["severity"] != "info"]
+    assert not [d for d in fig["diagnostics"] if d["check_id"] == "gpu-count"]
+    assert fig["num_gpu_blocks"] == est["kv_cache"]["num_gpu_blocks"]
+    assert fig["kv_cache_bytes"] == est["memory"]["kv_cache_bytes"]
+
+
+# one engine over several nodes: neither stack's multi-node pods can run it -> exit 2 naming the flag
+SPANNING = {
+    "pp-across-nodes": ("meta-llama/Llama-3.1-70B-Instruct", "A100-80GB",
+                        ("-tp", "8", "-pp", "2", "--nnodes", "2", "--max-model-len", "32768"), "--pipeline-parallel-size 2"),
+    "tp-across-nodes": ("Qwen/Qwen3-235B-A22B", "H100", ("-tp", "16", "--nnodes", "2"), "--tensor-parallel-size 16"),
+}
+
+
+@pytest.mark.parametrize("fmt", ("kserve", "llm-d"))
+@pytest.mark.parametrize("case", sorted(SPANNING))
+def test_one_engine_over_several_nodes_is_refused_by_kserve_and_llm_d(fmt, case):
+    model, gpu, flags, named = SPANNING[case]
+    assert run_cli("estimate", model, "--gpu", gpu, *flags, "--format", "lws")[0] == 0  # lws writes it
+    code, out, err = run_cli("estimate", model, "--gpu", gpu, *flags, "--format", fmt)
+    assert code == 2 and out == "" and "Traceback" not in err
+    first = err.strip().splitlines()[0]
+    assert named in first and "--nnodes 2" in first and f"--format {fmt}" in first and "--format lws" in err
 
 
 def test_plan_writes_a_moe_data_parallel_option_as_one_deployment(tmp_path):

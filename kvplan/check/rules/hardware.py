@@ -81,19 +81,22 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
     nnodes = max(eng.other.get("nnodes") or 1, 1)
     need = gpus_needed(eng)
     where = ""
+    per_node = nnodes > 1 or bool(eng.other.get("data-parallel-size-local"))
     if targets.gpu_count is not None:
         cline, ckey = dep.target_lines.get("gpu_count"), dep.target_keys.get("gpu_count")
     else:
         cline, ckey = dep.gpu_count_line, dep.gpu_count_key
         if dep.gpu_group is not None and count is not None:
             own, size, leader, worker = dep.gpu_group
-            if nnodes > 1:  # `--nnodes N`: vLLM counts the GPUs of each node (pod)
-                count = own
-            else:
+            if not per_node:
                 where = (
                     f" in the LeaderWorkerSet group of {size} pods (leader {leader}"
                     + f" + {size - 1} worker(s) x {worker})"
                 )
+    in_group = dep.gpu_group is not None and count is not None and targets.gpu_count is None and per_node
+    if in_group:
+        count = dep.gpu_group[0]  # the leader pod's own: vLLM counts the GPUs of each node
+        where = " on the leader pod"
     fix = None
     if dep.visible_devices is not None:
         value, vline, why = dep.visible_devices
@@ -131,7 +134,24 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
             hint=f"{fix or f'give {need} GPUs'} or lower {_overflowing_key(eng, dp, tp_key)}",
         )
     elif need < count:
-        dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel)", line=cline, key=ckey)
+        dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel): "
+                 f"{count - need} GPU(s) idle, paid for and unused", line=cline, key=ckey)
+    if need <= count and in_group and where == " on the leader pod":
+        _idle_in_group(dep, need, cline, ckey)
+
+
+def _idle_in_group(dep: Deployment, need: int, line, key) -> None:
+    """The GPUs a multi-pod group (LeaderWorkerSet, a stack's leader and workers) gives beyond what
+    vLLM uses on each node: every pod of a multi-node serve line runs ``need`` GPUs' workers
+    (gpus_needed); a pod's GPUs past that are requested from the scheduler, held, and idle.
+    Said once for the group when a worker pod holds idle GPUs (the leader's are said above)."""
+    own, size, leader, worker = dep.gpu_group
+    if size <= 1 or worker is None or worker <= need:
+        return
+    idle = (size - 1) * (worker - need) + max((leader or 0) - need, 0)
+    dep.diag(GPU_COUNT, "info",
+             f"the group's {size - 1} worker pod(s) hold {worker} GPU(s) each but vLLM uses {need} on each node: "
+             f"{idle} GPU(s) idle over the group of {size} pods, paid for and unused", line=line, key=key)
 
 
 def _used_utilization(args) -> float:

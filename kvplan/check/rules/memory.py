@@ -127,6 +127,10 @@ def plan_checks(
         )
         return None
     addon_checks(dep, p, checks)
+    if p.addons is not None:
+        from kvplan.check.rules.shm import shm_check
+
+        shm_check(dep, p, _offload_setting(dep, p.addons), checks)
     mml = p.effective["max_model_len"]
     ms = keys.get("max_model_len")
     mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
@@ -368,6 +372,12 @@ def addon_checks(dep: Deployment, p, checks: list[str]) -> None:
                  f"approximate: {rep.kv_offload.host_rule}; the host memory it needs is not known to kvplan",
                  line=sline, key=skey)
         return
+    from kvplan.capacity.addons import engines_on_a_node
+
+    engines = engines_on_a_node(p)  # each data-parallel engine on the node has its own pool and pinned weights
+    if engines > 1:
+        need *= engines
+        parts.append(f"x {engines} engines on the node")
     what = f"vLLM needs at least {_gib(need)} of host memory for offloading ({'; '.join(parts)}), plus the process itself"
     limit_of = dep.memory_limit or dep.host_memory  # k8s resources.limits.memory / a serving stack's limit
     if limit_of is not None:

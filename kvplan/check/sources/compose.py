@@ -9,6 +9,7 @@ from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
+from kvplan.check.sources.shm import compose_shm
 from kvplan.check.sources.shell import (
     _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, expand_word, nvidia_visible, serve_calls_in_argv,
 )
@@ -91,6 +92,7 @@ def compose_deployments(
                 devices = svc["deploy"]["resources"]["reservations"]["devices"]
             except (KeyError, TypeError):
                 devices = None
+            dep.shm = compose_shm(svc, doc, spath, str(sname))
             dep.host = f"compose file {file}"  # compose starts a file's services on one Docker host
             dep.host_gpus = nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
             if isinstance(devices, list):

@@ -100,6 +100,7 @@ def deployment_from_invocation(
     dep.visible_devices = inv.visible_devices
     dep.background = inv.background
     dep.image, dep.image_line = inv.image, inv.image_line
+    dep.shm = inv.shm  # a `docker run`'s /dev/shm (check.sources.shm docker_run_shm)
     dep.image_key = (inv.image_key or "FROM") if inv.image else None
     for check_id, line, key, message, hint in inv.issues:
         dep.diag(check_id, "error", message, line=line, key=key, hint=hint)

@@ -13,10 +13,12 @@ from kvplan.check.deployment import Deployment, _as_words, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE, REPLICAS
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
+from kvplan.check.sources.shm import pod_shm
 from kvplan.check.sources.shell import _VLLM_IMAGE, expand_word, nvidia_visible, serve_calls_in_argv
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.gpus import GFD_PRODUCT_LABEL
 from kvplan.io.files import YamlDoc
+from kvplan.io.units import k8s_quantity_bytes  # noqa: F401  (read here; its home is io/units.py)
 
 
 def _gpu_from_selectors(dep: Deployment, pod: dict, path: tuple, doc: YamlDoc, node_map: dict[str, dict[str, str]]) -> None:
@@ -286,6 +288,7 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     if mem is not None:
                         dep.memory_limit = (mem, doc.line_of(cpath + ("resources", "limits", "memory")),
                                             "resources.limits.memory")
+                    dep.shm = pod_shm(pod, c, doc, path, cpath)
                     if dep.gpu_count is None and "NVIDIA_VISIBLE_DEVICES" in env:
                         # no device-plugin GPUs of its own (those are exclusive to the container):
                         # it sees the node's GPUs that NVIDIA_VISIBLE_DEVICES names, beside the
@@ -301,20 +304,3 @@ def k8s_deployments(docs: list[YamlDoc], file: str, raw: list[str], cat: FlagCat
                     _replicas_note(dep, doc, is_leader or group is None)
                     out.append(dep)
     return out
-
-
-_QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
-             "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
-
-
-def k8s_quantity_bytes(value) -> int | None:
-    """A Kubernetes memory quantity ("64Gi", "68719476736", "64G", "1.5Gi") in bytes, None when
-    absent or not a quantity (k8s.io/apimachinery resource.Quantity suffixes)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([KMGTPE]i|[kKMGTPE])?\s*", str(value))
-    if not m:
-        return None
-    return int(float(m.group(1)) * _QUANTITY[m.group(2) or ""])

@@ -111,6 +111,7 @@ def _llmisvc_role(doc: YamlDoc, spec: dict, rspec: dict, path: tuple, name: str)
     role.pod, role.pod_path = template, tpath
     worker = rspec.get("worker") if isinstance(rspec.get("worker"), dict) else None
     par = rspec.get("parallelism") if isinstance(rspec.get("parallelism"), dict) else {}
+    role.shm = _llmisvc_shm(template or {}, container, doc, tpath, cpath, worker, par)
     _llmisvc_serve_line(role, doc, spec, rspec, path, container, cpath, worker, par)
     _pipeline_group(role, worker, par)
     return role
@@ -137,10 +138,43 @@ def _llmisvc_serve_line(role: Role, doc: YamlDoc, spec: dict, rspec: dict, path:
         role.command += [(a.text, a.line) for a in user_args]
 
 
+# The /dev/shm volume of KServe's well-known LLMInferenceServiceConfig templates (kserve/kserve
+# config/llmisvcconfig/*.yaml at aaac4e29): an emptyDir {medium: Memory} named ``dshm`` mounted at
+# /dev/shm, sizeLimit 1Gi in the single-node templates (config-llm-template, -decode-template,
+# -prefill-template) and 8Gi in the data-parallel worker templates (config-llm-worker-data-parallel
+# and its decode/prefill versions). The user's template merges over it: a volume named dshm, or a
+# mount at /dev/shm, of their own replaces it.
+_KSERVE_DSHM = {"single": "1Gi", "data-parallel": "8Gi"}
+
+
+def _llmisvc_shm(template: dict, container: dict, doc: YamlDoc, tpath: tuple, cpath: tuple, worker, par: dict):
+    """The /dev/shm of the pool's main container: its own mount and volume over the template's dshm."""
+    from kvplan.check.sources.shm import ShmSize, pod_shm
+
+    data_parallel = bool(par.get("data") or par.get("dataLocal"))
+    if worker is not None and not data_parallel:  # the pipeline-parallel worker config: not published at aaac4e29
+        return ShmSize(None, doc.line_of(tpath), "spec.worker",
+                       "set by KServe's pipeline-parallel worker template, which kvplan has not read")
+    which = "data-parallel" if worker is not None else "single"
+    volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _KSERVE_DSHM[which]}}
+    mount = {"name": "dshm", "mountPath": "/dev/shm"}
+    source = ("KServe's data-parallel worker template" if worker is not None else "KServe's single-node template") \
+        + f" dshm, sizeLimit {_KSERVE_DSHM[which]}"
+    return pod_shm(template, container, doc, tpath, cpath, (volume,), (mount,), source)
+
+
 def _pipeline_group(role: Role, worker: dict | None, par: dict) -> None:
     """A pipeline-parallel ``worker`` (no data parallel): one `vllm serve` over ``pipeline`` pods,
     the leader's GPUs plus pipeline - 1 workers' (as a LeaderWorkerSet group, kvplan.check.sources.k8s)."""
     size = _int_or_none(par.get("pipeline")) or 1
+    if worker is not None and (par.get("data") or par.get("dataLocal")) and role.gpu_count is not None:
+        # the data-parallel worker template: data / dataLocal pods (ParallelismSpec.GetSize), each
+        # running its dataLocal engines on its own GPUs (the gpu-count check counts them per pod)
+        pods = max((_int_or_none(par.get("data")) or 1) // max(_int_or_none(par.get("dataLocal")) or 1, 1), 1)
+        leader, workers = role.gpu_count[0], _pod_gpus(worker)
+        if leader is not None and workers is not None and pods > 1:
+            role.gpu_group = (leader, pods, leader, workers)
+        return
     if worker is None or size <= 1 or par.get("data") or par.get("dataLocal") or role.gpu_count is None:
         return
     leader, workers = role.gpu_count[0], _pod_gpus(worker)

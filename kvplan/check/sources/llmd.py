@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.check.deployment import Deployment, _int_or_none
-from kvplan.check.sources.k8s import _gpu_from_selectors, _k8s_env
+from kvplan.check.sources.k8s import _gpu_from_selectors, _headless, _k8s_env
 from kvplan.check.sources.stack import Role, container_resources, flag, model_from_uri, replicas_at, role_deployments, unknown_model, words_at
 from kvplan.engines.vllm.serve_flags import FlagCatalogue
 from kvplan.io.files import YamlDoc
@@ -73,6 +73,10 @@ def modelservice_deployments(doc: YamlDoc, file: str, raw: list[str], cat: FlagC
                 continue
             role = _container_role(doc, values, rname, rv, ci, c)
             for dep in role_deployments(role, file, raw, cat):
+                if values.get("multinode") and _headless(dep):
+                    # a worker pod's `vllm serve --headless` (the custom command's branch for
+                    # LWS_WORKER_INDEX > 0): engines of the leader's deployment, not a server
+                    continue
                 _gpu_from_selectors(dep, role.pod, (rname, "acceleratorTypes"), doc, node_map)
                 out.append(dep)
     return out
@@ -93,7 +97,11 @@ def _container_role(doc: YamlDoc, values: dict, rname: str, rv: dict, ci: int, c
                                  f"parallelism.data {data} is not a multiple of parallelism.{by} {other}: the chart "
                                  "fails to render (`helm` exits)"))
     replicas_at(role, doc, rv, (rname,), "replicas", f"{rname}.replicas")
-    role.env, role.runtime, role.notes = _k8s_env(c)
+    # multinode: a LeaderWorkerSet of `workers` pods, every one from this container (the chart
+    # writes a workerTemplate only); LWS sets LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and
+    # LWS_WORKER_INDEX in each, read here from the leader's side (index 0)
+    lws = {"LWS_LEADER_ADDRESS": None, "LWS_GROUP_SIZE": str(nw), "LWS_WORKER_INDEX": "0"} if values.get("multinode") else None
+    role.env, role.runtime, role.notes = _k8s_env(c, injected=lws)
     container_resources(role, c, doc, cpath)
     if role.gpu_count is None and (values.get("accelerator") or {}).get("type", "nvidia") == "nvidia":
         role.gpu_count = (dpl * tp, doc.line_of((rname, "parallelism")),
@@ -119,8 +127,24 @@ def _container_role(doc: YamlDoc, values: dict, rname: str, rv: dict, ci: int, c
         pod = role.gpu_count[0]
         role.gpu_group = (pod, nw, pod, pod)
         role.gpu_count = (pod * nw, role.gpu_count[1], role.gpu_count[2] + f" x {nw} pods")
+    elif values.get("multinode") and nw > 1 and role.gpu_count is not None and role.gpu_count[0] is not None:
+        # data parallel over the group: every pod runs its dataLocal engines (idle GPUs per pod: check.rules.hardware)
+        role.gpu_group = (role.gpu_count[0], nw, role.gpu_count[0], role.gpu_count[0])
     role.pod, role.pod_path = _affinity(rv), (rname,)
+    role.shm = _shm(rv, c, doc, rname, cpath)
     return role
+
+
+def _shm(rv: dict, c: dict, doc: YamlDoc, rname: str, cpath: tuple):
+    """The /dev/shm of the container as the chart renders its pod: the role's ``volumes`` and
+    ``hostIPC`` (or ``extraConfig.hostIPC``), the container's ``volumeMounts``."""
+    from kvplan.check.sources.shm import pod_shm
+
+    extra = rv.get("extraConfig") if isinstance(rv.get("extraConfig"), dict) else {}
+    pod = {"containers": [x for x in rv.get("containers") or [] if isinstance(x, dict)],
+           "volumes": rv.get("volumes") if isinstance(rv.get("volumes"), list) else [],
+           "hostIPC": rv.get("hostIPC", extra.get("hostIPC"))}
+    return pod_shm(pod, c, doc, (rname,), cpath)
 
 
 def _affinity(rv: dict) -> dict:

@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from kvplan.io.files import InputError, read_text
 
@@ -425,6 +425,7 @@ class Invocation:
     image: str | None = None
     image_line: int | None = None
     image_key: str | None = None
+    shm: Any = None  # a `docker run`'s /dev/shm (check.sources.shm ShmSize)
 
 
 
@@ -576,6 +577,10 @@ def serve_calls_in_argv(
             runner = next(w.rsplit("/", 1)[-1] for k, w in enumerate(words[:at]) if words[k + 1] == "run"
                           and w.rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl"))
             inv.image_key = f"{runner} run image"
+            from kvplan.check.sources.shm import docker_run_shm
+
+            run = next(k for k in range(at) if words[k + 1] == "run" and words[k].rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl"))
+            inv.shm = docker_run_shm(words[run + 2:at], lines[run + 2:at], inv.line)
         return [inv]
     for i, w in enumerate(words[:-1]):
         if w == "-c" and i > 0 and words[i - 1].rsplit("/", 1)[-1] in _SHELLS:

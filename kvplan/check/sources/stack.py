@@ -83,6 +83,7 @@ class Role:
     ignored: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, key, why): keys the stack does not pass
     replicas: tuple[Any, int | None, str] | None = None  # (replicas as written, line, key)
     invalid: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, key, why): the stack refuses it
+    shm: Any = None  # the /dev/shm of the server's container (check.sources.shm ShmSize); None: not read
 
 
 def flag(name: str, value: Any, doc: YamlDoc, path: tuple, key: str) -> list[Arg]:
@@ -180,6 +181,8 @@ def _platform(dep: Deployment, role: Role) -> None:
     if role.image is not None and dep.image is None:
         dep.image, dep.image_line, dep.image_key = role.image
     dep.host_memory = role.host_memory
+    if role.shm is not None and dep.shm is None:
+        dep.shm = role.shm
     if role.replicas is not None and role.replicas[0] != 1:
         n, line, key = role.replicas
         dep.diag(REPLICAS, "info", f"{n} replica(s) of this engine; the figures are per replica", line=line, key=key)

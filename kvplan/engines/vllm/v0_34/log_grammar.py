@@ -87,7 +87,7 @@ NEW_LINES: tuple[LogLine, ...] = (
     LogLine(
         RE_EXTENDED,
         (("num_gpu_blocks", 1, "int"), ("num_gpu_blocks_source", None, "Extended KV cache line"),
-         ("kv_cache_sizing", None, "extensible")),
+         ("extended_kv_bytes", 2, "gib"), ("kv_cache_sizing", None, "extensible")),
         family="v1",
     ),
     LogLine(RE_REMAPPING),
