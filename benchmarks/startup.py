@@ -7,7 +7,9 @@ work slows all of them alike; the medians of wall time and of CPU time (user + s
 child) are printed with their ratio to hf-mem's. The kvplan package is byte-compiled first, as
 `pip install` does (with PYTHONDONTWRITEBYTECODE set, an editable install would otherwise compile
 every module on every run). The "floor" row imports only the libraries the estimate path needs
-(typer, pydantic, rich, PyYAML) in a bare interpreter: kvplan cannot start faster than that.
+(typer, pydantic, rich, PyYAML) in a bare interpreter: kvplan cannot start faster than that. The
+"library:" rows import one of them alone, to show which the goal cannot carry (typer 0.29 itself
+requires pydantic: it parses every option through a pydantic TypeAdapter).
 
     python benchmarks/startup.py [N] [--against DIR]
 
@@ -35,6 +37,12 @@ MODEL = "meta-llama/Meta-Llama-3-8B"  # bundled: no network
 CHECK_FILE = str(ROOT / "tests" / "data" / "check" / "pass" / "chat-llama8b.yaml")
 FLOOR = "import typer, rich.console, rich.table, yaml; from pydantic import BaseModel"
 ENTRY = "import sys; sys.argv[0] = 'kvplan'; from kvplan._entry import main; main()"
+LIBRARIES = {
+    "library: pydantic (BaseModel)": "from pydantic import BaseModel",
+    "library: typer": "import typer",
+    "library: rich (console, table)": "import rich.console, rich.table",
+    "library: PyYAML": "import yaml",
+}
 
 KVPLAN_ARGS = {
     "kvplan --version": ["--version"],
@@ -69,6 +77,7 @@ def commands(against: Path | None) -> dict[str, tuple[list[str], dict]]:
         "hf-mem --help": ([hf_mem, "--help"], env),
         "floor: import typer, pydantic, rich, yaml": ([sys.executable, "-c", FLOOR], env),
     }
+    rows |= {name: ([sys.executable, "-c", code], env) for name, code in LIBRARIES.items()}
     rows |= {name: ([kvplan, *args], env) for name, args in KVPLAN_ARGS.items()}
     if against is not None:
         # run in that checkout: `python -c` puts the working directory first on sys.path

@@ -19,7 +19,6 @@ import math
 import os
 import re
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -486,7 +485,9 @@ def _with_clash_warnings(profiles: dict[str, GPUProfile], profile: GPUProfile, o
 
 @lru_cache(maxsize=1)
 def _bundled() -> tuple[GPUProfile, ...]:
-    text = resources.files("kvplan.data").joinpath("gpus.yaml").read_text(encoding="utf-8")
+    # beside this module (kvplan/data/, a plain folder in a wheel): no importlib.resources, whose
+    # import (zipfile, tempfile) every `kvplan estimate` would pay for
+    text = (Path(__file__).parent / "data" / "gpus.yaml").read_text(encoding="utf-8")
     profiles: dict[str, GPUProfile] = {}
     _apply(profiles, _parse_entries(text, BUNDLED_ORIGIN), BUNDLED_ORIGIN, user=False)
     return tuple(profiles.values())

@@ -151,7 +151,7 @@ def _print_diags(con, diags, group_file: str) -> None:
         where = (f"{d.file}:" if d.file != group_file else "") + (f"{d.line}" if d.line else "-")
         key = f"{safe(d.key)}: " if d.key else ""
         style = _STYLE[d.severity]
-        head = Text.from_markup(f"    {escape(where):>5}  [{style}]{d.severity:<7}[/{style}] [dim]{d.check_id}[/dim]  ")
+        head = Text.from_markup(f"    {escape(where):>5}  [{style}]{d.severity:<7}[/{style}] [dim]{d.check_id}[/dim]  ", emoji=False)
         con.print(hanging(head, key + safe(d.message)))
         if d.hint:
             con.print(hanging(Text("           hint: ", style="dim"), Text(safe(d.hint), style="dim")))
@@ -166,7 +166,9 @@ def print_human(report, strict: bool, console=None) -> None:
 
     from kvplan.render.table import hanging
 
-    con = console or Console(highlight=False, soft_wrap=True)
+    # emoji=False: a file name, model or flag value with ":fire:" or ":1234:" in it is echoed as
+    # written, not as rich's emoji (and the emoji table, 3 ms of every check, is not loaded)
+    con = console or Console(highlight=False, soft_wrap=True, emoji=False)
     safe = _encodable(con)
     ok_mark, bad_mark = ("✓", "✗") if safe("✓") == "✓" else ("ok", "FAIL")
     for f in report.files:
@@ -189,7 +191,7 @@ def print_human(report, strict: bool, console=None) -> None:
                     )
             if any(d.check_id == APPROXIMATE for d in dep.diagnostics):
                 what += " (approximate: kvplan has no exact rules for this model)"
-            con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: "), safe(what)))
+            con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: ", emoji=False), safe(what)))
             _print_diags(con, dep.diagnostics, f.file)
     diags = report.diagnostics
     n_err = sum(d.severity == "error" for d in diags)

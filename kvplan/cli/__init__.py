@@ -27,6 +27,11 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    # The root's own --help, when a command's is the one given, defaults to False instead of None:
+    # typer 0.29 coerces an unset flag's None through a pydantic TypeAdapter it builds on the spot,
+    # so `kvplan check --help` imported pydantic (~50 ms) for nothing. A click default_map entry
+    # reaches only the root's parameters (a command's default_map is default_map[command]).
+    context_settings={"default_map": {"help": False}},
 )
 
 # command -> the module exposing `register(app)`, in --help order. A module is registered only

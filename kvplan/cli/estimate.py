@@ -189,7 +189,9 @@ def run_estimate(f: EstimateFlags) -> int:
     else:
         from rich.console import Console
 
-        console = Console()
+        # emoji=False: kvplan writes no emoji codes, so a ":name:" in a model path prints as written
+        # (and rich's 3 ms emoji table is not loaded)
+        console = Console(emoji=False)
         render.print_table(plan, console, revision, verbose=f.verbose)
         if estimate_extras:
             estimate_extras(plan, fmt=f.fmt, console=console, **extras)

@@ -205,8 +205,9 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
 
     print_parallel(plan, console, doc["serve_command"])
     console.print(Text("vllm serve line:", style="bold"))
-    # soft_wrap: never insert line breaks into the command, so it copies and pastes intact
-    console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False)
+    # soft_wrap: never insert line breaks into the command, so it copies and pastes intact; emoji:
+    # a path or name with ":rocket:" in it is printed as written, not as rich's emoji
+    console.print(doc["serve_command"], soft_wrap=True, markup=False, highlight=False, emoji=False)
     for origin, label in (("user", "your flags"), ("recommended", "kvplan's fixes"), ("pinned", "pinned by kvplan")):
         shown = [f["flag"] + ("" if f["value"] is True else f" {f['value']}") for f in doc["serve_flags"] if f["origin"] == origin]
         if shown:

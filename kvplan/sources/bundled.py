@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from kvplan.sources.base import ModelSource
 
 
-def _spec_dir():
+@lru_cache(maxsize=1)
+def _spec_dir() -> Path:
+    """The folder of the snapshots: the ``kvplan.model_specs`` package's (installed, editable or
+    not), else the source tree's ``model_specs/``. Read from the package's own path instead of
+    importlib.resources, whose import (zipfile, tempfile: ~3 ms) every `kvplan estimate` paid; a
+    wheel installs it as a plain folder."""
     try:
-        return resources.files("kvplan.model_specs")
+        import kvplan.model_specs as package
     except ModuleNotFoundError:  # running from a source tree without installing
         return Path(__file__).resolve().parents[2] / "model_specs"
+    return Path(next(iter(package.__path__)))
 
 
 @lru_cache(maxsize=1)
@@ -43,15 +48,37 @@ def bundled_ids() -> list[str]:
     return sorted(ids)
 
 
+def _by_file_name(key: str) -> tuple[str, dict] | None:
+    """(file name, its data) when ``key`` (a lower-cased repo id) is the repo id of the snapshot
+    named after it (``org__name.json``, as SOURCES.md names them), else None. Reads one file
+    instead of every snapshot (_index): the answer is the index's, since a repo id is never
+    another snapshot's alias (tests/test_bundled_specs.py checks it)."""
+    if "/" not in key or key.count("/") > 1:
+        return None
+    wanted = key.replace("/", "__") + ".json"
+    try:
+        fname = next((e.name for e in _spec_dir().iterdir() if e.name.lower() == wanted), None)
+    except OSError:
+        return None
+    if fname is None:
+        return None
+    data = json.loads(_spec_dir().joinpath(fname).read_text(encoding="utf-8"))
+    return (fname, data) if str(data.get("repo_id", "")).lower() == key else None
+
+
 def find_bundled(name: str) -> ModelSource | None:
     """The bundled spec for a repo id or alias, or None.
 
     A snapshot whose ``status`` is not "complete..." (partial, near-complete) carries a note
     saying so in ``ModelSource.notes``."""
-    fname = _index().get(name.strip().lower())
-    if fname is None:
-        return None
-    data = json.loads(_spec_dir().joinpath(fname).read_text(encoding="utf-8"))
+    key = name.strip().lower()
+    found = _by_file_name(key)
+    if found is None:
+        fname = _index().get(key)
+        if fname is None:
+            return None
+        found = fname, json.loads(_spec_dir().joinpath(fname).read_text(encoding="utf-8"))
+    fname, data = found
     total = data.get("checkpoint_total_bytes")
     status = str(data.get("status") or "")
     notes = ()

@@ -65,6 +65,10 @@ def test_a_command_help_imports_that_command_only():
     assert _loaded(res, *COMMAND_MODULES) == ["kvplan.cli.check"]
     # check declares no engine option: neither EngineArgs nor any version's rules are built
     assert _loaded(res, *RULES, "kvplan.cli.options") == []
+    # nor is pydantic imported: typer would build a TypeAdapter for the root's unset --help
+    # (kvplan.cli.app's default_map gives it False)
+    # (pydantic.plugin._loader is kvplan._entry's stub module, not pydantic's)
+    assert [m for m in _loaded(res, "pydantic", "rich", "yaml") if m != "pydantic.plugin._loader"] == []
 
 
 def test_the_estimate_path_reads_no_importlib_metadata():
@@ -119,3 +123,38 @@ def test_a_placeholder_gives_way_to_the_real_command_in_one_process():
     code, out, _ = run_cli("estimate", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200", "--format", "serve")
     assert code == 0 and out.startswith("vllm serve meta-llama/Meta-Llama-3-8B")
     assert not any(c.callback is cli._placeholder for c in cli.app.registered_commands if c.name == "estimate")
+
+
+def test_the_estimate_table_loads_no_emoji_table_nor_importlib_resources():
+    # kvplan writes no emoji codes (Console(emoji=False)); the bundled data is read from the
+    # package's folder (no importlib.resources: zipfile, tempfile)
+    res = _run("estimate", "meta-llama/Meta-Llama-3-8B", "--gpu", "H200")
+    assert res["code"] == 0 and "vllm serve meta-llama/Meta-Llama-3-8B" in res["out"]
+    assert _loaded(res, "rich._emoji_codes", "importlib.resources", "zipfile") == []
+
+
+def test_a_colon_name_colon_in_a_model_path_is_printed_as_written(tmp_path):
+    # rich would print ":rocket:" as the emoji; the serve line must copy and paste as written
+    from helpers import TINY_LLAMA
+    from tests.helpers import run_cli
+
+    d = tmp_path / ":rocket:"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(TINY_LLAMA), encoding="utf-8")
+    code, out, err = run_cli("estimate", str(d), "--gpu", "H100")
+    assert code == 0, err
+    assert f"vllm serve {d}" in out and "\U0001f680" not in out
+
+
+def test_check_echoes_a_colon_name_colon_file_name_as_written(tmp_path):
+    # rich would print "deploy/:fire:.yaml" as "deploy/🔥.yaml" (header and deployment line)
+    from tests.helpers import run_cli
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "check", "pass", "chat-llama8b.yaml")
+    f = tmp_path / ":fire:.yaml"
+    f.write_bytes(open(src, "rb").read())
+    code, out, err = run_cli("check", str(f), "--gpu", "H100")
+    assert code == 0, err
+    assert "\U0001f525" not in out and out.count(":fire:.yaml") == 2, out
+    res = _run("check", src, "--gpu", "H100")
+    assert res["code"] == 0 and _loaded(res, "rich._emoji_codes") == []
