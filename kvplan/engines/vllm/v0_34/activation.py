@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from kvplan.engines.vllm.rules import override
 from kvplan.engines.vllm.v0_26 import activation as _v026
 from kvplan.engines.vllm.v0_33 import activation as _v033
+from kvplan.engines.vllm.v0_34 import reserve_growth
 from kvplan.engines.vllm.v0_33.activation import (  # noqa: F401  (unchanged rules)
     FORWARD_OFFSET_BYTES,
     GDN_FP32_VALUE_COPIES,
@@ -78,14 +79,17 @@ class ActivationEstimate(_v033.ActivationEstimate):
     Attributes:
         sizing_peak_bytes: P, the largest transient of the profile, warm-up and sizing steps
             (module docstring); at least ``peak_bytes``.
-        reserve_growth_bytes: G, torch's reservation growth over a sizing step (P times a
-            fitted ratio).
+        reserve_growth_bytes: G, torch's reservation growth over the sizing steps: derived from
+            the eager forward's allocation sequence (reserve_growth.py) where that covers the
+            model on one GPU, else P times the fitted TORCH_RESERVE_GROWTH_RATIO.
+        reserve_growth_derived: G came from reserve_growth.py (not the ratio).
         warmup_persistent_bytes: what warm-up and the sizing steps leave allocated
             (WARMUP_PERSISTENT_HIDDEN_COPIES x T x hidden x activation bytes).
     """
 
     sizing_peak_bytes: int = 0
     reserve_growth_bytes: int = 0
+    reserve_growth_derived: bool = False
     warmup_persistent_bytes: int = 0
 
 
@@ -113,9 +117,14 @@ def _peak(run: ProfileRun) -> ActivationEstimate:
     est = _v033._peak(replace(run, enforce_eager=True, spec=spec))
     p = sizing_step_bytes(run, est.peak_bytes)
     left = int(WARMUP_PERSISTENT_HIDDEN_COPIES * run.tokens * run.spec.hidden_size * run.act_dtype_bytes)
+    g = reserve_growth.reserve_growth_bytes(
+        run.spec, tokens=run.tokens, max_model_len=run.max_model_len, act=run.act_dtype_bytes,
+        fp8_act_quant=bool(run.fp8_act_quant), last_pp_rank=run.is_last_pp_rank,
+    ) if run.tp == 1 else None
     return ActivationEstimate(
-        **est.__dict__, sizing_peak_bytes=p, reserve_growth_bytes=int(p * TORCH_RESERVE_GROWTH_RATIO),
-        warmup_persistent_bytes=left,
+        **est.__dict__, sizing_peak_bytes=p,
+        reserve_growth_bytes=int(p * TORCH_RESERVE_GROWTH_RATIO) if g is None else g,
+        reserve_growth_derived=g is not None, warmup_persistent_bytes=left,
     )
 
 
