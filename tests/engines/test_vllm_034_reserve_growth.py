@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 
 from kvplan.engines.vllm.v0_34 import reserve_growth as rg
 from kvplan.model.parse import parse_config
@@ -73,3 +74,23 @@ def test_unmodelled_layer_kinds_fall_back():
     assert rg.supported(spec)
     assert rg.reserve_growth_bytes(spec.model_copy(update={"architecture": "SomeOtherForCausalLM"}), tokens=16384,
                                    max_model_len=None, act=2, fp8_act_quant=False) is None
+
+
+def test_prompt_logprob_chunk_by_the_source():
+    from kvplan.engines.vllm.v0_34.activation import prompt_logprob_chunk_bytes
+
+    # TP 1: 1024 rows x 128,256 bf16 logits, read in place (no fp32 log-softmax copy)
+    assert prompt_logprob_chunk_bytes(128_256, 1024, 2, 1) == 1024 * 128_256 * 2
+    # TP 2: the [1024, V/2] shard, the all-gather's [1024, V] output and its reordered copy
+    assert prompt_logprob_chunk_bytes(128_256, 1024, 2, 2) == 1024 * 64_128 * 2 + 2 * 1024 * 128_256 * 2
+    # Gemma-2's final softcapping keeps two [1024, V] tensors alive
+    assert prompt_logprob_chunk_bytes(256_000, 1024, 2, 1, softcap=True) == 2 * 1024 * 256_000 * 2
+
+
+def test_the_sizing_step_does_not_raise_a_sampler_bound_profile_peak():
+    # Qwen3-30B-A3B: vLLM's profile peak 1,013,118,976 B is its sampler stage (KVPLAN_EXACT
+    # peak_activation); the log prints P 0.94 GiB, that peak to 0.01 GiB, and kvplan's P is it
+    code, out, err = run_cli("verify", "--from-log", str(DATA / "qwen3-30b-a3b_eager.log"), "--format", "json")
+    sizing = json.loads(out)["kv_cache_sizing"]
+    assert sizing["predicted"]["transient_peak_bytes"] == 1_013_118_976
+    assert sizing["measured"]["transient_peak_bytes"] == round(0.94 * GiB)

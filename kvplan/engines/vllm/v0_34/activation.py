@@ -61,10 +61,21 @@ from kvplan.engines.vllm.v0_33.activation import (  # noqa: F401  (unchanged rul
 
 # v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE: rows of one prompt-logprobs chunk.
 PROMPT_LOGPROB_CHUNK_ROWS = 1024
-# Bytes per logit of one prompt-logprobs chunk, by the source: the logits in the activation dtype
-# (logprob.py compute_token_logprobs reads them in place, with no fp32 log-softmax copy). Never
-# the largest term on the recorded starts.
-PROMPT_LOGPROB_BYTES_PER_LOGIT = 2
+
+
+def prompt_logprob_chunk_bytes(vocab_size: int, rows: int, act: int, tp: int, softcap: bool = False) -> int:
+    """One prompt-logprobs chunk's logits at their peak (bytes per GPU): [rows, vocab] in the
+    activation dtype (v1/worker/gpu/sample/logprob.py compute_token_logprobs reads them in place,
+    with no fp32 log-softmax copy); under TP the LM head's [rows, vocab / tp] shard, the
+    all-gather's [rows, vocab] output and its reordered copy are alive at once
+    (model_executor/layers/logits_processor.py _gather_logits,
+    distributed/device_communicators/base_device_communicator.py all_gather); final-logit
+    softcapping (Gemma-2) keeps two [rows, vocab] tensors alive while it divides, tanh's and
+    multiplies. Never the largest term on the recorded starts (all TP 1)."""
+    per_logit = (act if tp == 1 else act * 2 + act / tp) + (act if softcap else 0)
+    return int(rows * vocab_size * per_logit)
+
+
 # FITTED (benchmarks/fit_v034.py) on the FIT starts of tests/data/vllm-0.34.0-h100 whose P the
 # sizing step set (P logged above the profile peak): llama3-8b_eager and gemma2-9b_eager
 # (qwen3-30b-a3b_eager, the third FIT start, has P = its sampler-bound profile peak and says
@@ -112,7 +123,8 @@ def sizing_step_bytes(run: ProfileRun, profile_peak_bytes: int, forward_bytes: i
     p = max(profile_peak_bytes, forward_bytes + SIZING_STEP_BYTES_PER_TOKEN * t)
     if not run.is_last_pp_rank:
         return p
-    chunk = min(PROMPT_LOGPROB_CHUNK_ROWS, t) * spec.vocab_size * PROMPT_LOGPROB_BYTES_PER_LOGIT
+    chunk = prompt_logprob_chunk_bytes(spec.vocab_size, min(PROMPT_LOGPROB_CHUNK_ROWS, t), act, run.tp,
+                                       spec.logit_softcapping)
     return max(p, t * spec.hidden_size * act + chunk)
 
 
