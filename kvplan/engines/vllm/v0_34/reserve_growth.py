@@ -27,7 +27,8 @@ of their own rounded up to 2 MiB; a request takes the smallest free block that f
 pool and splits it when more than 1 MiB (small pool: 512 B) is left; freed neighbours merge.
 
 The layer sequences (allocation and release order, from Python's reference lifetimes in
-vLLM 0.34.0 model_executor/models/llama.py, gemma2.py, qwen3.py, qwen3_moe.py; norms in
+vLLM 0.34.0 model_executor/models/llama.py, mistral.py, qwen2.py, qwen3.py, qwen3_moe.py,
+gemma2.py, all read for this; only Llama-3 (eager, fp8), Gemma-2 and Qwen3-MoE have starts; norms in
 model_executor/layers/layernorm.py; the MoE output in fused_moe/modular_kernel.py apply) are
 in ``_layer``. Small tensors (attention metadata, router logits, top-k ids) are left out:
 they fit into the holes the large ones leave.
@@ -309,3 +310,35 @@ def reserve_growth_bytes(
         return max(forward_growth_bytes(spec, tokens, act, fp8_act_quant),
                    prompt_logprob_step_growth_bytes(spec, max_model_len, act, fp8_act_quant))
     return prompt_logprob_step_growth_bytes(spec, tokens, act, fp8_act_quant)
+
+
+# The vLLM 0.34.0 source this module restates, as (file under vllm/, qualified name) pairs. Named
+# RESTATED_SOURCES, not VLLM_SOURCES, until benchmarks/vllm_fingerprints.py --refresh re-reads
+# every stored release (wheels for 0.20-0.33.x: not run by the helper that wrote this); renaming
+# it then puts these functions under the release triage (tests/engines/test_releases.py).
+RESTATED_SOURCES: tuple[tuple[str, str], ...] = (
+    ('v1/worker/gpu/warmup.py', 'run_kv_cache_sizing_warmup'),
+    ('v1/worker/gpu/warmup.py', '_measure_sizing_step'),
+    ('v1/worker/gpu/sample/prompt_logprob.py', 'compute_prompt_logprobs_with_chunking'),
+    ('v1/worker/gpu/sample/logprob.py', 'compute_token_logprobs'),
+    ('model_executor/layers/logits_processor.py', 'LogitsProcessor.forward'),
+    ('model_executor/models/llama.py', 'LlamaDecoderLayer.forward'),
+    ('model_executor/models/llama.py', 'LlamaAttention.forward'),
+    ('model_executor/models/llama.py', 'LlamaMLP.forward'),
+    ('model_executor/models/mistral.py', 'MistralAttention.forward'),
+    ('model_executor/models/mistral.py', 'MistralDecoderLayer.forward'),
+    ('model_executor/models/qwen2.py', 'Qwen2Attention.forward'),
+    ('model_executor/models/qwen2.py', 'Qwen2DecoderLayer.forward'),
+    ('model_executor/models/qwen3.py', 'Qwen3Attention.forward'),
+    ('model_executor/models/qwen3.py', 'Qwen3DecoderLayer.forward'),
+    ('model_executor/models/gemma2.py', 'Gemma2DecoderLayer.forward'),
+    ('model_executor/models/gemma2.py', 'Gemma2Model.embed_input_ids'),
+    ('model_executor/models/qwen3_moe.py', 'Qwen3MoeAttention.forward'),
+    ('model_executor/models/qwen3_moe.py', 'Qwen3MoeDecoderLayer.forward'),
+    ('model_executor/layers/layernorm.py', 'RMSNorm.forward_native'),
+    ('model_executor/layers/layernorm.py', 'GemmaRMSNorm.forward_native'),
+    ('ir/ops/layernorm.py', 'rms_norm'),
+    ('ir/ops/layernorm.py', 'fused_add_rms_norm'),
+    ('kernels/vllm_c.py', 'fused_add_rms_norm'),
+    ('model_executor/layers/fused_moe/modular_kernel.py', 'FusedMoEKernelModularImpl.apply'),
+)
