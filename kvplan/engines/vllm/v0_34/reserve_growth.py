@@ -30,15 +30,17 @@ The layer sequences (allocation and release order, from Python's reference lifet
 vLLM 0.34.0 model_executor/models/llama.py, mistral.py, qwen2.py, qwen3.py, qwen3_moe.py,
 gemma2.py, all read for this; only Llama-3 (eager, fp8), Gemma-2 and Qwen3-MoE have starts; norms in
 model_executor/layers/layernorm.py; the MoE output in fused_moe/modular_kernel.py apply) are
-in ``_layer``. Small tensors (attention metadata, router logits, top-k ids) are left out:
+in ``_forward``, ``_attention`` and ``_mlp``. Small tensors (attention metadata, router logits, top-k ids) are left out:
 they fit into the holes the large ones leave.
 
 Checked (tests/data/vllm-0.34.0-h100, "GiB of torch reservation growth" at 0.01 GiB):
 llama3-8b_eager 2.000 GiB (logged 2.0), llama3-8b_fp8_eager 2.062 (2.06), gemma2-9b_eager
-2.439 (2.44), llama3-8b_serve_graphs 1.246 (1.18: the eager sequence under torch.compile, one
-start), qwen3-30b-a3b_eager 0.92 (1.05: 0.13 GiB the source reading did not find; see
-activation.py). Layer kinds outside these (MLA, Mamba / GDN hybrids, cross-attention, a
-shared-expert MoE) return None and keep activation.py's fitted ratio. Units: bytes (int).
+2.438 (2.44), llama31-8b_kvoffload16 2.000 (2.0); llama3-8b_serve_graphs 1.000 (1.18: the eager
+sequence under torch.compile, one start) and qwen3-30b-a3b_eager 0.900 (1.05), the two starts
+whose only sizing step carries the prompt logprobs: 0.15-0.18 GiB the source reading did not
+find (docs/versions.md names the starts that would place it). Other architectures and layer
+kinds (MLA, Mamba / GDN hybrids, cross-attention, a shared-expert MoE; ``supported``) and TP > 1
+return None there and keep activation.py's fitted ratio. Units: bytes (int).
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def _gemma_norms(spec: ModelSpec) -> bool:
 
 
 def supported(spec: ModelSpec) -> bool:
-    """The layer sequences ``_layer`` restates cover ``spec``: full/sliding attention layers with
+    """The layer sequences ``_forward`` restates cover ``spec``: full/sliding attention layers with
     a dense or a shared-expert-free MoE feed-forward (no MLA, Mamba, GDN, cross-attention)."""
     if spec.mla is not None or spec.is_hybrid or spec.layer_attention:
         return False
