@@ -549,6 +549,7 @@ def _plan_stage(
         sm_count=gpu.sm_count,
         moe_workspace_persists=r.quant is None or r.quant.method != "mxfp4",
         fp8_act_quant=rules.quantization.fp8_activation_group(r.quant),
+        max_model_len=r.max_model_len,  # 0.34.0's sizing steps split at it (v0_34/reserve_growth.py)
         # a feature that moves the model to the other runner profiles on that runner (addons.py)
         **({"v2": r.v2} if addons is not None and r.v2 != rules.runner.uses_v2_runner(spec) else {}),
     )

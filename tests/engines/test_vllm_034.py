@@ -451,8 +451,9 @@ def test_an_explicit_0_92_caps_the_extensible_cache_by_hand():
     assert abs((kv // 32) // (2 * MiB) * 8 - t["blocks"]) <= 8
 
 
-# stated, not hidden: the two fit-set starts outside 0.5 % (docs/versions.md)
-OVER_HALF_PERCENT = {"qwen3-30b-a3b_eager": 0.55, "gemma2-9b_eager": 0.55}
+# stated, not hidden: the fit-set start outside 0.5 % (docs/versions.md): its logged G is 0.15 GiB
+# above the allocation sequence kvplan restates (v0_34/reserve_growth.py), a part not yet found
+OVER_HALF_PERCENT = {"qwen3-30b-a3b_eager": 0.55}
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
@@ -500,9 +501,14 @@ def test_the_held_out_graph_start_within_its_stated_errors():
     code, out, err = run_cli("verify", "--from-log", str(DATA / "llama3-8b_serve_graphs.log"), "--format", "json")
     doc = json.loads(out)
     pred, meas = doc["kv_cache_sizing"]["predicted"], doc["kv_cache_sizing"]["measured"]
-    # P: 900,405,248 predicted vs 0.84 GiB logged (-0.2 %); G: 1,084,168,955 vs 1.18 GiB (-14 %)
-    assert pred["transient_peak_bytes"] == 900_405_248 and meas["transient_peak_bytes"] == round(0.84 * GiB)
-    assert pred["reserve_growth_bytes"] == 1_084_168_955 and meas["reserve_growth_bytes"] == round(1.18 * GiB)
+    # P: the forward stage 836,782,592 B (0.33.0's rule at T = 8192) + 4,325 B x 8192 = 872,212,992 B,
+    # above the sampler-bound profile peak 871,823,360 B; 0.84 GiB logged (-3.3 %). G, the eager allocation sequence at
+    # T = max_model_len = 8192 (one step with prompt logprobs): embedding, norm copy, attention
+    # output and o_proj output 64 MiB each, qkv 96, gate_up 448, activation 224 = 1,024 MiB; the
+    # 1024 x 128,256 bf16 logits chunk (250.5 MiB) fits the freed gate_up block. Logged 1.18 GiB
+    # (-15 %): under torch.compile the eager sequence is not the compiled one (one start).
+    assert pred["transient_peak_bytes"] == 836_782_592 + 4_325 * 8192 and meas["transient_peak_bytes"] == round(0.84 * GiB)
+    assert pred["reserve_growth_bytes"] == 1024 * MiB and meas["reserve_growth_bytes"] == round(1.18 * GiB)
     # blocks: 7,688 predicted vs 7,672 logged (+0.21 %)
     assert (doc["predicted"]["num_gpu_blocks"], doc["measured"]["num_gpu_blocks"]) == (7_688, 7_672)
 

@@ -306,6 +306,7 @@ class ProfileRun:
     moe_workspace_persists: bool
     fp8_act_quant: int
     v2: bool | None = None  # the model runner when a feature chose it (capacity/addons.py); None = the model's
+    max_model_len: int | None = None  # resolved --max-model-len; read by 0.34.0's sizing-step rule only
 
     @property
     def rows(self) -> int:
@@ -386,6 +387,7 @@ def activation_peak(
     fp8_act_quant: int = 0,
     peak_rule: Callable[[ProfileRun], ActivationEstimate] = _peak,
     v2: bool | None = None,
+    max_model_len: int | None = None,
 ) -> ActivationEstimate:
     """Predict vLLM 0.26.0's "GiB for peak activation" on one GPU.
 
@@ -403,6 +405,8 @@ def activation_peak(
             own: rules.override).
         v2: the model runner when a feature chose it (a speculative method the V2 runner lacks:
             capacity/addons.py); None = the model's default runner.
+        max_model_len: the resolved --max-model-len (tokens); unused by this version's rule
+            (vLLM 0.34.0's sizing steps split at it: v0_34/reserve_growth.py).
     Returns:
         ActivationEstimate (bytes).
     """
@@ -419,6 +423,7 @@ def activation_peak(
         moe_workspace_persists=moe_workspace_persists,
         fp8_act_quant=fp8_act_quant,
         v2=v2,
+        max_model_len=max_model_len,
     )
     return peak_rule(run)
 

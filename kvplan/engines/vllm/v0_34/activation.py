@@ -23,14 +23,20 @@ T = max_num_batched_tokens tokens, and a ``prompt_logprobs = max_logprobs`` (20)
 that step, or its own step when max_model_len < T), computed in 1024-row chunks
 (v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE).
 
-kvplan's P and G, FITTED on real vLLM 0.34.0 starts (H100; their ``Memory after warmup`` lines
-print P as "allocated at peak" and G as "torch reservation growth", to 0.01 GiB; the fit and its
-held-out errors: benchmarks/fit_v034.py, docs/versions.md):
+kvplan's P and G (H100 starts of tests/data/vllm-0.34.0-h100; their ``Memory after warmup`` lines
+print P as "allocated at peak" and G as "torch reservation growth", to 0.01 GiB; every start's
+error: benchmarks/fit_v034.py, docs/versions.md):
 
-* P = the profile peak + SIZING_STEP_BYTES_PER_TOKEN x T, at least one prompt-logprobs chunk
-  beside the step's hidden states;
-* G = P x TORCH_RESERVE_GROWTH_RATIO;
-* what warm-up leaves allocated = WARMUP_PERSISTENT_HIDDEN_COPIES [T, hidden] tensors.
+* P = max(the profile peak, the profile's forward stage + SIZING_STEP_BYTES_PER_TOKEN x T), at
+  least one prompt-logprobs chunk beside the step's hidden states. The sizing steps run the
+  forward with attention but sample only their few rows, so they raise the forward stage, never
+  a sampler-bound profile peak (Qwen3-30B-A3B: P logged 0.94 GiB = its sampler-bound profile
+  peak 1,013,118,976 B). The per-token term is FITTED (below).
+* G = reserve_growth.py: the caching allocator's growth over the sizing steps, derived from the
+  eager forward's allocation sequence (no fitted term); where that sequence is not restated
+  (MLA, hybrid, shared-expert MoE, other architectures, TP > 1) G = P x the FITTED
+  TORCH_RESERVE_GROWTH_RATIO.
+* what warm-up leaves allocated = WARMUP_PERSISTENT_HIDDEN_COPIES [T, hidden] tensors (FITTED).
 The starts are dense Llama-3-8B (eager, graphs, fp8 weights), Qwen3-30B-A3B (MoE, eager) and
 Gemma-2-9B (sliding window, eager) on one H100; MLA, hybrid, other GPUs are not covered
 (real_starts.py labels them). Units: bytes (int).
@@ -43,6 +49,7 @@ from dataclasses import dataclass, replace
 from kvplan.engines.vllm.rules import override
 from kvplan.engines.vllm.v0_26 import activation as _v026
 from kvplan.engines.vllm.v0_33 import activation as _v033
+from kvplan.engines.vllm.v0_34 import reserve_growth
 from kvplan.engines.vllm.v0_33.activation import (  # noqa: F401  (unchanged rules)
     FORWARD_OFFSET_BYTES,
     GDN_FP32_VALUE_COPIES,
@@ -54,17 +61,31 @@ from kvplan.engines.vllm.v0_33.activation import (  # noqa: F401  (unchanged rul
 
 # v1/worker/gpu/sample/prompt_logprob.py CHUNK_SIZE: rows of one prompt-logprobs chunk.
 PROMPT_LOGPROB_CHUNK_ROWS = 1024
-# Bytes per logit of one prompt-logprobs chunk, by the source: bf16 logits + their fp32
-# log-softmax. Never the largest term on the recorded starts (serve_graphs: 0.86 GB < P 0.90 GB).
-PROMPT_LOGPROB_BYTES_PER_LOGIT = 6
-# FITTED (benchmarks/fit_v034.py) on one start per family of tests/data/vllm-0.34.0-h100:
-# llama3-8b_eager, qwen3-30b-a3b_eager, gemma2-9b_eager (FIT); the other starts
-# there are held out (docs/versions.md gives every start's error).
-# What the sizing step adds over the profile peak per batched token (the profile skips
-# attention): mean of (P - the profile peak) / T = 4,387 (Llama), -232 (Qwen3 MoE), 6,312 (Gemma-2).
-SIZING_STEP_BYTES_PER_TOKEN = 3_489
-# Torch's reservation growth over a sizing step as a multiple of P: mean of G / P = 1.183, 1.117,
-# 1.312 on FIT.
+
+
+def prompt_logprob_chunk_bytes(vocab_size: int, rows: int, act: int, tp: int, softcap: bool = False) -> int:
+    """One prompt-logprobs chunk's logits at their peak (bytes per GPU): [rows, vocab] in the
+    activation dtype (v1/worker/gpu/sample/logprob.py compute_token_logprobs reads them in place,
+    with no fp32 log-softmax copy); under TP the LM head's [rows, vocab / tp] shard, the
+    all-gather's [rows, vocab] output and its reordered copy are alive at once
+    (model_executor/layers/logits_processor.py _gather_logits,
+    distributed/device_communicators/base_device_communicator.py all_gather); final-logit
+    softcapping (Gemma-2) keeps two [rows, vocab] tensors alive while it divides, tanh's and
+    multiplies. Never the largest term on the recorded starts (all TP 1)."""
+    per_logit = (act if tp == 1 else act * 2 + act / tp) + (act if softcap else 0)
+    return int(rows * vocab_size * per_logit)
+
+
+# FITTED (benchmarks/fit_v034.py) on the FIT starts of tests/data/vllm-0.34.0-h100 whose P the
+# sizing step set (P logged above the profile peak): llama3-8b_eager and gemma2-9b_eager
+# (qwen3-30b-a3b_eager, the third FIT start, has P = its sampler-bound profile peak and says
+# nothing about it); the other starts there are held out (docs/versions.md gives every error).
+# What the sizing step's forward (real attention) holds over the profile's forward stage per
+# batched token: mean of (P - kvplan's forward stage) / T = 4,387 (Llama), 4,264 (Gemma-2).
+SIZING_STEP_BYTES_PER_TOKEN = 4_325
+# Torch's reservation growth over a sizing step as a multiple of P, used only where
+# reserve_growth.py does not restate the layer sequence (none of the recorded starts): FITTED as
+# the mean of G / P = 1.183, 1.117, 1.312 on llama3-8b_eager, qwen3-30b-a3b_eager, gemma2-9b_eager.
 TORCH_RESERVE_GROWTH_RATIO = 1.20409
 # What warm-up and the sizing steps leave allocated, in copies of a [T, hidden] activation tensor
 # (the residual of F + C after weights, consumed memory and graphs): 1.03, 1.07, 1.69 on FIT.
@@ -78,26 +99,32 @@ class ActivationEstimate(_v033.ActivationEstimate):
     Attributes:
         sizing_peak_bytes: P, the largest transient of the profile, warm-up and sizing steps
             (module docstring); at least ``peak_bytes``.
-        reserve_growth_bytes: G, torch's reservation growth over a sizing step (P times a
-            fitted ratio).
+        reserve_growth_bytes: G, torch's reservation growth over the sizing steps: derived from
+            the eager forward's allocation sequence (reserve_growth.py) where that covers the
+            model on one GPU, else P times the fitted TORCH_RESERVE_GROWTH_RATIO.
+        reserve_growth_derived: G came from reserve_growth.py (not the ratio).
         warmup_persistent_bytes: what warm-up and the sizing steps leave allocated
             (WARMUP_PERSISTENT_HIDDEN_COPIES x T x hidden x activation bytes).
     """
 
     sizing_peak_bytes: int = 0
     reserve_growth_bytes: int = 0
+    reserve_growth_derived: bool = False
     warmup_persistent_bytes: int = 0
 
 
-def sizing_step_bytes(run: ProfileRun, profile_peak_bytes: int) -> int:
-    """P: the largest transient of the profile, warm-up and sizing steps (bytes): the profile peak
-    plus SIZING_STEP_BYTES_PER_TOKEN per batched token, and (last pipeline rank) at least one
-    prompt-logprobs chunk beside the step's [T, H] hidden states. Fitted: module docstring."""
+def sizing_step_bytes(run: ProfileRun, profile_peak_bytes: int, forward_bytes: int) -> int:
+    """P: the largest transient of the profile, warm-up and sizing steps (bytes): the profile peak,
+    or the profile's forward stage plus SIZING_STEP_BYTES_PER_TOKEN per batched token when larger,
+    and (last pipeline rank) at least one prompt-logprobs chunk beside the step's [T, H] hidden
+    states. Rule source: vLLM 0.34.0 v1/worker/gpu/warmup.py run_kv_cache_sizing_warmup, fitted
+    term: module docstring."""
     spec, t, act = run.spec, run.tokens, run.act_dtype_bytes
-    p = profile_peak_bytes + SIZING_STEP_BYTES_PER_TOKEN * t
+    p = max(profile_peak_bytes, forward_bytes + SIZING_STEP_BYTES_PER_TOKEN * t)
     if not run.is_last_pp_rank:
         return p
-    chunk = min(PROMPT_LOGPROB_CHUNK_ROWS, t) * spec.vocab_size * PROMPT_LOGPROB_BYTES_PER_LOGIT
+    chunk = prompt_logprob_chunk_bytes(spec.vocab_size, min(PROMPT_LOGPROB_CHUNK_ROWS, t), act, run.tp,
+                                       spec.logit_softcapping)
     return max(p, t * spec.hidden_size * act + chunk)
 
 
@@ -111,11 +138,16 @@ def _peak(run: ProfileRun) -> ActivationEstimate:
     # (one more bf16 logits copy) gives a sampler stage of 2,230,253,568 B.
     spec = run.spec.model_copy(update={"logit_softcapping": None}) if run.spec.logit_softcapping else run.spec
     est = _v033._peak(replace(run, enforce_eager=True, spec=spec))
-    p = sizing_step_bytes(run, est.peak_bytes)
+    p = sizing_step_bytes(run, est.peak_bytes, est.forward_bytes)
     left = int(WARMUP_PERSISTENT_HIDDEN_COPIES * run.tokens * run.spec.hidden_size * run.act_dtype_bytes)
+    g = reserve_growth.reserve_growth_bytes(
+        run.spec, tokens=run.tokens, max_model_len=run.max_model_len, act=run.act_dtype_bytes,
+        fp8_act_quant=bool(run.fp8_act_quant), last_pp_rank=run.is_last_pp_rank,
+    ) if run.tp == 1 else None
     return ActivationEstimate(
-        **est.__dict__, sizing_peak_bytes=p, reserve_growth_bytes=int(p * TORCH_RESERVE_GROWTH_RATIO),
-        warmup_persistent_bytes=left,
+        **est.__dict__, sizing_peak_bytes=p,
+        reserve_growth_bytes=int(p * TORCH_RESERVE_GROWTH_RATIO) if g is None else g,
+        reserve_growth_derived=g is not None, warmup_persistent_bytes=left,
     )
 
 

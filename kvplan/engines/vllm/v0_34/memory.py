@@ -33,8 +33,9 @@ amount the source does not settle (kvplan keeps 0.33.0's estimate).
 Checked on real 0.34.0 starts (tests/data/vllm-0.34.0-h100, H100): given the logged F + C, P and
 G, this formula and the granule rounding give vLLM's block count exactly on every extensible
 start. kvplan's own terms: CUDA_CONTEXT_BYTES and the consumed memory (0.33.0's fits; the
-logged "consumed memory" matches them within the log's rounding), the graph pool (runner.py) and
-P, G and what warm-up leaves allocated (activation.py), each fitted on named starts.
+logged "consumed memory" matches them within the log's rounding), the graph pool (runner.py),
+P and what warm-up leaves allocated (activation.py), each fitted on named starts, and G derived
+from the sizing steps' allocation sequence (reserve_growth.py).
 Units: bytes (int).
 """
 
