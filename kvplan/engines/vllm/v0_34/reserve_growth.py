@@ -125,17 +125,23 @@ class _Trace:
         self.ops.extend(("-", n, 0) for n in names)
 
 
-def _native_rms_norm(tr: _Trace, t: int, h: int, act: int) -> str:
-    """vllm/ir/ops/layernorm.py rms_norm (native torch ops): fp32 copy, its square, the
-    normalized and the weighted fp32 tensors, then the output in the activation dtype."""
-    x32, sq = tr.new(t * h * 4), tr.new(t * h * 4)
+def _rms_tail(tr: _Trace, src: str, t: int, h: int, act: int) -> str:
+    """rms_norm's native temporaries over the fp32 tensor ``src`` (its square, the normalized and
+    the weighted fp32 tensors), then the output in the activation dtype; ``src`` is released."""
+    sq = tr.new(t * h * 4)
     tr.drop(sq)
     normed = tr.new(t * h * 4)
     weighted = tr.new(t * h * 4)
     tr.drop(normed)
     out = tr.new(t * h * act)
-    tr.drop(weighted, x32)
+    tr.drop(weighted, src)
     return out
+
+
+def _native_rms_norm(tr: _Trace, t: int, h: int, act: int) -> str:
+    """vllm/ir/ops/layernorm.py rms_norm (native torch ops): an fp32 copy, then the temporaries
+    of _rms_tail."""
+    return _rms_tail(tr, tr.new(t * h * 4), t, h, act)
 
 
 def _native_fused_add_rms_norm(tr: _Trace, t: int, h: int, act: int) -> tuple[str, str]:
@@ -145,14 +151,7 @@ def _native_fused_add_rms_norm(tr: _Trace, t: int, h: int, act: int) -> tuple[st
     total = tr.new(t * h * 4)
     tr.drop(r32, x32)
     residual = tr.new(t * h * act)
-    sq = tr.new(t * h * 4)
-    tr.drop(sq)
-    normed = tr.new(t * h * 4)
-    weighted = tr.new(t * h * 4)
-    tr.drop(normed)
-    out = tr.new(t * h * act)
-    tr.drop(weighted, total)
-    return out, residual
+    return _rms_tail(tr, total, t, h, act), residual
 
 
 def _attention(tr: _Trace, spec: ModelSpec, t: int, act: int, fp8: bool) -> str:
