@@ -33,6 +33,7 @@ from kvplan.capacity import ranks
 from kvplan.capacity.resolve import Resolved, opening_remarks, resolve_engine_args, text_only_spec
 from kvplan.capacity.stage import StagePlan
 from kvplan.capacity.start_failure import admission_bytes, start_failure
+from kvplan.engines.vllm.features import ignored_lora_flags
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import Evidence, VllmRules
@@ -692,6 +693,7 @@ def _closing_notes(
     """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
     remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ranks.ineffective_flags(args, world))
+    remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ignored_lora_flags(args))
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
     if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world
