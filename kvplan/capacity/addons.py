@@ -171,9 +171,9 @@ def with_speculative_state_blocks(layout, num_speculative_tokens: int):
     """``layout`` (the version's KVCacheLayout) with every recurrent (Mamba / Gated-DeltaNet)
     group holding ``num_speculative_tokens`` more state pages per request.
 
-    Rule: vLLM 0.26.0, 0.33.0 and 0.34.0 model_executor/layers/mamba/abstract.py
+    Rule (every supported vLLM version): model_executor/layers/mamba/abstract.py
     MambaBase.get_kv_cache_spec sets ``num_speculative_blocks = num_speculative_tokens``
-    (0.34.0: 0 with --use-replayssm, which kvplan does not model), and
+    (the newest: 0 with --use-replayssm, which kvplan does not model), and
     v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes counts those pages, so they enter
     the start check, the concurrency and the logged tokens (get_max_concurrency_for_kv_cache_config).
     Attention groups are unchanged. Units: blocks."""

@@ -208,7 +208,7 @@ def ignored_lora_flags(args: Any) -> list[str]:
     """One warning naming the LoRA flags given without --enable-lora, or none.
 
     vLLM ignores them: engine/arg_utils.py create_engine_config builds LoRAConfig (where
-    --max-loras, --max-lora-rank ... land) only ``if self.enable_lora`` (0.26.0, 0.33.0, 0.34.0),
+    --max-loras, --max-lora-rank ... land) only ``if self.enable_lora`` (every supported version),
     so no LoRA slot is reserved and no adapter can be loaded."""
     if getattr(args, "enable_lora", False):
         return []
