@@ -53,7 +53,8 @@ class AddonReport:
         draft_layers: the draft's KV layers per block (the block then holds target + these).
         lookahead_tokens: slots reserved per request past its tokens (not in vLLM's logged tokens).
         blocks_per_max_len_request: blocks one max-length request occupies with its lookahead
-            (cdiv(max_model_len + lookahead, block_size) per KV group).
+            (each KV group's blocks for max_model_len + lookahead tokens, the rule of the
+            concurrency figure: KVCacheLayout.blocks_per_request).
         max_len_request_schedulable: False when the pool holds fewer blocks than that.
         kv_offload: the CPU KV pool (v0_26/addons.py KVOffloadCapacity) or None.
         host_bytes: host memory the offloads need on the node (pinned weights + CPU KV pool),
@@ -159,6 +160,32 @@ def plan_addons(spec, args, rules, resolved, tp: int, pp: int) -> AddonPlan | No
                      checkpoint_read=getattr(args, "load_format", None) != "dummy")
 
 
+def speculative_tokens(addons: AddonPlan | None) -> int:
+    """vLLM's ``num_speculative_tokens`` (any method; 1 when the config leaves it out, as
+    lookahead_tokens reads it), 0 without speculative decoding."""
+    sp = None if addons is None else addons.features.speculative
+    return 0 if sp is None else (sp.num_speculative_tokens or 1)
+
+
+def with_speculative_state_blocks(layout, num_speculative_tokens: int):
+    """``layout`` (the version's KVCacheLayout) with every recurrent (Mamba / Gated-DeltaNet)
+    group holding ``num_speculative_tokens`` more state pages per request.
+
+    Rule (every supported vLLM version): model_executor/layers/mamba/abstract.py
+    MambaBase.get_kv_cache_spec sets ``num_speculative_blocks = num_speculative_tokens``
+    (the newest: 0 with --use-replayssm, which kvplan does not model), and
+    v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes counts those pages, so they enter
+    the start check, the concurrency and the logged tokens (get_max_concurrency_for_kv_cache_config).
+    Attention groups are unchanged. Units: blocks."""
+    if num_speculative_tokens <= 0 or not layout.groups or not any(g.cache_kind.one_state_block for g in layout.groups):
+        return layout
+    groups = tuple(
+        replace(g, speculative_blocks=num_speculative_tokens) if g.cache_kind.one_state_block else g
+        for g in layout.groups
+    )
+    return replace(layout, groups=groups)
+
+
 def resolved_with_runner(resolved, addons: AddonPlan | None, pp: int):
     """``resolved`` with the runner the add-ons choose (and the in-flight tokens that follow:
     resolve.py's max_concurrent_batches rule)."""
@@ -249,7 +276,7 @@ def with_sizing_costs(activation, costs: StageCosts | None):
 
 
 def report(addons: AddonPlan | None, rules, stages: list, costs: list, *, block_size: int, tp: int, pp: int,
-           max_model_len: int, num_blocks: int) -> AddonReport | None:
+           max_model_len: int, num_blocks: int, in_flight: int = 0) -> AddonReport | None:
     """The AddonReport of a finished estimate (stages: StagePlan per stage; costs: StageCosts)."""
     if addons is None:
         return None
@@ -273,7 +300,12 @@ def report(addons: AddonPlan | None, rules, stages: list, costs: list, *, block_
     need_blocks = None
     schedulable = True
     if k and layout.groups and max_model_len > 0:
-        need_blocks = -(-(max_model_len + k) // block_size) * max(1, len(layout.groups))
+        # the per-group rule of the concurrency figure (allocator.KVCacheLayout.blocks_per_request:
+        # full attention cdiv(len, block), sliding windows their window, recurrent groups their
+        # fixed state pages incl. the speculative ones), at the request's tokens plus the
+        # lookahead slots the scheduler allocates with them (v1/core/sched/scheduler.py
+        # allocate_slots(num_lookahead_tokens))
+        need_blocks = layout.blocks_per_request(max_model_len + k, in_flight)
         schedulable = num_blocks >= need_blocks
     kvo = None
     host: int | None = host_weights
@@ -288,8 +320,11 @@ def report(addons: AddonPlan | None, rules, stages: list, costs: list, *, block_
                        kv_offload=kvo, host_bytes=host, features=f)
 
 
-def remarks(rep: AddonReport | None, max_model_len: int) -> list:
-    """The warnings an AddonReport adds to the estimate (Note list)."""
+def remarks(rep: AddonReport | None, max_model_len: int, starts: bool = True) -> list:
+    """The warnings an AddonReport adds to the estimate (Note list). ``starts``: False when
+    the estimate refuses the start (weights, memory, max-model-len ...): then no note may say
+    "vLLM starts", so the one about a max-length request that can never be scheduled is left
+    out (the refusal is the finding)."""
     from kvplan.capacity.outcomes import Note, NoteKind
 
     if rep is None:
@@ -300,7 +335,7 @@ def remarks(rep: AddonReport | None, max_model_len: int) -> list:
             f"speculative decoding reserves {rep.lookahead_tokens} lookahead slots per request that vLLM's logged "
             f"KV-cache tokens and concurrency leave out: a {max_model_len}-token request occupies "
             f"{rep.blocks_per_max_len_request} blocks")))
-    if not rep.max_len_request_schedulable:
+    if starts and not rep.max_len_request_schedulable:
         out.append(Note(NoteKind.ADDON, (
             f"the pool holds fewer blocks than one {max_model_len}-token request needs with its "
             f"{rep.lookahead_tokens} lookahead slots ({rep.blocks_per_max_len_request}): vLLM starts, but such a "

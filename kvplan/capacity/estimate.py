@@ -32,7 +32,8 @@ from kvplan.capacity import addons as addon_steps
 from kvplan.capacity import ranks
 from kvplan.capacity.resolve import Resolved, opening_remarks, resolve_engine_args, text_only_spec
 from kvplan.capacity.stage import StagePlan
-from kvplan.capacity.start_failure import start_failure
+from kvplan.capacity.start_failure import admission_bytes, start_failure
+from kvplan.engines.vllm.features import ignored_lora_flags
 from kvplan.engines.vllm import versions
 from kvplan.engines.vllm.args import EngineArgs
 from kvplan.engines.vllm.rules import Evidence, VllmRules
@@ -198,15 +199,19 @@ def _activation_cached(rules: VllmRules, spec: ModelSpec, **kw):
 
 @lru_cache(maxsize=2048)
 def _layout_cached(
-    rules: VllmRules, spec: ModelSpec, tp: int, block_size: int, kv_b: int, dtype_bytes: int, disable_hybrid: bool
+    rules: VllmRules, spec: ModelSpec, tp: int, block_size: int, kv_b: int, dtype_bytes: int, disable_hybrid: bool,
+    num_speculative_tokens: int = 0,
 ):
-    """(layer specs, effective block size, global KV-cache layout) of one rank; cached."""
+    """(layer specs, effective block size, global KV-cache layout) of one rank; cached.
+    ``num_speculative_tokens``: the recurrent states' conv rows for them (kv_spec)."""
+    extra = {"num_speculative_tokens": num_speculative_tokens} if num_speculative_tokens else {}
     layer_specs, eff_block = rules.kv_spec.layer_cache_specs(
         spec,
         tensor_parallel_size=tp,
         block_size=block_size,
         kv_dtype_bytes_=kv_b,
         model_dtype_bytes=dtype_bytes,
+        **extra,
     )
     return tuple(layer_specs), eff_block, rules.allocator.build_layout(
         layer_specs, disable_hybrid_kv_cache_manager=disable_hybrid
@@ -308,6 +313,7 @@ def _project(layout: KVCacheLayout, layers: range, rules: VllmRules) -> KVCacheL
                 sliding_window=g.sliding_window,
                 chunk_size=g.chunk_size,
                 layer_indices=members,
+                speculative_blocks=g.speculative_blocks,
             )
         )
     size = max((g.num_layers for g in groups), default=0)
@@ -404,12 +410,12 @@ def plan(spec: ModelSpec, gpu: GPUProfile, args: EngineArgs, env: Mapping[str, s
     addon_report = addon_steps.report(
         addons, rules, stages, [s.addon_costs for s in stages], block_size=pool.block_size,
         tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, max_model_len=resolved.max_model_len,
-        num_blocks=pool.num_blocks,
+        num_blocks=pool.num_blocks, in_flight=resolved.max_in_flight,
     )
     if addons is not None:
         approximations = approximations + addons.approximations + tuple(
             a for s in stages if s.addon_costs is not None for a in s.addon_costs.approximations)
-        remarks += addon_steps.remarks(addon_report, resolved.max_model_len)
+        remarks += addon_steps.remarks(addon_report, resolved.max_model_len, starts=failure is None)
     return Plan(
         spec=spec,
         gpu=gpu,
@@ -453,7 +459,7 @@ def _cache_specs(
     layer_specs, eff_block, global_layout = _layout_cached(
         rules,
         spec, args.tensor_parallel_size, r.block_size, r.kv_dtype_bytes, r.dtype_bytes,
-        args.disable_hybrid_kv_cache_manager,
+        args.disable_hybrid_kv_cache_manager, addon_steps.speculative_tokens(addons) if spec.is_hybrid else 0,
     )
     if eff_block != r.block_size:
         remarks.append(Note(
@@ -479,6 +485,7 @@ def _cache_specs(
         spec_owner = spec_owner + [spec.num_hidden_layers - 1] * len(addons.draft_layer_specs)
         global_layout = rules.allocator.build_layout(
             layer_specs, disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager)
+    global_layout = addon_steps.with_speculative_state_blocks(global_layout, addon_steps.speculative_tokens(addons))
     return _CacheSpecs(
         layer_specs=tuple(layer_specs),
         spec_owner=tuple(spec_owner),
@@ -619,7 +626,8 @@ def _auto_fit_max_model_len(
         return stages, r
     derived = r.derived_max_model_len
     fit = min(
-        s.layout.largest_max_model_len(max(s.budget.kv_cache_bytes, 0), derived, r.max_in_flight) for s in stages
+        s.layout.largest_max_model_len(avail, derived, r.max_in_flight)
+        for s, avail in zip(stages, admission_bytes(stages))
     )
     if fit <= 0:
         max_model_len = 0
@@ -685,6 +693,7 @@ def _closing_notes(
     """The unverified parts of the estimate the user cannot act on (multi-GPU non-torch memory,
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
     remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ranks.ineffective_flags(args, world))
+    remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ignored_lora_flags(args))
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
     if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world

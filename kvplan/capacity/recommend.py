@@ -265,26 +265,48 @@ def _unblock(plan: Plan, b) -> list[Recommendation]:
         if new_tp > 8:
             # tensor parallelism stays inside one node (8 GPUs); split further by pipeline stages
             pp = eff["pipeline_parallel_size"] * (new_tp // 8)
-            if b.requested_bytes - b.weights_bytes / k - other - extra > b.requested_bytes * 0.05:
+            share = _weights_per_gpu(plan, b, k, tensor_parallel_size=8, pipeline_parallel_size=pp)
+            if share is not None and b.requested_bytes - share - other - extra > b.requested_bytes * 0.05:
                 out.append(
                     Recommendation(
                         "--pipeline-parallel-size",
                         pp,
                         f"weights take {b.weights_bytes / GiB:.1f} GiB per GPU; with --tensor-parallel-size 8 inside "
-                        f"a node and {pp} pipeline stages across nodes each GPU holds about {b.weights_bytes / k / GiB:.1f} GiB",
+                        f"a node and {pp} pipeline stages across nodes each GPU holds about {share / GiB:.1f} GiB",
                     )
                 )
                 if tp != 8:
                     out.append(Recommendation("--tensor-parallel-size", 8, "tensor parallelism within one 8-GPU node"))
             break
-        if b.requested_bytes - b.weights_bytes / k - other - extra > b.requested_bytes * 0.05:
+        share = _weights_per_gpu(plan, b, k, tensor_parallel_size=new_tp,
+                                 pipeline_parallel_size=eff["pipeline_parallel_size"])
+        if share is not None and b.requested_bytes - share - other - extra > b.requested_bytes * 0.05:
             out.append(
                 Recommendation(
                     "--tensor-parallel-size",
                     new_tp,
                     f"weights take {b.weights_bytes / GiB:.1f} GiB of {b.requested_bytes / GiB:.1f} GiB requested per GPU; "
-                    f"over {new_tp} GPUs each holds about {b.weights_bytes / k / GiB:.1f} GiB",
+                    f"over {new_tp} GPUs each holds about {share / GiB:.1f} GiB",
                 )
             )
             break
     return out
+
+
+def _weights_per_gpu(plan: Plan, b, k: int, **parallel: int) -> float | None:
+    """Weight bytes one GPU would hold with ``parallel`` (--tensor/--pipeline-parallel-size):
+    about weights / k, the share of ``k`` times the GPUs; with --cpu-offload-gb the planner's
+    own figure at that size instead (UVA offload moves up to that many GiB from every GPU, so
+    the resident share is not weights / k: vLLM model_executor/offloader/uva.py). None when
+    kvplan refuses that size."""
+    costs = plan.worst_stage.addon_costs
+    if costs is None or not getattr(costs, "weights", {}).get("cpu_offloaded"):
+        return b.weights_bytes / k
+    from kvplan.capacity.estimate import plan as replan
+    from kvplan.errors import KvplanError
+
+    try:
+        wider = replan(plan.spec, plan.gpu, plan.args.model_copy(update=parallel), plan.env)
+    except KvplanError:
+        return None
+    return float(max(st.budget.weights_bytes for st in wider.stages))

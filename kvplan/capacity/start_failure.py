@@ -33,9 +33,39 @@ def start_failure(
         return failure, 0  # a shorter --max-model-len leaves the KV cache just as large
     # With VLLM_ALLOW_LONG_MAX_MODEL_LEN a length past the model's own is allowed.
     cap = max(r.derived_max_model_len, r.max_model_len)
-    largest = min(s.layout.largest_max_model_len(s.budget.kv_cache_bytes, cap, r.max_in_flight) for s in stages)
+    largest = min(
+        s.layout.largest_max_model_len(avail, cap, r.max_in_flight) for s, avail in zip(stages, admission_bytes(stages))
+    )
     _note_graphs_in_activation_memory(stages, remarks)
     return None, largest
+
+
+def admission_bytes(stages: list[StagePlan]) -> list[int]:
+    """Per stage, the bytes vLLM's start check compares one max-model-len request with, and
+    over which it searches the largest length that fits (the version's
+    MemoryBudget.admission_bytes: the KV bytes, or with vLLM 0.34.0's extensible KV cache the
+    engine's final pool of min-over-stages blocks). The refusal, the largest --max-model-len
+    and --max-model-len auto all use this one figure, so a recommended length always fits the
+    pool the table reports. Units: bytes (int), >= 0."""
+    if not stages:
+        return []
+    pool = min(s.num_blocks for s in stages)
+    return [max(s.budget.admission_bytes(s.layout, pool), 0) for s in stages]
+
+
+def kv_shortfall_text(s: StagePlan, available: int, max_model_len: int, max_in_flight: int) -> str:
+    """"one N-token request needs X GiB of KV cache (B blocks ...) but only Y GiB is available
+    (C blocks)": the block counts always differ where the GiB may round alike. ``available``:
+    admission_bytes of the stage (bytes)."""
+    bpb = max(s.layout.bytes_per_block, 1) if s.layout.groups else 1
+    need_blocks = s.bytes_for_max_len // bpb
+    null = need_blocks - s.layout.blocks_per_request(max(max_model_len, 1), max_in_flight)
+    with_null = " incl. vLLM's null block" if null == 1 else ""
+    return (
+        f"one {max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache "
+        f"({need_blocks:,} blocks{with_null}) but only {available / 2**30:.2f} GiB is available "
+        f"({available // bpb:,} blocks)"
+    )
 
 
 def _where(s: StagePlan, pp: int) -> str:
@@ -87,14 +117,13 @@ def _max_model_len_failure(stages: list[StagePlan], r: Resolved) -> tuple[Failur
     message; the smallest largest-length over them), or not even one token fits."""
     failure, largest = None, None
     if r.max_model_len > 0:
-        for s in stages:
-            if s.bytes_for_max_len > s.budget.kv_cache_bytes:
-                lim = s.layout.largest_max_model_len(s.budget.kv_cache_bytes, r.max_model_len, r.max_in_flight)
+        for s, avail in zip(stages, admission_bytes(stages)):
+            if s.bytes_for_max_len > avail:
+                lim = s.layout.largest_max_model_len(avail, r.max_model_len, r.max_in_flight)
                 largest = lim if largest is None else min(largest, lim)
                 failure = Failure(
                     StartOutcome.MAX_MODEL_LEN_TOO_LONG,
-                    f"one {r.max_model_len}-token request needs {s.bytes_for_max_len / 2**30:.2f} GiB of KV cache but only "
-                    f"{s.budget.kv_cache_bytes / 2**30:.2f} GiB is available"
+                    kv_shortfall_text(s, avail, r.max_model_len, r.max_in_flight)
                     + (f"; the largest max-model-len that fits is {lim}" if lim > 0 else ""),
                     flag="--max-model-len",
                 )

@@ -10,6 +10,8 @@ file held becomes one line naming the flag, key or file (kvplan.errors.KvplanErr
 
 from __future__ import annotations
 
+import math
+
 import sys
 
 # typer 0.29 words type errors like pydantic; kvplan says them plainly.
@@ -25,6 +27,10 @@ def plain_message(err: dict) -> str:
     pydantic phrasing): "must be >= 1", "must be a whole number", the validator's own text."""
     ctx = err.get("ctx") or {}
     kind = err.get("type", "")
+    given = err.get("input")
+    if isinstance(given, float) and not math.isfinite(given):
+        # nan fails every bound check ("must be <= 1048576.0 (got nan)" would read as a size)
+        return "must be a finite number"
     if kind == "greater_than_equal":
         return f"must be >= {ctx.get('ge')}"
     if kind == "greater_than":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from kvplan.capacity.start_failure import admission_bytes, kv_shortfall_text
 from kvplan.check.deployment import Deployment
 from kvplan.check.diagnostics import (
     CUDA_GRAPHS_FIT,
@@ -212,8 +213,8 @@ def plan_checks(
         dep.diag(
             MAX_MODEL_LEN_FITS,
             "error",
-            f"one {mml}-token request needs {_gib(worst.bytes_for_max_len)} of KV cache but only "
-            f"{_gib(worst.budget.kv_cache_bytes)} is available on {gpu.display_name}{default}: "
+            kv_shortfall_text(worst, admission_bytes(p.stages)[p.stages.index(worst)], mml, p.max_in_flight_tokens)
+            + f" on {gpu.display_name}{default}: "
             "vLLM will refuse to start"
             + (f"; the largest max-model-len that fits is {largest}" if largest > 0 else ""),
             line=mline,

@@ -204,6 +204,31 @@ def speculative_settings(args: Any, mtp_methods: frozenset[str]) -> SpeculativeS
     return SpeculativeSettings(method=method, method_given=given, num_speculative_tokens=k, model=model, raw=raw)
 
 
+def ignored_lora_flags(args: Any) -> list[str]:
+    """One warning naming the LoRA flags given without --enable-lora, or none.
+
+    vLLM ignores them: engine/arg_utils.py create_engine_config builds LoRAConfig (where
+    --max-loras, --max-lora-rank ... land) only ``if self.enable_lora`` (every supported version),
+    so no LoRA slot is reserved and no adapter can be loaded."""
+    if getattr(args, "enable_lora", False):
+        return []
+    given = [
+        f"{flag} {value}" if value is not True else flag
+        for flag, value in (
+            ("--max-loras", getattr(args, "max_loras", None)),
+            ("--max-lora-rank", getattr(args, "max_lora_rank", None)),
+            ("--max-cpu-loras", getattr(args, "max_cpu_loras", None)),
+            ("--fully-sharded-loras", getattr(args, "fully_sharded_loras", False) or None),
+            ("--lora-dtype", None if getattr(args, "lora_dtype", "auto") in (None, "auto") else args.lora_dtype),
+        )
+        if value is not None
+    ]
+    if not given:
+        return []
+    return [", ".join(given) + " without --enable-lora: vLLM ignores them (it builds no LoRA config), so no "
+            "LoRA slot is reserved and no adapter can be served; add --enable-lora to serve adapters"]
+
+
 def lora_settings(args: Any) -> LoraSettings | None:
     """LoRA settings when ``--enable-lora`` (vLLM LoRAConfig defaults and checks).
 
@@ -211,10 +236,12 @@ def lora_settings(args: Any) -> LoraSettings | None:
         KvplanError: --max-lora-rank not one vLLM allows, --max-cpu-loras below --max-loras,
             a LoRA flag without --enable-lora is ignored by vLLM (not an error: returns None).
     """
-    if not getattr(args, "enable_lora", False):
+    # --max-lora-rank's choices are checked when the flags are parsed, with or without
+    # --enable-lora (engine/arg_utils.py: LoRAConfig.max_lora_rank is a Literal -> argparse choices)
+    rank = args.max_lora_rank or 16
+    if not getattr(args, "enable_lora", False) and rank in MAX_LORA_RANKS:
         return None
     max_loras = args.max_loras or 1
-    rank = args.max_lora_rank or 16
     if rank not in MAX_LORA_RANKS:
         raise KvplanError(f"--max-lora-rank {rank}: vLLM accepts only " + ", ".join(map(str, MAX_LORA_RANKS)))
     cpu = args.max_cpu_loras if args.max_cpu_loras is not None else max_loras

@@ -33,6 +33,11 @@ class KVCacheGroup:
         block_size: tokens per block.
         page_size_bytes: bytes of one page of one layer of the group (uniform across groups,
             or the sum over layers for the single mixed group).
+        speculative_blocks: extra state pages a recurrent group holds per request under
+            speculative decoding (vLLM 0.26.0 model_executor/layers/mamba/abstract.py
+            MambaBase.get_kv_cache_spec: ``num_speculative_blocks = num_speculative_tokens``,
+            counted by kv_cache_interface.py MambaSpec.max_memory_usage_bytes); 0 otherwise
+            and for attention groups. Set by capacity/addons.py with_speculative_state_blocks.
     """
 
     kind: str
@@ -43,6 +48,7 @@ class KVCacheGroup:
     sliding_window: int | None = None
     chunk_size: int | None = None
     layer_indices: tuple[int, ...] = field(default=())
+    speculative_blocks: int = 0
 
     @property
     def cache_kind(self) -> type[LayerCacheSpec]:
@@ -54,10 +60,13 @@ class KVCacheGroup:
 
         vLLM 0.26.0 kv_cache_interface.py max_memory_usage_bytes / page_size:
         full/MLA: cdiv(len, block); sliding: cdiv(min(window-1+in_flight, len), block) + 1;
-        chunked: cdiv(min(chunk+in_flight, len), block); mamba: one state page."""
-        return self.cache_kind.blocks_per_request(
+        chunked: cdiv(min(chunk+in_flight, len), block); mamba: one state page, plus
+        ``speculative_blocks`` state pages under speculative decoding (MambaSpec:
+        ``page x (1 + num_speculative_blocks)``; later versions' align mode adds them the same way)."""
+        base = self.cache_kind.blocks_per_request(
             max_model_len, max_in_flight_tokens, self.block_size, self.sliding_window, self.chunk_size
         )
+        return base + (self.speculative_blocks if self.cache_kind.one_state_block else 0)
 
 
 @dataclass(frozen=True)

@@ -239,14 +239,17 @@ def ssm_state_dtype_bytes(spec: ModelSpec, conv_dtype_bytes: int) -> int:
 
 
 def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec_tokens: int = 0,
-                      ssm_dtype_bytes: int | None = None) -> int:
+                      ssm_dtype_bytes: int | None = None, short_conv_spec_rows: bool = False) -> int:
     """Bytes of one sequence's recurrent state in one linear-attention/Mamba layer on one rank.
 
     vLLM 0.26.0 mamba_utils.py MambaStateShapeCalculator: gated_delta_net_state_shape,
     mamba1_state_shape, mamba2_state_shape, short_conv_state_shape (LFM2),
     kda_state_shape (Kimi-Linear); the conv state uses ``state_dtype_bytes`` (the model
     dtype unless --mamba-cache-dtype), the SSM (temporal) state ``ssm_dtype_bytes`` (None = the
-    same; see ssm_state_dtype_bytes)."""
+    same; see ssm_state_dtype_bytes). ``num_spec_tokens``: vLLM's num_speculative_tokens, whose
+    rows the GDN and Mamba-2 conv states keep (conv_kernel - 1 + num_spec); the short-conv state
+    keeps them only where ``short_conv_spec_rows`` (0.33.0 on; 0.26.0 short_conv_state_shape
+    has none)."""
     sb = state_dtype_bytes if ssm_dtype_bytes is None else ssm_dtype_bytes
     if spec.gdn is not None:
         g = spec.gdn
@@ -271,7 +274,8 @@ def mamba_state_bytes(spec: ModelSpec, tp: int, state_dtype_bytes: int, num_spec
     if spec.short_conv is not None:
         # mamba_utils.py short_conv_state_shape: (conv_dim / tp, conv_kernel - 1), conv dtype
         sc = spec.short_conv
-        return (sc.conv_dim // tp) * (sc.conv_kernel - 1) * state_dtype_bytes
+        rows = sc.conv_kernel - 1 + (num_spec_tokens if short_conv_spec_rows else 0)
+        return (sc.conv_dim // tp) * rows * state_dtype_bytes
     raise KvplanError(f"{spec.name}: recurrent layers without a linear-attention or Mamba shape")
 
 
@@ -346,6 +350,8 @@ def layer_cache_specs(
     spec_for_layer_kind: dict[LayerKind, type[LayerCacheSpec]] = SPEC_FOR_LAYER_KIND,
     hybrid_block: Callable[..., int] = hybrid_block_size,
     sliding_block: Callable[[int, int], int] = sliding_window_block_size,
+    num_speculative_tokens: int = 0,
+    short_conv_spec_rows: bool = False,
 ) -> tuple[list[LayerCacheSpec], int]:
     """The KV-cache spec of every decoder layer on one rank, and the effective block size.
 
@@ -361,6 +367,10 @@ def layer_cache_specs(
         spec_for_layer_kind / hybrid_block / sliding_block: the version's hooks (its cache classes,
             its hybrid and sliding-window block sizes; a later version binds its own:
             rules.override).
+        num_speculative_tokens: --speculative-config's num_speculative_tokens (0 without):
+            the recurrent state's conv rows for them (mamba_state_bytes), which grow the state
+            page and so a hybrid model's block size (vLLM 0.26.0 gdn/base.py, mamba_mixer2.py:
+            ``num_spec``). short_conv_spec_rows: the version's short-conv rule (mamba_state_bytes).
     Returns:
         (one LayerCacheSpec per layer, effective block size in tokens)
     """
@@ -374,7 +384,9 @@ def layer_cache_specs(
     mamba_page = 0
     if spec.is_hybrid:
         state_bytes = mamba_cache_dtype_bytes or model_dtype_bytes
-        mamba_page = mamba_state_bytes(spec, tp, state_bytes, ssm_dtype_bytes=ssm_state_dtype_bytes(spec, state_bytes))
+        mamba_page = mamba_state_bytes(spec, tp, state_bytes, num_spec_tokens=num_speculative_tokens,
+                                       ssm_dtype_bytes=ssm_state_dtype_bytes(spec, state_bytes),
+                                       short_conv_spec_rows=short_conv_spec_rows)
         gdn = any(k == LayerKind.LINEAR for k in spec.layer_kinds) and spec.gdn is not None
         if not spec.attention_free:
             # an attention-free model (IsAttentionFree, not IsHybrid) is not aligned: vLLM

@@ -94,6 +94,15 @@ class MemoryBudget:
         floor-divided by bytes_per_block (layout.num_blocks; vLLM get_num_blocks)."""
         return layout.num_blocks(max(self.kv_cache_bytes, 0))
 
+    def admission_bytes(self, layout, pool_blocks: int) -> int:
+        """The bytes vLLM's "can one max-model-len request be served" start check (and its
+        largest-length estimate) compares a request's bytes with: the KV bytes before flooring
+        to blocks (vLLM 0.26.0 v1/core/kv_cache_utils.py get_kv_cache_configs ->
+        check_enough_kv_cache_memory(available_memory)). ``layout`` and ``pool_blocks`` (the
+        engine's final num_gpu_blocks) are unused here; a version that checks the final pool
+        uses them."""
+        return self.kv_cache_bytes
+
     @property
     def _charged(self) -> int:
         # What vLLM 0.26.0 compile_or_warm_up_model subtracts for its two suggestions: weights,

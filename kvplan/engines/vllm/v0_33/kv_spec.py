@@ -141,7 +141,10 @@ def sliding_window_block_size(block_size: int, kernel_block_alignment: int) -> i
 
 _layer_cache_specs = override(
     _v026.layer_cache_specs,
-    "0.26.0's layer_cache_specs with this version's hybrid and sliding-window block sizes.",
+    "0.26.0's layer_cache_specs with this version's hybrid and sliding-window block sizes, and "
+    "the short-conv state's rows for speculative tokens (mamba_utils.py short_conv_state_shape: "
+    "conv_kernel - 1 + num_spec).",
+    short_conv_spec_rows=True,
     hybrid_block=hybrid_block_size,
     sliding_block=sliding_window_block_size,
 )

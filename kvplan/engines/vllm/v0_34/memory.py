@@ -124,6 +124,25 @@ class MemoryBudget(_v033.MemoryBudget):
         capacity = max(self.capacity_bytes, 0) // layout.bytes_per_block
         return layout.blocks_within(max(self.kv_cache_bytes, 0), capacity)
 
+    def admission_bytes(self, layout, pool_blocks: int) -> int:
+        """The bytes the start check compares one max-model-len request with (bytes).
+
+        Extensible path: vLLM 0.34.0 v1/core/kv_cache_planning.py finalize_extensible_kv_cache
+        settles the engine's block count (the minimum the workers measured) and
+        shrink_kv_cache_configs then checks ``(num_blocks - 1) x bytes_per_block`` (the null
+        block held back) against _max_memory_usage_bytes_from_groups, and prints
+        _estimate_max_model_len_from_groups over that same figure as the "estimated maximum
+        model length". The check is on the final, granule-rounded pool, not on the measured
+        bytes: ``pool_blocks x bytes_per_block`` here, since the layout's bytes_for_max_len
+        already adds the null block (v0_33/allocator.py). The earlier check at reservation
+        time uses the reserved capacity, never fewer blocks, so this one binds.
+        Estimate path: 0.33.0's (the KV bytes)."""
+        if not self.extensible:
+            return super().admission_bytes(layout, pool_blocks)
+        if not layout.groups:
+            return max(self.kv_cache_bytes, 0)
+        return max(pool_blocks, 0) * layout.bytes_per_block
+
 
 def extensible_kv_cache_bytes(*, requested: int, non_kv_used: int, free_at_start: int, p: int, g: int) -> tuple[int, int, int]:
     """(KV bytes, margin, F + C) of the extensible KV cache (vLLM 0.34.0 measure_kv_cache_bytes):
