@@ -69,7 +69,7 @@ from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_
 from kvplan.check.rules.hardware import _used_utilization, gpu_count_check, gpus_needed, resolve_gpu, utilization_target
 from kvplan.check.rules.host_memory import host_memory_check
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
-from kvplan.check.rules.memory import plan_checks
+from kvplan.check.rules.memory import host_checks_without_max_model_len, plan_checks
 from kvplan.check.rules.model import load_spec, model_checks
 from kvplan.check.rules.shared_gpus import shared_gpu_check
 from kvplan.check.sources.compose import compose_deployments
@@ -471,12 +471,18 @@ class Checker:
         utilization_target(self, dep, targets, eng, checks)
         spec = load_spec(self, dep, targets, model, eng.revision, eng)
         figures = None
+        planned = False
         if spec is not None and model_checks(self, dep, spec, eng.args, eng.keys, checks):
             if gpu is not None and not eng.blockers:
                 figures = plan_checks(self, 
                     dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks,
                     dp=max(eng.other.get("data-parallel-size") or 1, 1),
                 )
+                planned = figures is not None
+        if spec is not None and gpu is not None and not eng.blockers and not planned:
+            # the host-memory and /dev/shm findings do not depend on max-model-len: report them
+            # even when max-model-len stopped the plan (check.rules.memory)
+            host_checks_without_max_model_len(self, dep, model, eng.revision, spec, gpu, eng.args, checks)
         evidence = None
         if spec is not None and gpu is not None:
             from kvplan.engines.vllm import versions

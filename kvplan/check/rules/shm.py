@@ -27,6 +27,11 @@ def _gib(n: int) -> str:
 
 def _fix(shm, need: int) -> str:
     size = -(-need // 2**30)
+    if shm.kind == "docker" and shm.bytes is None and shm.key.endswith("ipc"):
+        # already the host's /dev/shm (ipc: host, --ipc=host): Docker applies shm_size only with a
+        # private IPC namespace, so the fix is room on the host or a private, sized /dev/shm
+        return (f"make sure the host's /dev/shm has {size} GiB free, or drop ipc: host and set "
+                f"shm_size / --shm-size to at least {size}g")
     if shm.kind == "docker":
         return f"set shm_size / --shm-size to at least {size}g (or share the host's with ipc: host)"
     return f"mount an emptyDir {{medium: Memory, sizeLimit: {size}Gi}} or larger at /dev/shm"
