@@ -465,6 +465,7 @@ class Checker:
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
         gpu_count_check(self, dep, targets, eng, checks)
         host_memory_check(dep, checks)
+        _queue_check(dep, choice.version, eng, checks)
         if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
             util = _used_utilization(eng.args)
             dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))
@@ -504,6 +505,19 @@ class Checker:
             vllm=choice.to_dict(),
             evidence=evidence.to_dict() if evidence is not None else None,
         )
+
+
+def _queue_check(dep: Deployment, version: str, eng, checks: list[str]) -> None:
+    """The multi-GPU engine's /dev/shm rings against the container's /dev/shm (check.rules.shm
+    queue_check), with the rules of the ``version`` the deployment runs."""
+    from kvplan.check.rules.shm import queue_check
+    from kvplan.check.version import check_rules
+
+    try:
+        rules = check_rules(version)
+    except KvplanError:
+        return
+    queue_check(dep, rules, version, eng.args, checks)
 
 
 def _utilization_known(dep: Deployment, eng) -> bool:

@@ -137,6 +137,9 @@ HOST_MEMORY = "host-memory"  # weight/KV offload host memory against the contain
 SHM_SIZE = "shm-size"  # vLLM's /dev/shm KV offload region against the container's /dev/shm (check.rules.shm)
 
 
+SHM_QUEUES = "shm-queues"  # a multi-GPU engine's shared-memory rings (and NCCL) against the container's /dev/shm
+
+
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.
 INPUT_ERROR_IDS = frozenset({PARSE_ERROR, MODEL_UNRESOLVED, GPU_MISSING, GPU_UNKNOWN, INVALID_KVPLAN_KEY})
 
