@@ -32,6 +32,9 @@ UNKNOWN_FLAG = "unknown-flag"  # the vLLM version checked has no such flag: `vll
 REMOVED_FLAG = "removed-flag"  # a flag of an older vLLM that this version rejects (swap-space ...)
 
 
+NEWER_FLAG = "newer-flag"  # a flag only newer vLLM releases have (not yet in the deployment's release)
+
+
 IGNORED_FLAG = "ignored-flag"  # accepted, but this vLLM version does nothing with it
 
 
