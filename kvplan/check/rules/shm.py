@@ -110,9 +110,9 @@ def queue_check(dep: Deployment, rules, version: str, args, checks: list[str]) -
       start (a warning when the deployment names no vLLM release, or runs the Ray executor,
       whose rings kvplan does not size);
     * a warning on the container runtime's 64 MiB default (no volume at /dev/shm, no hostIPC /
-      ipc: host), or a /dev/shm below what the rings can hold together: NCCL's shared-memory
-      transport needs room there too, which kvplan does not size;
-    * an info otherwise (the size, or that the file cannot say it).
+      ipc: host): NCCL's shared-memory transport needs room there too, which kvplan does not size;
+    * an info otherwise (the size, that the rings together would outgrow it when full, or that
+      the file cannot say it).
     Nothing for one GPU alone, or a deployment outside a container kvplan reads (``dep.shm`` None).
     """
     from kvplan.check.diagnostics import SHM_QUEUES
@@ -157,10 +157,17 @@ def queue_check(dep: Deployment, rules, version: str, args, checks: list[str]) -
                  f"{what}, but {held}: vLLM {version} checks the free space before each ring "
                  f"(check_shm_free_space) and refuses to start (\"Insufficient space in /dev/shm\"){why}",
                  line=shm.line, key=shm.key, hint=fix)
-    elif shm.bytes <= RUNTIME_DEFAULT_SHM_BYTES or total > shm.bytes:
+    elif shm.bytes <= RUNTIME_DEFAULT_SHM_BYTES:
         dep.diag(SHM_QUEUES, "warning",
                  f"{what}, and {held}: the rings are sparse files that fail with a bus error when /dev/shm "
                  "fills, and NCCL's shared-memory transport needs room there too (not sized by kvplan)",
+                 line=shm.line, key=shm.key, hint=fix)
+    elif total > shm.bytes:
+        # every ring fits on its own; together they can outgrow /dev/shm only when their chunks
+        # fill (large messages in flight): said, not failed
+        dep.diag(SHM_QUEUES, "info",
+                 f"{what}; {held}: each ring fits, all of them full would not (their pages are taken as "
+                 "messages are written), plus NCCL's own (not sized by kvplan)",
                  line=shm.line, key=shm.key, hint=fix)
     else:
         dep.diag(SHM_QUEUES, "info", f"{what}; {held}, plus NCCL's own (not sized by kvplan)",
