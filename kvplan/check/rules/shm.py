@@ -101,10 +101,11 @@ def queue_check(dep: Deployment, rules, version: str, args, checks: list[str]) -
     """The /dev/shm a multi-GPU engine's shared-memory rings need against the container's.
 
     ``rules``: the version's check_rules module (engines/vllm/v0_26/check_rules.py node_rings;
-    RING_FREE_SPACE_CHECKED from vLLM 0.33.0 on) of the vLLM ``version`` the deployment runs;
+    RING_FREE_SPACE_CHECKED from the release of engines/vllm/v0_33 on) of the vLLM ``version``
+    the deployment runs;
     ``args`` the deployment's EngineArgs.
 
-    * an error when the version checks each ring's free space (vLLM 0.33+
+    * an error when the version checks each ring's free space (engines/vllm/v0_33 and later:
       shm_broadcast.py check_shm_free_space) and the largest ring, which the multiprocessing
       executor certainly creates, is larger than the /dev/shm the file gives: vLLM refuses to
       start (a warning when the deployment names no vLLM release, or runs the Ray executor,
