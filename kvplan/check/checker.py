@@ -69,7 +69,7 @@ from kvplan.check.report import DeploymentResult, FileResult, Report, add_parse_
 from kvplan.check.rules.hardware import _used_utilization, gpu_count_check, gpus_needed, resolve_gpu, utilization_target
 from kvplan.check.rules.host_memory import host_memory_check
 from kvplan.check.rules.inputs import engine_args, model_name, validate_targets
-from kvplan.check.rules.memory import plan_checks
+from kvplan.check.rules.memory import host_checks_without_max_model_len, plan_checks
 from kvplan.check.rules.model import load_spec, model_checks
 from kvplan.check.rules.shared_gpus import shared_gpu_check
 from kvplan.check.sources.compose import compose_deployments
@@ -465,18 +465,25 @@ class Checker:
         gpu, gpu_name = resolve_gpu(self, dep, targets, checks)
         gpu_count_check(self, dep, targets, eng, checks)
         host_memory_check(dep, checks)
+        _queue_check(dep, choice.version, eng, checks)
         if _utilization_known(dep, eng):  # for shared_gpu_check, once the file's deployments are read
             util = _used_utilization(eng.args)
             dep.gpu_use = (util, gpus_needed(eng), eng.keys.get("gpu_memory_utilization"))
         utilization_target(self, dep, targets, eng, checks)
         spec = load_spec(self, dep, targets, model, eng.revision, eng)
         figures = None
+        planned = False
         if spec is not None and model_checks(self, dep, spec, eng.args, eng.keys, checks):
             if gpu is not None and not eng.blockers:
                 figures = plan_checks(self, 
                     dep, model, eng.revision, spec, gpu, eng.args, eng.keys, targets, checks,
                     dp=max(eng.other.get("data-parallel-size") or 1, 1),
                 )
+                planned = figures is not None
+        if spec is not None and gpu is not None and not eng.blockers and not planned:
+            # the host-memory and /dev/shm findings do not depend on max-model-len: report them
+            # even when max-model-len stopped the plan (check.rules.memory)
+            host_checks_without_max_model_len(self, dep, model, eng.revision, spec, gpu, eng.args, checks)
         evidence = None
         if spec is not None and gpu is not None:
             from kvplan.engines.vllm import versions
@@ -498,6 +505,19 @@ class Checker:
             vllm=choice.to_dict(),
             evidence=evidence.to_dict() if evidence is not None else None,
         )
+
+
+def _queue_check(dep: Deployment, version: str, eng, checks: list[str]) -> None:
+    """The multi-GPU engine's /dev/shm rings against the container's /dev/shm (check.rules.shm
+    queue_check), with the rules of the ``version`` the deployment runs."""
+    from kvplan.check.rules.shm import queue_check
+    from kvplan.check.version import check_rules
+
+    try:
+        rules = check_rules(version)
+    except KvplanError:
+        return
+    queue_check(dep, rules, version, eng.args, checks)
 
 
 def _utilization_known(dep: Deployment, eng) -> bool:

@@ -16,6 +16,7 @@ from kvplan.check.diagnostics import (
     IGNORED_FLAG,
     INVALID_VALUE,
     LITERAL_VARIABLE,
+    NEWER_FLAG,
     REMOVED_FLAG,
     UNKNOWN_FLAG,
     UNRESOLVED_VALUE,
@@ -239,8 +240,21 @@ def _unlisted(cat: FlagCatalogue) -> str:
             f"this is vLLM {cat.based_on}'s, so the flag may be valid in {cat.version}")
 
 
+def _older_than_read(cat: FlagCatalogue) -> bool:
+    """``cat`` stands in for a release older than every release kvplan has read (v0.10.2 read
+    with 0.20.0's table): any flag of the table may be one that release lacks."""
+    from kvplan.engines.vllm import versions
+
+    base = versions.release(cat.version)
+    read = versions.release_data()["releases"]
+    return base is not None and bool(read) and versions._key(base) < min(versions._key(r) for r in read)
+
+
 def _parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, positional_model: bool = True) -> None:
     positionals: list[Tok] = []
+    # the flags a table standing in for an older, unread release lists (one warning names them)
+    older = not cat.exact and _older_than_read(cat)
+    unsure: list[tuple[str, int | None]] = []
     i = 0
     n = len(toks)
     while i < n:
@@ -278,6 +292,16 @@ def _parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, p
                     line=t.line,
                     key=key,
                     hint="spell the flag out in full",
+                )
+            elif m.status == "removed" and m.flag in cat.newer:
+                dep.diag(
+                    NEWER_FLAG,
+                    "error",
+                    f"--{m.flag} is not yet in vLLM {cat.version}: it first appears in vLLM {cat.newer[m.flag]} "
+                    f"({m.note}); `vllm serve` exits with 'unrecognized arguments'",
+                    line=t.line,
+                    key=key,
+                    hint=f"remove {key}, or run vLLM {cat.newer[m.flag]} or later",
                 )
             elif m.status == "removed" and not cat.exact:
                 dep.diag(
@@ -331,6 +355,20 @@ def _parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, p
                 key=key,
                 hint=f"spell it --{'no-' if m.negated else ''}{m.flag} so a future flag cannot make it ambiguous",
             )
+        if m.flag in cat.newer:
+            # a stand-in table (kvplan has not read ``cat.version``) lists a flag that only
+            # releases newer than ``cat.version`` have
+            dep.diag(
+                NEWER_FLAG,
+                "error",
+                f"--{m.flag} is not yet in vLLM {cat.version}: it first appears in vLLM {cat.newer[m.flag]} "
+                f"(kvplan reads vLLM {cat.version}'s flags from vLLM {cat.based_on or cat.version}'s table)",
+                line=t.line,
+                key=key,
+                hint=f"remove {key}, or run vLLM {cat.newer[m.flag]} or later",
+            )
+        elif older:
+            unsure.append((key, t.line))
         if m.flag in cat.ignored:
             dep.diag(IGNORED_FLAG, "warning", cat.ignored[m.flag], line=t.line, key=key, hint=f"remove {key}")
         value: Any
@@ -406,6 +444,17 @@ def _parse_serve_args(dep: Deployment, toks: list[Tok], cat: FlagCatalogue, *, p
             dep.model_unresolved, dep.model_literal = unresolved, literal
             continue
         dep.settings[name] = Setting(flag=name, value=value, line=t.line, key=key, unresolved=unresolved, literal=literal)
+    if unsure:
+        names = ", ".join(dict.fromkeys(k for k, _ in unsure))
+        dep.diag(
+            NEWER_FLAG,
+            "warning",
+            f"kvplan has no flag table for vLLM {cat.version}, older than every release it has read (the oldest "
+            f"is {cat.based_on}): {names} are vLLM {cat.based_on} flags that vLLM {cat.version} may not have yet",
+            line=unsure[0][1],
+            key=unsure[0][0],
+            hint=f"check that vLLM {cat.version} accepts them, or pin a release kvplan has read",
+        )
     if positional_model and positionals:
         first = positionals[0]
         if dep.model is not None and isinstance(dep.model_line, FileLine) and not isinstance(first.line, FileLine):

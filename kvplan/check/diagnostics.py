@@ -32,6 +32,9 @@ UNKNOWN_FLAG = "unknown-flag"  # the vLLM version checked has no such flag: `vll
 REMOVED_FLAG = "removed-flag"  # a flag of an older vLLM that this version rejects (swap-space ...)
 
 
+NEWER_FLAG = "newer-flag"  # a flag only newer vLLM releases have (not yet in the deployment's release)
+
+
 IGNORED_FLAG = "ignored-flag"  # accepted, but this vLLM version does nothing with it
 
 
@@ -135,6 +138,9 @@ HOST_MEMORY = "host-memory"  # weight/KV offload host memory against the contain
 
 
 SHM_SIZE = "shm-size"  # vLLM's /dev/shm KV offload region against the container's /dev/shm (check.rules.shm)
+
+
+SHM_QUEUES = "shm-queues"  # a multi-GPU engine's shared-memory rings (and NCCL) against the container's /dev/shm
 
 
 # Errors with these ids mean "kvplan could not read/evaluate the input" -> exit 2.

@@ -152,9 +152,10 @@ def _print_diags(con, diags, group_file: str) -> None:
         key = f"{safe(d.key)}: " if d.key else ""
         style = _STYLE[d.severity]
         head = Text.from_markup(f"    {escape(where):>5}  [{style}]{d.severity:<7}[/{style}] [dim]{d.check_id}[/dim]  ", emoji=False)
-        con.print(hanging(head, key + safe(d.message)))
+        # fold=False: a model id, path or flag longer than the room left stays whole (copyable)
+        con.print(hanging(head, key + safe(d.message), fold=False))
         if d.hint:
-            con.print(hanging(Text("           hint: ", style="dim"), Text(safe(d.hint), style="dim")))
+            con.print(hanging(Text("           hint: ", style="dim"), Text(safe(d.hint), style="dim"), fold=False))
 
 
 def print_human(report, strict: bool, console=None) -> None:
@@ -191,7 +192,8 @@ def print_human(report, strict: bool, console=None) -> None:
                     )
             if any(d.check_id == APPROXIMATE for d in dep.diagnostics):
                 what += " (approximate: kvplan has no exact rules for this model)"
-            con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: ", emoji=False), safe(what)))
+            con.print(hanging(Text.from_markup(f"  {mark} {escape(safe(dep.name))}: ", emoji=False), safe(what),
+                              fold=False))
             _print_diags(con, dep.diagnostics, f.file)
     diags = report.diagnostics
     n_err = sum(d.severity == "error" for d in diags)

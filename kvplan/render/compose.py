@@ -16,9 +16,10 @@ def compose_yaml(s: Served) -> dict:
 
     refuse_nodes(s, "compose")
     svc = {"image": s.image, "command": [s.model, *s.flags], "ipc": "host", "ports": ["8000:8000"]}
-    if s.shm_size_limit is not None:
+    if s.shm_region:
         # vLLM keeps its KV offload pool in /dev/shm (Served.shm_region): a sized private /dev/shm
-        # (Docker applies shm_size only without ipc: host, whose size kvplan cannot know)
+        # holding it and the rings (Docker applies shm_size only without ipc: host, whose size
+        # kvplan cannot know); without it, ipc: host gives a multi-GPU engine the host's /dev/shm
         del svc["ipc"]
         svc["shm_size"] = s.shm_size_limit.removesuffix("Gi") + "gb"  # docker/go-units: powers of 1024
     if s.env:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvplan.errors import KvplanError
 from kvplan.render.parallel import LEADER_ADDRESS
-from kvplan.render.served import GPUS_PER_NODE, Served
+from kvplan.render.served import GPUS_PER_NODE, Served, pod_gpus
 
 LWS_LEADER = "$(LWS_LEADER_ADDRESS)"  # the leader pod's address, set by LeaderWorkerSet in every pod
 
@@ -29,9 +29,10 @@ DSHM = "dshm"
 
 
 def with_shm(s: Served, container: dict) -> dict:
-    """``container`` mounting the pod's /dev/shm volume (shm_volumes) when vLLM keeps its KV
-    offload pool there, with a memory request of the volume's size: the region's pages are
-    the container's memory (no limit is written: vLLM's own process memory is not sized)."""
+    """``container`` mounting the pod's /dev/shm volume (shm_volumes) when vLLM keeps anything
+    there (its KV offload pool, a multi-GPU engine's shared-memory rings: Served.shm_size_limit),
+    with a memory request of the volume's size: its pages are the container's memory (no limit
+    is written: vLLM's own process memory is not sized)."""
     if s.shm_size_limit is None:
         return container
     container["volumeMounts"] = [*container.get("volumeMounts", []), {"name": DSHM, "mountPath": "/dev/shm"}]
@@ -40,9 +41,11 @@ def with_shm(s: Served, container: dict) -> dict:
 
 
 def shm_volumes(s: Served) -> list[dict]:
-    """The pod's /dev/shm volume when vLLM keeps its KV offload pool there (Served.shm_region):
-    an emptyDir {medium: Memory} of Served.shm_size_limit (check.sources.shm reads it back);
-    none otherwise."""
+    """The pod's /dev/shm volume when vLLM keeps anything there (Served.shm_size_limit: its KV
+    offload pool, a multi-GPU engine's shared-memory rings, which the container runtime's 64 MiB
+    default cannot hold; vLLM's own Kubernetes and LWS examples mount a memory emptyDir at
+    /dev/shm for tensor parallelism): an emptyDir {medium: Memory} of that size
+    (check.sources.shm reads it back); none otherwise."""
     if s.shm_size_limit is None:
         return []
     return [{"name": DSHM, "emptyDir": {"medium": "Memory", "sizeLimit": s.shm_size_limit}}]
@@ -89,7 +92,7 @@ def leaderworkerset_yaml(s: Served) -> dict:
                "workerTemplate": {"spec": _pod(s, worker)}}
     elif s.gpus > GPUS_PER_NODE and s.dp == 1:
         size = -(-s.gpus // GPUS_PER_NODE)
-        per_pod = -(-s.gpus // size)  # every pod alike; GPUs past the world sit idle (check says so)
+        per_pod = pod_gpus(s.gpus, 1, 1)  # every pod alike; GPUs past the world sit idle (check says so)
         serve = " ".join(["vllm", "serve", _q(s.model), *map(_q, s.flags)])
         leader_cmd = ["sh", "-c", f"ray start --head --port=6379 && {serve} --distributed-executor-backend ray"]
         worker = {"spec": _pod(s, _container(s, per_pod, command=[

@@ -20,9 +20,10 @@ from kvplan.render.serve import _served_model, serve_env, serve_settings
 
 FORMATS = ("k8s", "lws", "kserve", "llm-d", "compose")
 GPUS_PER_NODE = 8  # kvplan.gpus.GPUS_PER_NODE: GPU profiles record no node size
-# Room a written /dev/shm keeps beside the KV offload region for vLLM's other shared memory: the
-# shm_broadcast.py MessageQueue rings between its processes (VLLM_MQ_MAX_CHUNK_BYTES_MB = 16 MiB x
-# 10 chunks each, vLLM 0.34.0 envs.py / MessageQueue). A writer's choice, not a prediction.
+# Room a written /dev/shm keeps beside what vLLM's source sizes (the KV offload region, the
+# shm_broadcast.py MessageQueue rings of a multi-GPU engine: the version's check_rules.node_rings)
+# for what it does not: NCCL's shared-memory transport and other processes' segments. A writer's
+# choice, not a prediction.
 SHM_HEADROOM_GIB = 1
 
 
@@ -64,6 +65,9 @@ class Served:
     # bytes of /dev/shm vLLM's CPU KV offload region(s) take on one pod (check.rules.shm
     # shm_region_bytes: 0 when none, or the version keeps the pool elsewhere)
     shm_region: int = 0
+    # bytes of /dev/shm the multi-GPU engines' shared-memory rings can take on one pod (the
+    # version's check_rules.node_rings, summed; 0 for one GPU alone)
+    shm_rings: int = 0
 
     def flags_without(self, *fields: str) -> tuple[str, ...]:
         """The serve line's flag tokens without the flags of ``fields`` (serve_settings names)."""
@@ -71,11 +75,13 @@ class Served:
 
     @property
     def shm_size_limit(self) -> str | None:
-        """The sizeLimit of the /dev/shm emptyDir a written pod mounts ("12Gi"), None without a
-        region: the region rounded up to whole GiB plus SHM_HEADROOM_GIB."""
-        if not self.shm_region:
+        """The sizeLimit of the /dev/shm emptyDir a written pod mounts ("12Gi"), None when vLLM
+        keeps nothing there (one GPU, no KV offload region): the region and the rings rounded up
+        to whole GiB, plus SHM_HEADROOM_GIB."""
+        need = self.shm_region + self.shm_rings
+        if not need:
             return None
-        return f"{-(-self.shm_region // 2**30) + SHM_HEADROOM_GIB}Gi"
+        return f"{-(-need // 2**30) + SHM_HEADROOM_GIB}Gi"
 
     @property
     def gpus_per_node(self) -> int:
@@ -112,7 +118,34 @@ def served(plan: Plan, revision: str | None = None, replicas: int = 1) -> Served
         engine_gpus=world.engine_gpus if world is not None else gpus,
         settings=tuple((st["field"], tuple(st["tokens"])) for st in settings),
         shm_region=shm_region_bytes(plan),
+        shm_rings=_rings(plan, gpus, nnodes),
     )
+
+
+def pod_gpus(gpus: int, nnodes: int, dp: int) -> int:
+    """GPUs of one written pod: the node's share with --nnodes; for one engine of TP x PP over
+    more than GPUS_PER_NODE GPUs without data parallel (the LeaderWorkerSet's Ray pattern),
+    ceil(GPUs / ceil(GPUs / GPUS_PER_NODE)) (every pod alike); else all of them."""
+    if nnodes > 1:
+        return -(-gpus // nnodes)
+    if gpus > GPUS_PER_NODE and dp == 1:
+        return -(-gpus // -(-gpus // GPUS_PER_NODE))
+    return gpus
+
+
+def _rings(plan: Plan, gpus: int, nnodes: int) -> int:
+    """Bytes the plan's multi-GPU engines' /dev/shm rings can take on one pod (the version's
+    check_rules.node_rings, summed): every engine on the node, each with its workers there."""
+    from kvplan.capacity.addons import engines_on_a_node
+
+    world = plan.parallel.world if plan.parallel is not None else None
+    tp = plan.effective["tensor_parallel_size"]
+    engine = world.engine_gpus if world is not None else tp * plan.effective["pipeline_parallel_size"]
+    dp = world.dp if world is not None else 1
+    dcp = world.dcp if world is not None else 1
+    on_pod = pod_gpus(gpus, nnodes, dp)
+    rings = plan.rules.check_rules.node_rings(engine, tp, engines_on_a_node(plan), min(engine, on_pod), dcp)
+    return sum(rings)
 
 
 def _layout(plan: Plan, model: str, revision: str | None) -> tuple[int, int, tuple[tuple[str, ...], ...]]:

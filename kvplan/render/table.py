@@ -13,11 +13,13 @@ from kvplan.render.document import evidence_line, gpu_label, gpus_and_layout, to
 GiB = 1 << 30
 
 
-def hanging(head, body, indent: int | None = None):
+def hanging(head, body, indent: int | None = None, fold: bool = True):
     """``head`` then ``body``, the body wrapped to the console width with continuation lines
     starting under its first character (hanging indent), never at column 0: on a terminal of any
     width and in a pipe (rich's 80 columns). No trailing padding. Strings are plain text.
     ``indent`` sets the continuation indent instead (a title whose head is long or empty).
+    ``fold`` False keeps a word longer than the width (a model id, a path) whole on a line of its
+    own, past the width, instead of cutting it.
     A no-break space (U+00A0, NBSP) in ``body`` keeps the words around it on one line; it is
     printed as a plain space.
 
@@ -28,12 +30,12 @@ def hanging(head, body, indent: int | None = None):
 
     head = head if isinstance(head, Text) else Text(head)
     body = body if isinstance(body, Text) else Text(body)
-    return _Hanging(head, body, indent)
+    return _Hanging(head, body, indent, fold)
 
 
 class _Hanging:
-    def __init__(self, head, body, indent: int | None = None) -> None:
-        self.head, self.body, self.indent = head, body, indent
+    def __init__(self, head, body, indent: int | None = None, fold: bool = True) -> None:
+        self.head, self.body, self.indent, self.fold = head, body, indent, fold
 
     def __rich_console__(self, console, options):
         from rich.text import Text
@@ -42,11 +44,31 @@ class _Hanging:
         width = max(options.max_width - max(indent, self.head.cell_len), 20)
         # rich breaks at any whitespace, NBSP included: wrap with a one-cell non-space in its place
         body = _swap(self.body, NBSP, _GLUE)
-        lines = body.wrap(console, width, overflow="fold") or [Text("")]
+        lines = (body.wrap(console, width, overflow="fold") if self.fold else _wrap_whole(body, width)) or [Text("")]
         for i, line in enumerate(lines):
             line = _swap(line, _GLUE, " ")
             line.rstrip()
             yield (self.head.copy() if i == 0 else Text(" " * indent)) + line
+
+
+def _wrap_whole(text, width: int) -> list:
+    """``text`` (a rich Text of one paragraph) broken at spaces into lines of at most ``width``
+    cells, a word longer than that alone on its line, whole (greedy, as rich's own wrap without
+    folding; styles kept)."""
+    import re
+
+    plain = text.plain
+    offsets, start, used = [], 0, 0
+    for m in re.finditer(r"\S+\s*", plain):
+        word = len(m.group().rstrip())
+        if used and used + word > width:
+            offsets.append(m.start())
+            start, used = m.start(), 0
+        used = m.end() - start
+    lines = list(text.divide(offsets)) if offsets else [text.copy()]
+    for line in lines:
+        line.rstrip()
+    return lines
 
 
 NBSP = "\u00a0"

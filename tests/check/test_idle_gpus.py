@@ -23,6 +23,7 @@ spec:
     size: 2
     leaderTemplate:
       spec:
+        hostIPC: true  # the host's /dev/shm for vLLM's shared-memory rings (check's shm-queues)
         containers:
         - name: vllm
           image: vllm/vllm-openai:v0.34.0
@@ -31,6 +32,7 @@ spec:
           resources: {limits: {nvidia.com/gpu: "8"}}
     workerTemplate:
       spec:
+        hostIPC: true
         containers:
         - name: vllm
           image: vllm/vllm-openai:v0.34.0

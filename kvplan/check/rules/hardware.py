@@ -59,15 +59,20 @@ def gpus_needed(eng: "_EngineInputs") -> int:
     return -(-tp * pp * dp // nnodes)
 
 
-def _overflowing_key(eng, dp: int, tp_key: str) -> str:
-    """The flag (as the file spells it) that multiplies the GPUs a node needs: the data-parallel
-    size (local when given) when it is above 1, else --tensor-parallel-size."""
-    if dp > 1:
-        for name in ("data_parallel_size_local", "data_parallel_size"):
-            if name in eng.keys:
-                return eng.keys[name].key
-        return "--data-parallel-size"
-    return tp_key
+def _overflowing_key(eng, dp: int, tp_key: str, need: int = 0, count: int | None = None) -> str:
+    """The flags (as the file spells them) whose size makes a node need ``need`` GPUs where it
+    has ``count``: the data-parallel size (local when given), --pipeline-parallel-size,
+    --tensor-parallel-size, each above 1; of those, the ones that alone could be lowered to fit
+    (the product of the others is at most ``count``), else all of them, joined with "or"."""
+    dp_key = next((eng.keys[n].key for n in ("data_parallel_size_local", "data_parallel_size") if n in eng.keys),
+                  "--data-parallel-size")
+    pp_key = eng.keys["pipeline_parallel_size"].key if "pipeline_parallel_size" in eng.keys else "--pipeline-parallel-size"
+    factors = [(k, n) for k, n in ((dp_key, dp), (pp_key, eng.args.pipeline_parallel_size),
+                                   (tp_key, eng.args.tensor_parallel_size)) if n > 1]
+    if not factors:
+        return tp_key
+    fits = [k for k, n in factors if count is not None and need // n <= count]
+    return " or ".join(fits or [k for k, _ in factors])
 
 
 def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs", checks: list[str]) -> None:
@@ -131,7 +136,7 @@ def gpu_count_check(ctx, dep: Deployment, targets: Targets, eng: "_EngineInputs"
             + f" needs {need}: vLLM cannot start its workers",
             line=cline,
             key=ckey,
-            hint=f"{fix or f'give {need} GPUs'} or lower {_overflowing_key(eng, dp, tp_key)}",
+            hint=f"{fix or f'give {need} GPUs'} or lower {_overflowing_key(eng, dp, tp_key, need, count)}",
         )
     elif need < count:
         dep.diag(GPU_COUNT, "info", f"{count} GPU(s){where} but vLLM uses {need} (tensor x pipeline x data parallel): "

@@ -127,11 +127,7 @@ def plan_checks(
             hint=exc.hint,
         )
         return None
-    addon_checks(dep, p, checks)
-    if p.addons is not None:
-        from kvplan.check.rules.shm import shm_check
-
-        shm_check(dep, p, _offload_setting(dep, p.addons), checks)
+    _host_checks(dep, p, checks)
     mml = p.effective["max_model_len"]
     ms = keys.get("max_model_len")
     mline, mkey = (ms.line, ms.key) if ms else (dep.model_line or dep.line, dep.model_key)
@@ -324,6 +320,36 @@ def plan_checks(
                     else "use more GPUs, an fp8 KV cache, or a shorter max-model-len",
                 )
     return figures
+
+
+def _host_checks(dep: Deployment, p, checks: list[str]) -> None:
+    """The checks of what the plan's add-ons take outside the GPU: the add-on findings
+    (addon_checks: approximate, host memory) and the KV offload region in /dev/shm (check.rules.shm)."""
+    addon_checks(dep, p, checks)
+    if p.addons is not None:
+        from kvplan.check.rules.shm import shm_check
+
+        shm_check(dep, p, _offload_setting(dep, p.addons), checks)
+
+
+def host_checks_without_max_model_len(ctx, dep: Deployment, model, revision, spec, gpu, args, checks: list[str]) -> bool:
+    """The host-memory and /dev/shm checks of a deployment whose plan_checks did not run or
+    stopped before them (an over-long or refused --max-model-len): neither depends on
+    max_model_len (the CPU KV pool is --kv-offloading-size carved into blocks, the pinned weights
+    are the checkpoint's: the version's addons.py), so they are sized on a plan with
+    max_model_len at the model's own limit (spec.max_len_limit), and CI sees every finding in one
+    round. Nothing when that plan is refused too, or the deployment has no add-on.
+
+    Returns True when the checks ran."""
+    if not any(n in dep.settings for n in (*_KV_OFFLOAD_FLAGS, *_WEIGHT_OFFLOAD_FLAGS, "speculative-config",
+                                            "enable-lora")):
+        return False
+    try:
+        p = ctx.plan(model, revision, spec, gpu, args.model_copy(update={"max_model_len": spec.max_len_limit}))
+    except (KvplanError, ValueError, TypeError):
+        return False
+    _host_checks(dep, p, checks)
+    return True
 
 
 def addon_checks(dep: Deployment, p, checks: list[str]) -> None:

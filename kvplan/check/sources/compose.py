@@ -9,7 +9,7 @@ from kvplan.check.deployment import Deployment, _int_or_none
 from kvplan.check.diagnostics import INVALID_VALUE
 from kvplan.check.messages import _yaml_shown
 from kvplan.check.sources.invocation import deployment_from_invocation
-from kvplan.check.sources.shm import compose_shm
+from kvplan.check.sources.shm import compose_shm, docker_bytes
 from kvplan.check.sources.shell import (
     _COMPOSE_NOTE, _SHELL_REF, _VLLM_IMAGE, _locate, expand_word, nvidia_visible, serve_calls_in_argv,
 )
@@ -93,6 +93,7 @@ def compose_deployments(
             except (KeyError, TypeError):
                 devices = None
             dep.shm = compose_shm(svc, doc, spath, str(sname))
+            dep.memory_limit = compose_memory_limit(svc, doc, spath, str(sname), dep)
             dep.host = f"compose file {file}"  # compose starts a file's services on one Docker host
             dep.host_gpus = nvidia_visible(env.get("NVIDIA_VISIBLE_DEVICES"))
             if isinstance(devices, list):
@@ -122,3 +123,38 @@ def _reserved_gpus(device: dict) -> tuple[str, ...] | None:
         return tuple(str(i).strip() for i in ids)
     n = _int_or_none(device.get("count"))
     return tuple(str(i) for i in range(n)) if n is not None and n >= 0 else None
+
+
+def compose_memory_limit(svc: dict, doc: YamlDoc, spath: tuple, sname: str,
+                         dep: Deployment) -> tuple[int, int | None, str] | None:
+    """The service container's memory limit (bytes, line, key): ``mem_limit`` or
+    ``deploy.resources.limits.memory`` (compose spec; both are byte sizes as docker/go-units
+    RAMInBytes reads them: b, k, m, g, t in powers of 1024, case-insensitive, check.sources.shm
+    docker_bytes); None when neither is set or readable.
+
+    compose-go (loader/validate.go) refuses a service that sets the two to distinct values ("can't
+    set distinct values on 'mem_limit' and 'deploy.resources.limits.memory'"): that is an
+    invalid-value error on ``dep``, and the smaller of the two is compared."""
+    found = []
+    if svc.get("mem_limit") is not None:
+        found.append((svc["mem_limit"], spath + ("mem_limit",), f"services.{sname}.mem_limit"))
+    try:
+        deploy_mem = svc["deploy"]["resources"]["limits"]["memory"]
+    except (KeyError, TypeError):
+        deploy_mem = None
+    if deploy_mem is not None:
+        found.append((deploy_mem, spath + ("deploy", "resources", "limits", "memory"),
+                      f"services.{sname}.deploy.resources.limits.memory"))
+    read = []
+    for value, path, key in found:
+        size = docker_bytes(value)
+        if size is None:
+            dep.diag(INVALID_VALUE, "error", f"{_yaml_shown(value)} is not a memory size docker compose reads",
+                     line=doc.line_of(path), key=key, hint="use a byte size such as 16g or 16384m")
+        else:
+            read.append((size, doc.line_of(path), key))
+    if len(read) == 2 and read[0][0] != read[1][0]:
+        dep.diag(INVALID_VALUE, "error", f"{read[0][2]} and {read[1][2]} set distinct memory limits: docker compose "
+                 "refuses the file (\"can't set distinct values on 'mem_limit' and 'deploy.resources.limits.memory'\")",
+                 line=read[1][1], key=read[1][2], hint="set one of them, or the same value in both")
+    return min(read, key=lambda r: r[0]) if read else None

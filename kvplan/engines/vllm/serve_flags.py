@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from kvplan.errors import KvplanError
@@ -65,6 +65,9 @@ class FlagCatalogue:
     model_dtypes: tuple
     none_is_unset: frozenset = frozenset()
     based_on: str = ""
+    # long name -> the first read release that has it, for the flags kvplan knows are newer than
+    # ``version`` (every read release that has them is newer): "not yet in vLLM <version>"
+    newer: dict = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -249,7 +252,15 @@ def _from_release(version: str, table: str, tables: dict) -> FlagCatalogue:
         for names in flags.values():
             for name in names.split():
                 present.setdefault(name, []).append(release)
+    base = versions.release(version)
+    oldest = min(tables, key=versions._key)
+    newer = {}
     for name, releases in present.items():
+        first = min(releases, key=versions._key)
+        if base is not None and first != oldest and versions._key(first) > versions._key(base):
+            # the flag appeared in a read release (``first``, not the oldest read) newer than
+            # ``version``: ``version`` cannot have it, even where a stand-in table lists it
+            newer[name] = first
         if name in arity:
             continue
         have = f"a flag of vLLM {releases[0]}" + (f" to {releases[-1]}" if len(releases) > 1 else "")
@@ -265,6 +276,7 @@ def _from_release(version: str, table: str, tables: dict) -> FlagCatalogue:
         model_dtypes=tuple(record.get("model_dtypes") or model),
         none_is_unset=none_is_unset,
         based_on="" if table == version else table,
+        newer=newer,
     )
 
 

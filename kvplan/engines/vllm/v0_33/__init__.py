@@ -3,8 +3,8 @@
 Derived from the vLLM 0.33.0 source and checked on the real H200 starts (real_starts.py) in
 tests/data/vllm-0.33.0-h200 (all with --enforce-eager). Reused from 0.26.0 unchanged:
 quantization, weights, family quirks, the flag catalogue (no serve flag kvplan reads changed;
---device-memory-utilization is a new alias kvplan does not read) and check's rules (switches
-on by default). New or changed here: defaults
+--device-memory-utilization is a new alias kvplan does not read). New or changed here:
+check's rules (check_rules.py: the shared-memory rings' free-space check), defaults
 (>= 160 GiB batch tier, prefix caching on for hybrids), kv_spec (hybrid block alignment, Mamba
 ``align`` pages), allocator (null block in the start-up check), memory (consumed-memory
 accounting, cuBLAS before the snapshot), activation (V2 profile for every model, sampler warm-up,
@@ -21,6 +21,7 @@ from kvplan.engines.vllm.v0_33 import (
     activation,
     addons,
     allocator,
+    check_rules,
     defaults,
     kv_spec,
     memory,
@@ -51,6 +52,7 @@ RULES = replace(
     scheduler=scheduler,
     parallel=parallel,
     addons=addons,
+    check_rules=check_rules,
     coefficients=FittedCoefficients.of(memory),
     real_starts=real_starts,
     start_failures={},  # 0.26.0's Gemma-4 config-reader failure: 0.33.0 reads per-layer configs
