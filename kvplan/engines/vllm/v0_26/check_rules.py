@@ -26,6 +26,11 @@ DEFAULT_ON_SWITCHES = frozenset(
 # The vLLM source this module restates: (file under vllm/, qualified name) pairs, fingerprinted
 # per release by benchmarks/vllm_fingerprints.py (docs/versions.md "Every release").
 VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    ('distributed/device_communicators/shm_broadcast.py', 'ShmRingBuffer.__init__'),
+    ('distributed/device_communicators/shm_broadcast.py', 'MessageQueue.__init__'),
+    ('v1/executor/multiproc_executor.py', 'MultiprocExecutor._init_executor'),
+    ('v1/executor/multiproc_executor.py', 'WorkerProc._init_message_queues'),
+    ('distributed/parallel_state.py', 'GroupCoordinator.__init__'),
     ('config/cache.py', 'CacheConfig.enable_prefix_caching'),
     ('config/scheduler.py', 'SchedulerConfig.enable_chunked_prefill'),
     ('config/scheduler.py', 'SchedulerConfig.async_scheduling'),
@@ -93,11 +98,3 @@ def node_rings(engine_gpus: int, tp: int, engines: int, workers_on_node: int | N
     workers = engine_gpus if workers_on_node is None else max(min(engine_gpus, workers_on_node), 1)
     return engine_rings(workers, tp, dcp) * engines
 
-
-RESTATED_SOURCES: tuple[tuple[str, str], ...] = (
-    ('distributed/device_communicators/shm_broadcast.py', 'ShmRingBuffer.__init__'),
-    ('distributed/device_communicators/shm_broadcast.py', 'MessageQueue.__init__'),
-    ('v1/executor/multiproc_executor.py', 'MultiprocExecutor._init_executor'),
-    ('v1/executor/multiproc_executor.py', 'WorkerProc._init_message_queues'),
-    ('distributed/parallel_state.py', 'GroupCoordinator.__init__'),
-)

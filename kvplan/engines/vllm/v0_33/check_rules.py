@@ -11,12 +11,11 @@ VLLM_MQ_MAX_CHUNK_BYTES_MB 16, GroupCoordinator's 1 << 22 x 6). 0.34.0 keeps bot
 from __future__ import annotations
 
 from kvplan.engines.vllm.v0_26.check_rules import *  # noqa: F401,F403
-from kvplan.engines.vllm.v0_26.check_rules import RESTATED_SOURCES as _RINGS
-from kvplan.engines.vllm.v0_26.check_rules import VLLM_SOURCES  # noqa: F401
+from kvplan.engines.vllm.v0_26.check_rules import VLLM_SOURCES as _V026_SOURCES
 
 RING_FREE_SPACE_CHECKED = True
 
-RESTATED_SOURCES: tuple[tuple[str, str], ...] = (
-    *_RINGS,
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    *_V026_SOURCES,
     ('distributed/device_communicators/shm_broadcast.py', 'check_shm_free_space'),
 )

@@ -56,7 +56,8 @@ from __future__ import annotations
 from kvplan.engines.vllm.rules import override
 from kvplan.engines.vllm.v0_26 import addons as _v026
 from kvplan.engines.vllm.v0_33.addons import *  # noqa: F401,F403  (0.33.0's rules, unchanged)
-from kvplan.engines.vllm.v0_33.addons import MTP_METHODS, VLLM_SOURCES  # noqa: F401
+from kvplan.engines.vllm.v0_33.addons import MTP_METHODS
+from kvplan.engines.vllm.v0_33.addons import VLLM_SOURCES as _V033_SOURCES
 
 CHECKED_FEATURES: frozenset[str] = frozenset({"lora", "kv_offload"})
 
@@ -151,7 +152,13 @@ def measured_misses(features) -> tuple[str, ...]:
     return ()
 
 
-# VLLM_SOURCES is 0.33.0's table, re-exported: the functions the drafter rules above restate
-# (TargetDependentARSpeculator.__init__ / .propose, MultiModuleMTPSpeculator.__init__,
-# StructuredOutputsWorker.__init__, warmup.run_mixed_prefill_decode_warmup) are not fingerprinted
-# yet; adding them needs `python benchmarks/vllm_fingerprints.py --refresh` (releases.json).
+# The vLLM source the rules above restate: 0.33.0's add-on table and the drafter's 0.34.0 terms,
+# fingerprinted per release by benchmarks/vllm_fingerprints.py (docs/versions.md).
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
+    *_V033_SOURCES,
+    ('v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py', 'TargetDependentARSpeculator.__init__'),
+    ('v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py', 'TargetDependentARSpeculator.propose'),
+    ('v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py', 'MultiModuleMTPSpeculator.__init__'),
+    ('v1/worker/gpu/structured_outputs.py', 'StructuredOutputsWorker.__init__'),
+    ('v1/worker/gpu/warmup.py', 'run_mixed_prefill_decode_warmup'),
+)

@@ -313,11 +313,9 @@ def reserve_growth_bytes(
     return prompt_logprob_step_growth_bytes(spec, tokens, act, fp8_act_quant)
 
 
-# The vLLM 0.34.0 source this module restates, as (file under vllm/, qualified name) pairs. Named
-# RESTATED_SOURCES, not VLLM_SOURCES, until benchmarks/vllm_fingerprints.py --refresh re-reads
-# every stored release (wheels for 0.20-0.33.x: not run by the helper that wrote this); renaming
-# it then puts these functions under the release triage (tests/engines/test_releases.py).
-RESTATED_SOURCES: tuple[tuple[str, str], ...] = (
+# The vLLM 0.34.0 source this module restates, as (file under vllm/, qualified name) pairs,
+# fingerprinted per release by benchmarks/vllm_fingerprints.py (docs/versions.md).
+VLLM_SOURCES: tuple[tuple[str, str], ...] = (
     ('v1/worker/gpu/warmup.py', 'run_kv_cache_sizing_warmup'),
     ('v1/worker/gpu/warmup.py', '_measure_sizing_step'),
     ('v1/worker/gpu/sample/prompt_logprob.py', 'compute_prompt_logprobs_with_chunking'),
