@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
-from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, moe_dp_options, note_tp_engine
+from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, latency_dp_sizes, moe_dp_options, note_tp_engine
 from kvplan.capacity.search_option import Option, Target  # noqa: F401  (their home; imported from here too)
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
@@ -72,6 +72,9 @@ class SearchSpace:
     # --enable-expert-parallel values, and DCP over the TP ranks where the attention allows it
     expert_parallel: tuple[bool, ...] = (False, True)
     decode_context_parallel: bool = True
+    # `plan --slo`: more GPUs buy latency, so also the larger data-parallel layouts of every engine
+    # (search_layouts.latency_dp_sizes), and every shape kept for the SLO screen (not one per bill)
+    latency_layouts: bool = False
 
 
 @dataclass(frozen=True)
@@ -465,7 +468,7 @@ def search(
                             # one DP 1 engine does not start: DP shards the experts (capacity/ranks.py)
                             moe = moe_dp_options(spec, gpu, args, env, target, space.max_gpus // engine,
                                                  space.max_gpus // engine, price, space.gpus_per_node, workload,
-                                                 space.expert_parallel)
+                                                 space.expert_parallel, space.latency_layouts)
                             if moe:
                                 candidates += moe
                                 continue
@@ -508,20 +511,30 @@ def search(
                                 f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
                             )
                             continue
-                        if spec.moe is not None and dp > 1:
+                        if spec.moe is not None and (dp > 1 or space.latency_layouts):
                             # vLLM shards a MoE model's experts over its DP engines (capacity/ranks.py):
                             # --data-parallel-size is not a replica of this engine; plan the DP layouts
+                            # (with --slo also for an engine that holds the target alone: latency)
                             candidates += moe_dp_options(
                                 spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload,
-                                space.expert_parallel,
+                                space.expert_parallel, space.latency_layouts,
                             )
-                            continue
+                            if dp > 1:
+                                continue
                         candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))
+                        if space.latency_layouts and spec.moe is None:  # more replicas, smaller batches each
+                            candidates += [Option(p, d, per_engine, price, binding, target, space.gpus_per_node, cap)
+                                           for d in latency_dp_sizes(dp, max_dp)]
 
-    # Best per (GPU, GPU count, kv dtype, quantization): the same bill, the simplest shape.
+    # Best per (GPU, GPU count, kv dtype, quantization): the same bill, the simplest shape. With
+    # --slo every shape stays (their latencies differ; the SLO screen ranks them all).
     best: dict[tuple, Option] = {}
     for o in candidates:
         k = (o.gpu.id, o.num_gpus, o.kv_cache_dtype, o.quantization)
+        if space.latency_layouts:
+            a = o.plan.args
+            k += (o.tensor_parallel_size, o.pipeline_parallel_size, a.data_parallel_size, a.enable_expert_parallel,
+                  a.decode_context_parallel_size)
         if k not in best or rank_key(o) < rank_key(best[k]):
             best[k] = o
     kept, dominated = [], []

@@ -284,6 +284,7 @@ def run_plan(kw: PlanFlags) -> int:
         gpus_per_node=kw.gpus_per_node,
         expert_parallel=(False, True) if kw.enable_expert_parallel is None else (kw.enable_expert_parallel,),
         decode_context_parallel=_dcp_choice(kw.decode_context_parallel_size),
+        latency_layouts=slo is not None,  # more GPUs buy latency: larger DP layouts are candidates too
     )
     import os
 
