@@ -69,10 +69,19 @@ def engine_dict(cfg) -> dict:
     }
 
 
+# What the latency-against-load points are, said with them (table) and in the JSON (``note``).
+LOAD_NOTE = ("open loops of Poisson arrivals, each measured over its steady state (requests sent in the middle "
+             "half of the sending window); 'kept up' when as many finished there as arrived, within 10%; "
+             "Poisson arrivals put prefills into many decode steps, while a closed loop of one length runs in "
+             "waves (prefills together), so the open loop's TPOT is higher at the same rate - most for MoE models, "
+             "whose mixed steps above the CUDA-graph size cost the most (docs/perf.md)")
+
+
 def saturation_dict(sat) -> dict | None:
     if sat is None:
         return None
     return {
+        "note": LOAD_NOTE,
         "rate": _num(sat.rate),
         "bounded": sat.bounded,
         "lower_bound": sat.lower_bound,
@@ -223,9 +232,11 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
         sat = r.saturation
         console.print(f"  saturation: {sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
                       f"in flight{'; ' + sat.note if sat.note else ''})", soft_wrap=True)
-        lat = "; ".join(f"{r:.2f} req/s {'below' if st else 'above'} saturation: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
+        lat = "; ".join(f"{r:.2f} req/s {'kept up' if st else 'NOT kept up'} (served {s_.request_throughput:.2f}): "
+                        f"TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
                         for r, st, s_ in sat.points)
         console.print(f"  latency against load: {lat}", soft_wrap=True)
+        console.print(f"    ({LOAD_NOTE})", soft_wrap=True)
     if slo is not None:
         checks = ", ".join(f"{c_['key']} {_ms(c_['value_s'])} ms {'<=' if c_['met'] else '>'} {c_['limit_s'] * 1e3:g} ms" for c_ in slo.check(s))
         console.print(f"  SLO {'met' if slo.meets(s) else 'missed'}: {checks}; goodput {slo.goodput(s):.2f} req/s", soft_wrap=True)

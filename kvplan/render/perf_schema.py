@@ -108,9 +108,13 @@ class Saturation(_Strict):
                           "the KV pool binds or --max-num-seqs caps it")
     lower_bound: bool = Field(description="always false (kept for compatibility: the rate is not a lower bound)")
     concurrency: int = Field(ge=0, description="requests in flight of the closed-loop run that reached the rate")
+    note: str = Field(description="what the points are: open loops measured over their steady state")
     requests: int = Field(ge=1, description="requests per open-loop (latency against load) run")
     points: list[SaturationPoint] = Field(description="open-loop runs at fractions of the rate: latency against load "
-                                          "(stable = below the saturation rate)")
+                                          "over each run's steady state (the requests sent in the middle half of "
+                                          "its sending window); stable = the run kept up with its arrivals "
+                                          "(as many finished as arrived, within 10%); request_throughput = "
+                                          "requests/s served in that window")
 
 
 class Check(_Strict):
