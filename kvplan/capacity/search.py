@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
 from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, latency_dp_sizes, moe_dp_options, note_tp_engine
-from kvplan.capacity.search_option import Option, Target  # noqa: F401  (their home; imported from here too)
+from kvplan.capacity.search_option import Option, Target, count_text  # noqa: F401  (their home; imported from here too)
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
@@ -507,7 +507,7 @@ def search(
                             near.append(((1, best.achieved / target.concurrency, 0), best, ""))
                             skip(
                                 gpu, tp, pp, kv, q, "below_target",
-                                f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
+                                f"one engine serves {per_engine:.2f} requests; {count_text(target.concurrency)} needs {dp} replicas "
                                 f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
                             )
                             continue
@@ -567,7 +567,7 @@ def search(
         top = near[0]
         closest = top[1]
         if closest is not None:
-            note = f"closest: {closest.label()} serves {closest.achieved:.2f} of {target.concurrency:g} requests ({closest.achieved / target.concurrency:.0%})"
+            note = f"closest: {closest.label()} serves {closest.achieved:.2f} of {count_text(target.concurrency)} requests ({closest.achieved / target.concurrency:.0%})"
         else:
             note = "closest: " + top[2]
     elif not kept:

@@ -8,6 +8,8 @@ JSON and ms in the table; a statistic without samples (TPOT of one-token outputs
 
 from __future__ import annotations
 
+from kvplan.render.fit import print_table
+
 import math
 
 from kvplan import __version__
@@ -226,7 +228,7 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
         t.add_column(h, justify="right" if h != "latency (ms)" else "left")
     for name, d in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
         t.add_row(name, _ms(d.p50), _ms(d.p90), _ms(d.p99), _ms(d.mean))
-    console.print(t)
+    print_table(console, t)
     console.print(f"  KV-cache use: mean {s.kv_usage_mean:.1%}, peak {s.kv_usage_max:.1%} of {c.num_gpu_blocks - 1} usable blocks", soft_wrap=True)
     if r.saturation is not None:
         sat = r.saturation
