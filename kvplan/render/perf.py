@@ -127,8 +127,10 @@ def recommendation_dict(rec, revision: str | None = None) -> dict | None:
     best = rec.best
     return {
         "requests_per_run": rec.requests_per_run,
+        "confirmed_requests": rec.confirmed_requests,
+        "keeps_given_flags": rec.keeps_given_flags,
         "best": _candidate(best) if best is not None else None,
-        "serve_command": recommended_serve(rec, revision),
+        "serve_command": None if rec.keeps_given_flags else recommended_serve(rec, revision),
         "candidates": [_candidate(c) for c in rec.candidates],
     }
 
@@ -257,9 +259,18 @@ def print_recommendation(rec, console, revision: str | None = None) -> None:
         console.print("    no --max-num-seqs / --max-num-batched-tokens pair tried meets the SLO", soft_wrap=True)
         return
     b = rec.best
+    runs = (f"on {rec.confirmed_requests}-request runs, as the headline" if rec.confirmed_requests
+            else f"on {rec.requests_per_run}-request runs")
+    if rec.keeps_given_flags:
+        # the user's own flags: not a recommendation (and its figures are the headline's above when
+        # the runs are as long; the grid's shorter runs differ)
+        console.print(f"    the flags as given (--max-num-seqs {b.max_num_seqs} --max-num-batched-tokens "
+                      f"{b.max_num_batched_tokens}) are the best pair tried: no change recommended", soft_wrap=True)
+        return
     console.print(
         f"    --max-num-seqs {b.max_num_seqs} --max-num-batched-tokens {b.max_num_batched_tokens}: "
-        f"goodput {b.goodput:.2f} req/s, TTFT p99 {_ms(b.summary.ttft.p99)} ms, TPOT p50 {_ms(b.summary.tpot.p50)} ms",
+        f"goodput {b.goodput:.2f} req/s, TTFT p99 {_ms(b.summary.ttft.p99)} ms, TPOT p50 {_ms(b.summary.tpot.p50)} ms "
+        f"({runs})",
         soft_wrap=True,
     )
     console.print(f"    {recommended_serve(rec, revision)}", soft_wrap=True)

@@ -143,7 +143,11 @@ class Candidate(_Strict):
 
 
 class Recommendation(_Strict):
-    requests_per_run: int = Field(ge=1)
+    requests_per_run: int = Field(ge=1, description="requests of each grid run")
+    confirmed_requests: int = Field(ge=0, description="requests of the runs that confirmed best against the flags "
+                                    "as given (the headline's length; 0: best is from the grid runs)")
+    keeps_given_flags: bool = Field(description="the best pair is the flags as given: nothing is recommended "
+                                    "(serve_command null)")
     best: Optional[Candidate]
     serve_command: Optional[str]
     candidates: list[Candidate]
