@@ -194,7 +194,7 @@ def kept_up(sends: list[float], finishes: list[float], tolerance: float = 0.1) -
 def steady_state(result: SimulationResult) -> tuple[bool, Summary]:
     """An open-loop run judged and measured in its steady state: (kept_up, the Summary of the
     requests sent in the middle half of the sending window, with ``request_throughput`` the
-    requests finished per second in that window shifted by the unloaded latency - the rate the
+    those requests over the time from the first of them to finish to the last - the rate the
     engine served while arrivals were steady, comparable with the offered rate). The first
     quarter (the batch still filling) and the last (the queue draining with no arrivals, every
     step a decode step) are left out of the latencies: in a run short against its latency they
@@ -213,5 +213,8 @@ def steady_state(result: SimulationResult) -> tuple[bool, Summary]:
     lo, hi, d = _window(pairs)
     middle = tuple(r for r in reqs if lo <= r.arrival_s < hi) or reqs
     summ = summarize(replace(result, requests=middle))
-    served = sum(1 for _, f in pairs if lo + d <= f < hi + d) / (hi - lo) if hi > lo else summ.request_throughput
+    # served: the middle requests over the time from their first finish to their last (a queue
+    # that grows stretches it: fewer per second than arrived)
+    ends = [r.finish_s for r in middle]
+    served = len(middle) / (max(ends) - min(ends)) if len(middle) > 1 and max(ends) > min(ends) else summ.request_throughput
     return stable, replace(summ, request_throughput=served)

@@ -109,7 +109,8 @@ class Saturation(_Strict):
     lower_bound: bool = Field(description="always false (kept for compatibility: the rate is not a lower bound)")
     concurrency: int = Field(ge=0, description="requests in flight of the closed-loop run that reached the rate")
     note: str = Field(description="what the points are: open loops measured over their steady state")
-    requests: int = Field(ge=1, description="requests per open-loop (latency against load) run")
+    requests: int = Field(ge=1, description="requests of the longest open-loop (latency against load) run: each sends "
+                          "max(the requests asked, 100, 4 x its fraction x concurrency)")
     points: list[SaturationPoint] = Field(description="open-loop runs at fractions of the rate: latency against load "
                                           "over each run's steady state (the requests sent in the middle half of "
                                           "its sending window); stable = the run kept up with its arrivals "

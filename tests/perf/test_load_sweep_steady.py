@@ -19,9 +19,9 @@ def test_qwen3_moe_sweep_is_steady_and_stable_means_served():
                              "--concurrency", "64", "--format", "json")
     assert code == 0, err
     sat = json.loads(out)["saturation"]
-    # Little's law: near the rate about `concurrency` requests are in flight; a run of 4x that many
+    # Little's law: at 0.9x the rate about 0.9 x `concurrency` requests are in flight; a run of 4x that many
     # is long against one request's latency
-    assert sat["requests"] >= 4 * sat["concurrency"]
+    assert sat["requests"] >= 4 * 0.9 * sat["concurrency"]  # the 0.9 point
     pts = sat["points"]
     tpot = [p["tpot_p50_s"] for p in pts]
     # more load, bigger batches and more prefills per decode step: TPOT does not fall
