@@ -17,6 +17,10 @@ Rules of the search (kvplan's, not vLLM's):
 * fp8 KV cache is proposed only on GPUs with fp8 support; fp8 weights need compute capability
   >= 7.5 (vLLM model_executor/layers/quantization/fp8.py get_min_capability; Marlin
   weight-only fp8 below 8.9).
+* With ``SearchSpace.latency_layouts`` (`plan --slo`): every engine that starts is also laid
+  out with the larger DP sizes of search_layouts.latency_dp_sizes (a MoE model's DP engines with
+  and without EP, a dense model's replicas) - more GPUs buy latency - and every shape of one GPU
+  count is kept for the SLO screen.
 * Pruning: an option is dropped when another needs no more GPUs, costs no more (same GPU
   profile: fewer GPUs; both priced: cost; both unpriced: GPU count) and lowers precision no more
   (fp8 KV cache, fp8 weights), strictly better in GPUs or cost.
