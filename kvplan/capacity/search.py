@@ -17,6 +17,10 @@ Rules of the search (kvplan's, not vLLM's):
 * fp8 KV cache is proposed only on GPUs with fp8 support; fp8 weights need compute capability
   >= 7.5 (vLLM model_executor/layers/quantization/fp8.py get_min_capability; Marlin
   weight-only fp8 below 8.9).
+* With ``SearchSpace.latency_layouts`` (`plan --slo`): every engine that starts is also laid
+  out with the larger DP sizes of search_layouts.latency_dp_sizes (a MoE model's DP engines with
+  and without EP, a dense model's replicas) - more GPUs buy latency - and every shape of one GPU
+  count is kept for the SLO screen.
 * Pruning: an option is dropped when another needs no more GPUs, costs no more (same GPU
   profile: fewer GPUs; both priced: cost; both unpriced: GPU count) and lowers precision no more
   (fp8 KV cache, fp8 weights), strictly better in GPUs or cost.
@@ -33,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 
 from kvplan.capacity.outcomes import EstimateRefusal, RefusalKind, StartOutcome
-from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, moe_dp_options, note_tp_engine
-from kvplan.capacity.search_option import Option, Target  # noqa: F401  (their home; imported from here too)
+from kvplan.capacity.search_layouts import dcp_options, dp_ep_notes, latency_dp_sizes, moe_dp_options, note_tp_engine
+from kvplan.capacity.search_option import Option, Target, count_text  # noqa: F401  (their home; imported from here too)
 from kvplan.engines.vllm import versions
 from kvplan.errors import KvplanError
 from kvplan.gpus import GPUProfile
@@ -72,6 +76,9 @@ class SearchSpace:
     # --enable-expert-parallel values, and DCP over the TP ranks where the attention allows it
     expert_parallel: tuple[bool, ...] = (False, True)
     decode_context_parallel: bool = True
+    # `plan --slo`: more GPUs buy latency, so also the larger data-parallel layouts of every engine
+    # (search_layouts.latency_dp_sizes), and every shape kept for the SLO screen (not one per bill)
+    latency_layouts: bool = False
 
 
 @dataclass(frozen=True)
@@ -465,7 +472,7 @@ def search(
                             # one DP 1 engine does not start: DP shards the experts (capacity/ranks.py)
                             moe = moe_dp_options(spec, gpu, args, env, target, space.max_gpus // engine,
                                                  space.max_gpus // engine, price, space.gpus_per_node, workload,
-                                                 space.expert_parallel)
+                                                 space.expert_parallel, space.latency_layouts)
                             if moe:
                                 candidates += moe
                                 continue
@@ -504,24 +511,34 @@ def search(
                             near.append(((1, best.achieved / target.concurrency, 0), best, ""))
                             skip(
                                 gpu, tp, pp, kv, q, "below_target",
-                                f"one engine serves {per_engine:.2f} requests; {target.concurrency:g} needs {dp} replicas "
+                                f"one engine serves {per_engine:.2f} requests; {count_text(target.concurrency)} needs {dp} replicas "
                                 f"({dp * engine} GPUs) > --max-gpus {space.max_gpus}",
                             )
                             continue
-                        if spec.moe is not None and dp > 1:
+                        if spec.moe is not None and (dp > 1 or space.latency_layouts):
                             # vLLM shards a MoE model's experts over its DP engines (capacity/ranks.py):
                             # --data-parallel-size is not a replica of this engine; plan the DP layouts
+                            # (with --slo also for an engine that holds the target alone: latency)
                             candidates += moe_dp_options(
                                 spec, gpu, args, env, target, dp, max_dp, price, space.gpus_per_node, workload,
-                                space.expert_parallel,
+                                space.expert_parallel, space.latency_layouts,
                             )
-                            continue
+                            if dp > 1:
+                                continue
                         candidates.append(Option(p, dp, per_engine, price, binding, target, space.gpus_per_node, cap))
+                        if space.latency_layouts and spec.moe is None:  # more replicas, smaller batches each
+                            candidates += [Option(p, d, per_engine, price, binding, target, space.gpus_per_node, cap)
+                                           for d in latency_dp_sizes(dp, max_dp)]
 
-    # Best per (GPU, GPU count, kv dtype, quantization): the same bill, the simplest shape.
+    # Best per (GPU, GPU count, kv dtype, quantization): the same bill, the simplest shape. With
+    # --slo every shape stays (their latencies differ; the SLO screen ranks them all).
     best: dict[tuple, Option] = {}
     for o in candidates:
         k = (o.gpu.id, o.num_gpus, o.kv_cache_dtype, o.quantization)
+        if space.latency_layouts:
+            a = o.plan.args
+            k += (o.tensor_parallel_size, o.pipeline_parallel_size, a.data_parallel_size, a.enable_expert_parallel,
+                  a.decode_context_parallel_size)
         if k not in best or rank_key(o) < rank_key(best[k]):
             best[k] = o
     kept, dominated = [], []
@@ -554,7 +571,7 @@ def search(
         top = near[0]
         closest = top[1]
         if closest is not None:
-            note = f"closest: {closest.label()} serves {closest.achieved:.2f} of {target.concurrency:g} requests ({closest.achieved / target.concurrency:.0%})"
+            note = f"closest: {closest.label()} serves {closest.achieved:.2f} of {count_text(target.concurrency)} requests ({closest.achieved / target.concurrency:.0%})"
         else:
             note = "closest: " + top[2]
     elif not kept:

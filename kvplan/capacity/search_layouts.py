@@ -22,33 +22,65 @@ def engine_capacity(p, workload):
     return min(p.max_concurrency, float(seqs)), ("kv_cache" if p.max_concurrency < seqs else "max_num_seqs"), None
 
 
+def latency_dp_sizes(smallest: int, max_dp: int) -> list[int]:
+    """The data-parallel sizes `plan --slo` tries beyond the smallest that holds the target
+    (``smallest``): the powers of two above it, at most ``max_dp`` (--max-gpus over the engine's
+    GPUs). More engines share the same --concurrency, so each runs a smaller batch: lower TTFT and
+    TPOT for more GPUs, which only an SLO can ask for. Powers of two bound the perf runs (one per
+    size) to log2(max_dp) per engine shape; sizes between them are left out (docs/plan.md)."""
+    out, d = [], 2
+    while d <= max_dp:
+        if d > smallest:
+            out.append(d)
+        d *= 2
+    return out
+
+
 def moe_dp_options(spec, gpu, args, env, target, dp_replicas: int, max_dp: int, price, gpus_per_node, workload,
-                   expert_parallel: tuple[bool, ...] = (False, True)):
+                   expert_parallel: tuple[bool, ...] = (False, True), latency: bool = False):
     """A MoE engine that needs ``dp_replicas`` copies as DP 1 engines, planned as vLLM runs
     ``--data-parallel-size``: experts sharded over TP x PCP x DP, without and with
     ``--enable-expert-parallel`` (capacity/ranks.py). For each, the smallest DP (2 ..
     ``dp_replicas``, at most ``max_dp``) whose engines together meet the target; every engine
     is the binding engine's (Plan.max_concurrency), so the count is conservative where EP splits
     experts unevenly. Layouts vLLM refuses (an expert intermediate that does not divide) are
-    left out. ``expert_parallel``: the --enable-expert-parallel values to try. Returns a list
+    left out. ``expert_parallel``: the --enable-expert-parallel values to try. ``latency``
+    (`plan --slo`): also the larger DP sizes of latency_dp_sizes, up to ``max_dp``, and DP
+    layouts of an engine that holds the target alone (``dp_replicas`` 1). Returns a list
     of Option."""
-    from kvplan.capacity.estimate import plan
-
     out = []
     for ep in expert_parallel:
-        for dp in range(2, min(dp_replicas, max_dp) + 1):
-            try:
-                a = args.model_copy(update={"data_parallel_size": dp, "enable_expert_parallel": ep})
-                p = plan(spec, gpu, a, env)
-            except KvplanError:
-                break
-            if not p.fits:
+        last = max_dp if latency else min(dp_replicas, max_dp)
+        for dp in range(2, last + 1):
+            o = _moe_dp_option(spec, gpu, args, env, target, dp, ep, price, gpus_per_node, workload)
+            if o is None:
                 continue
-            per_engine, binding, cap = engine_capacity(p, workload)
-            if per_engine > 0 and per_engine * dp >= target.concurrency - 1e-9:
-                out.append(Option(p, dp, per_engine, price, binding, target, gpus_per_node, cap))
+            if o is False:
                 break
+            out.append(o)
+            if latency:
+                out += [x for d in latency_dp_sizes(dp, max_dp)
+                        if (x := _moe_dp_option(spec, gpu, args, env, target, d, ep, price, gpus_per_node, workload))]
+            break
     return out
+
+
+def _moe_dp_option(spec, gpu, args, env, target, dp: int, ep: bool, price, gpus_per_node, workload):
+    """The engine as ``dp`` DP engines (with expert parallel when ``ep``) when it starts and its
+    engines together hold the target: an Option; None when it does not; False when vLLM refuses
+    the layout (a larger DP is refused too)."""
+    from kvplan.capacity.estimate import plan
+
+    try:
+        p = plan(spec, gpu, args.model_copy(update={"data_parallel_size": dp, "enable_expert_parallel": ep}), env)
+    except KvplanError:
+        return False
+    if not p.fits:
+        return None
+    per_engine, binding, cap = engine_capacity(p, workload)
+    if per_engine > 0 and per_engine * dp >= target.concurrency - 1e-9:
+        return Option(p, dp, per_engine, price, binding, target, gpus_per_node, cap)
+    return None
 
 
 def dcp_size(spec, tp: int) -> int:

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from kvplan.gpus import GPUProfile
 
 
+def count_text(n: float) -> str:
+    """A count of requests as messages show it: a whole number with thousands separators
+    (``100,000,000``, never ``1e+08``), else its decimals as given (``12.5``)."""
+    return f"{int(n):,}" if float(n).is_integer() else f"{n:,}"
+
+
 @dataclass(frozen=True)
 class Target:
     """What the deployment must do.

@@ -282,7 +282,8 @@ def run_perf(f: PerfFlags) -> int:
 
             rec = recommend(plan, timer, lengths, load, slo, seed=f.seed, shared_prefix=prefix,
                             num_requests=min(num_requests, TUNE_REQUESTS),
-                            efficiency=model.efficiency if model is not None else None, adjust=adjust)
+                            efficiency=model.efficiency if model is not None else None, adjust=adjust,
+                            confirm_requests=num_requests)  # the winner re-run at the headline's length
     if spec_effect is not None:
         result, spec_effect = with_speculation(result, spec_effect, load)
     if slo is not None and not slo.meets(result.summary) and rec.best is None:

@@ -284,6 +284,7 @@ def run_plan(kw: PlanFlags) -> int:
         gpus_per_node=kw.gpus_per_node,
         expert_parallel=(False, True) if kw.enable_expert_parallel is None else (kw.enable_expert_parallel,),
         decode_context_parallel=_dcp_choice(kw.decode_context_parallel_size),
+        latency_layouts=slo is not None,  # more GPUs buy latency: larger DP layouts are candidates too
     )
     import os
 
@@ -386,8 +387,9 @@ def _screen_slo(result, wl, slo, concurrency: float):
     prefix = SharedPrefix(1.0, wl.shared_prefix_tokens) if wl.shared_prefix_tokens else None
     # a dominated option (more GPU than the concurrency needs) may be the cheapest that is fast enough
     candidates = sorted(result.options + result.dominated, key=rank_key)
-    checked = screen_options(candidates, Lengths.from_workload(wl.workload), slo, concurrency, shared_prefix=prefix)
-    by_option = {id(o): p for o, p in zip(candidates, checked)}
+    by_option = _screen_families(candidates, lambda batch: screen_options(
+        batch, Lengths.from_workload(wl.workload), slo, concurrency, shared_prefix=prefix))
+    candidates = [o for o in candidates if id(o) in by_option]
     meeting = sorted((o for o in candidates if by_option[id(o)].meets),
                      key=lambda o: served_rank_key(o, _throughput(by_option[id(o)])))
     missed = [o for o in candidates if not by_option[id(o)].meets]
@@ -401,6 +403,44 @@ def _screen_slo(result, wl, slo, concurrency: float):
         else:
             note = f"{len(missed)} option(s) hold the concurrency, none meets --slo {slo.text}; the cheapest is shown"
     return replace(result, options=meeting, dominated=[], closest=closest, closest_note=note), {"slo": slo, "by_option": by_option, "missed": missed}
+
+
+def _layout_family(o) -> tuple:
+    """Options that differ only in their data-parallel size (replicas, or a MoE model's DP engines
+    of one TP x PP shape with the same --enable-expert-parallel): one family."""
+    a = o.plan.args
+    return (o.gpu.id, o.kv_cache_dtype, o.quantization, o.tensor_parallel_size, o.pipeline_parallel_size,
+            bool(a.enable_expert_parallel), a.decode_context_parallel_size or 1)
+
+
+def _screen_families(candidates, screen) -> dict:
+    """Run ``screen`` (a list of options -> one OptionPerf each) on the fewest-GPU option of every
+    layout family first, then on the next larger data-parallel size only of the families whose
+    last option missed the SLO; a family's larger sizes after one that meets it are not run.
+    They could not rank before it: at the same --concurrency, d engines cost d x as much and
+    serve d x one engine's closed-loop throughput at c/d in flight, which is no more than at c
+    (the option holds the concurrency: no preemption), so the cost per served request does not
+    fall with d. This keeps `plan --slo`'s added latency layouts (search_layouts.latency_dp_sizes)
+    from costing perf runs where the fewest GPUs already meet the SLO.
+    Returns {id(option): OptionPerf} for the options run."""
+    families: dict[tuple, list] = {}
+    for o in candidates:
+        families.setdefault(_layout_family(o), []).append(o)
+    queues = [sorted(f, key=lambda o: o.num_gpus) for f in families.values()]
+    by_option: dict = {}
+    pending = [q.pop(0) for q in queues]
+    rest = {id(p): q for p, q in zip(pending, queues)}
+    while pending:
+        nxt = []
+        for o, p in zip(pending, screen(pending)):
+            by_option[id(o)] = p
+            q = rest.pop(id(o))
+            if not p.meets and q:
+                n = q.pop(0)
+                rest[id(n)] = q
+                nxt.append(n)
+        pending = nxt
+    return by_option
 
 
 def _throughput(p) -> float | None:

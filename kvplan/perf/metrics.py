@@ -152,3 +152,69 @@ def summarize(result: SimulationResult) -> Summary:
 def kv_usage_over_time(result: SimulationResult) -> list[tuple[float, float]]:
     """(step end time s, held blocks / usable blocks) per step."""
     return [(s.end_s, s.kv_blocks_used / result.kv_blocks_usable) for s in result.steps]
+
+
+# --- stable versus overloaded (docs/perf.md "Stable versus overloaded") ---------------------------
+def _window(pairs: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(lo, hi, d) of a run's (send, finish) pairs sorted by send: the middle half of the sending
+    window (25th to 75th percentile send time) and the unloaded latency d (the median
+    send-to-finish time of the first quarter sent: no queue had built yet)."""
+    n = len(pairs)
+    lo, hi = pairs[n // 4][0], pairs[(3 * n) // 4][0]
+    first = sorted(f - s for s, f in pairs[: max(1, n // 4)])
+    return lo, hi, first[len(first) // 2]
+
+
+def kept_up(sends: list[float], finishes: list[float], tolerance: float = 0.1) -> bool:
+    """Whether an open-loop run kept up with its arrivals (seconds; one send and one finish per
+    request, same order).
+
+    Over the middle half of the sending window [lo, hi) A requests arrived; a server that keeps
+    up finishes about as many in the same window shifted by its unloaded latency d (_window). An
+    overloaded server finishes at most its capacity per second, below the arrival rate, and its
+    latency grows, so fewer finish there. Stable when finished >= (1 - tolerance) x A. It does
+    not need the run to be long against the latency (the bench records send for ~8 s and a
+    2048/256 request takes 1-5 s). The rule of docs/perf.md "Stable versus overloaded", applied
+    to measured (verify/bench/replay.py) and emulated runs alike.
+
+    Raises:
+        KvplanError: fewer than 8 requests or lengths differ.
+    """
+    if len(sends) != len(finishes) or len(sends) < 8:
+        raise KvplanError("stability: needs at least 8 requests with a send and a finish time each")
+    pairs = sorted(zip(sends, finishes))
+    lo, hi, d = _window(pairs)
+    if hi <= lo:
+        return False
+    arrived = sum(1 for s, _ in pairs if lo <= s < hi)
+    finished = sum(1 for _, f in pairs if lo + d <= f < hi + d)
+    return finished >= (1.0 - tolerance) * arrived
+
+
+def steady_state(result: SimulationResult) -> tuple[bool, Summary]:
+    """An open-loop run judged and measured in its steady state: (kept_up, the Summary of the
+    requests sent in the middle half of the sending window, with ``request_throughput`` the
+    those requests over the time from the first of them to finish to the last - the rate the
+    engine served while arrivals were steady, comparable with the offered rate). The first
+    quarter (the batch still filling) and the last (the queue draining with no arrivals, every
+    step a decode step) are left out of the latencies: in a run short against its latency they
+    would dominate them (TPOT falling as load rises was that artifact).
+
+    Raises:
+        KvplanError: fewer than 8 requests.
+    """
+    from dataclasses import replace
+
+    reqs = result.requests
+    if len(reqs) < 8:
+        raise KvplanError("stability: needs at least 8 requests with a send and a finish time each")
+    stable = kept_up([r.arrival_s for r in reqs], [r.finish_s for r in reqs])
+    pairs = sorted((r.arrival_s, r.finish_s) for r in reqs)
+    lo, hi, d = _window(pairs)
+    middle = tuple(r for r in reqs if lo <= r.arrival_s < hi) or reqs
+    summ = summarize(replace(result, requests=middle))
+    # served: the middle requests over the time from their first finish to their last (a queue
+    # that grows stretches it: fewer per second than arrived)
+    ends = [r.finish_s for r in middle]
+    served = len(middle) / (max(ends) - min(ends)) if len(middle) > 1 and max(ends) > min(ends) else summ.request_throughput
+    return stable, replace(summ, request_throughput=served)

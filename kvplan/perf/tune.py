@@ -60,6 +60,16 @@ class Recommendation:
     candidates: tuple[Candidate, ...]
     requests_per_run: int
     default: Candidate | None = None
+    # the grid's winner and the flags as given run again on the headline's requests (confirm):
+    # best/default then carry those runs' figures, and this many requests (0: not run again)
+    confirmed_requests: int = 0
+
+    @property
+    def keeps_given_flags(self) -> bool:
+        """The best pair is the flags as given: nothing to recommend."""
+        return self.best is not None and self.default is not None and (
+            (self.best.max_num_seqs, self.best.max_num_batched_tokens)
+            == (self.default.max_num_seqs, self.default.max_num_batched_tokens))
 
 
 def grid(default_seqs: int, default_mbt: int, max_model_len: int, *, chunked_prefill: bool = True,
@@ -88,7 +98,7 @@ def _rank(c: Candidate, defaults: tuple[int, int]) -> tuple:
 
 def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: int = 0,
               shared_prefix: SharedPrefix | None = None, num_requests: int = TUNE_REQUESTS, replan=None,
-              efficiency=None, adjust=None) -> Recommendation:
+              efficiency=None, adjust=None, confirm_requests: int = 0) -> Recommendation:
     """Search the grid for the pair maximising goodput under ``slo``.
 
     Args:
@@ -101,6 +111,10 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
             None: none).
         adjust: ``f(candidate plan, SimulationResult) -> Summary`` replacing the plain metrics
             (kvplan perf with speculative decoding: cli/perf.py speculative_adjuster); None: summarize.
+        confirm_requests: the headline run's requests; when more than ``num_requests``, the
+            grid's best pair and the flags as given are run again on that many (the headline's
+            length, so the recommendation's goodput compares with the headline's) and ranked
+            again: a pair that wins only on the shorter runs is not recommended.
     Raises:
         KvplanError: the starting plan does not start (exit 1); bad lengths (exit 2).
     """
@@ -112,24 +126,36 @@ def recommend(plan, step_time, lengths: Lengths, load: Load, slo: SLO, *, seed: 
     conc = int(load.value) if load.kind == "closed" else None
     chunked = base.enable_chunked_prefill is not False
     reqs = tuple(make_requests(num_requests, lengths, seed=seed, shared_prefix=shared_prefix))
-    out: list[Candidate] = []
-    for seqs, mbt in grid(*defaults, base.max_model_len, chunked_prefill=chunked, concurrency=conc):
+
+    def run(seqs: int, mbt: int, requests) -> Candidate:
         try:
             p = replan(seqs, mbt)
         except KvplanError as e:
-            out.append(Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), skipped=e.message))
-            continue
+            return Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), skipped=e.message)
         if not p.fits:
-            out.append(Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), p, skipped=p.failure))
-            continue
+            return Candidate(seqs, mbt, None, None, False, 0.0, float("inf"), p, skipped=p.failure)
         cfg = engine_config(p, max_num_seqs=seqs, max_num_batched_tokens=mbt, efficiency=efficiency)
-        sim = simulate(cfg, step_time, load.workload(reqs, seed))
+        sim = simulate(cfg, step_time, load.workload(requests, seed))
         summ = summarize(sim) if adjust is None else adjust(p, sim)
-        out.append(Candidate(seqs, mbt, p.num_gpu_blocks, summ, slo.meets(summ), slo.goodput(summ), slo.worst_ratio(summ), p))
+        return Candidate(seqs, mbt, p.num_gpu_blocks, summ, slo.meets(summ), slo.goodput(summ), slo.worst_ratio(summ), p)
+
+    out = [run(seqs, mbt, reqs) for seqs, mbt in grid(*defaults, base.max_model_len, chunked_prefill=chunked,
+                                                      concurrency=conc)]
     out.sort(key=lambda c: _rank(c, defaults))
     best = next((c for c in out if c.meets), None)
     default = next((c for c in out if (c.max_num_seqs, c.max_num_batched_tokens) == defaults), None)
-    return Recommendation(best, tuple(out), num_requests, default)
+    confirmed = 0
+    if best is not None and best is not default and confirm_requests > num_requests:
+        # the headline's length: the winner and the flags as given again, ranked again
+        long = tuple(make_requests(confirm_requests, lengths, seed=seed, shared_prefix=shared_prefix))
+        best = run(best.max_num_seqs, best.max_num_batched_tokens, long)
+        default = run(*defaults, long) if default is not None else None
+        confirmed = confirm_requests
+        if default is not None and default.meets and (not best.meets or _rank(default, defaults) <= _rank(best, defaults)):
+            best = default
+        elif not best.meets:
+            best = None
+    return Recommendation(best, tuple(out), num_requests, default, confirmed)
 
 
 def _replanner(plan):

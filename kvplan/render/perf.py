@@ -8,6 +8,8 @@ JSON and ms in the table; a statistic without samples (TPOT of one-token outputs
 
 from __future__ import annotations
 
+from kvplan.render.fit import print_table
+
 import math
 
 from kvplan import __version__
@@ -69,10 +71,19 @@ def engine_dict(cfg) -> dict:
     }
 
 
+# What the latency-against-load points are, said with them (table) and in the JSON (``note``).
+LOAD_NOTE = ("open loops of Poisson arrivals, each measured over its steady state (requests sent in the middle "
+             "half of the sending window); 'kept up' when as many finished there as arrived, within 10%; "
+             "Poisson arrivals put prefills into many decode steps, while a closed loop of one length runs in "
+             "waves (prefills together), so the open loop's TPOT is higher at the same rate - most for MoE models, "
+             "whose mixed steps above the CUDA-graph size cost the most (docs/perf.md)")
+
+
 def saturation_dict(sat) -> dict | None:
     if sat is None:
         return None
     return {
+        "note": LOAD_NOTE,
         "rate": _num(sat.rate),
         "bounded": sat.bounded,
         "lower_bound": sat.lower_bound,
@@ -116,8 +127,10 @@ def recommendation_dict(rec, revision: str | None = None) -> dict | None:
     best = rec.best
     return {
         "requests_per_run": rec.requests_per_run,
+        "confirmed_requests": rec.confirmed_requests,
+        "keeps_given_flags": rec.keeps_given_flags,
         "best": _candidate(best) if best is not None else None,
-        "serve_command": recommended_serve(rec, revision),
+        "serve_command": None if rec.keeps_given_flags else recommended_serve(rec, revision),
         "candidates": [_candidate(c) for c in rec.candidates],
     }
 
@@ -217,15 +230,17 @@ def print_report(r, console, *, slo=None, recommendation=None, revision: str | N
         t.add_column(h, justify="right" if h != "latency (ms)" else "left")
     for name, d in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
         t.add_row(name, _ms(d.p50), _ms(d.p90), _ms(d.p99), _ms(d.mean))
-    console.print(t)
+    print_table(console, t)
     console.print(f"  KV-cache use: mean {s.kv_usage_mean:.1%}, peak {s.kv_usage_max:.1%} of {c.num_gpu_blocks - 1} usable blocks", soft_wrap=True)
     if r.saturation is not None:
         sat = r.saturation
         console.print(f"  saturation: {sat.rate:.2f} req/s (the most a closed loop sustained, at {sat.concurrency} "
                       f"in flight{'; ' + sat.note if sat.note else ''})", soft_wrap=True)
-        lat = "; ".join(f"{r:.2f} req/s {'below' if st else 'above'} saturation: TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
+        lat = "; ".join(f"{r:.2f} req/s {'kept up' if st else 'NOT kept up'} (served {s_.request_throughput:.2f}): "
+                        f"TTFT p50 {_ms(s_.ttft.p50)} ms, TPOT p50 {_ms(s_.tpot.p50)} ms"
                         for r, st, s_ in sat.points)
         console.print(f"  latency against load: {lat}", soft_wrap=True)
+        console.print(f"    ({LOAD_NOTE})", soft_wrap=True)
     if slo is not None:
         checks = ", ".join(f"{c_['key']} {_ms(c_['value_s'])} ms {'<=' if c_['met'] else '>'} {c_['limit_s'] * 1e3:g} ms" for c_ in slo.check(s))
         console.print(f"  SLO {'met' if slo.meets(s) else 'missed'}: {checks}; goodput {slo.goodput(s):.2f} req/s", soft_wrap=True)
@@ -244,9 +259,18 @@ def print_recommendation(rec, console, revision: str | None = None) -> None:
         console.print("    no --max-num-seqs / --max-num-batched-tokens pair tried meets the SLO", soft_wrap=True)
         return
     b = rec.best
+    runs = (f"on {rec.confirmed_requests}-request runs, as the headline" if rec.confirmed_requests
+            else f"on {rec.requests_per_run}-request runs")
+    if rec.keeps_given_flags:
+        # the user's own flags: not a recommendation (and its figures are the headline's above when
+        # the runs are as long; the grid's shorter runs differ)
+        console.print(f"    the flags as given (--max-num-seqs {b.max_num_seqs} --max-num-batched-tokens "
+                      f"{b.max_num_batched_tokens}) are the best pair tried: no change recommended", soft_wrap=True)
+        return
     console.print(
         f"    --max-num-seqs {b.max_num_seqs} --max-num-batched-tokens {b.max_num_batched_tokens}: "
-        f"goodput {b.goodput:.2f} req/s, TTFT p99 {_ms(b.summary.ttft.p99)} ms, TPOT p50 {_ms(b.summary.tpot.p50)} ms",
+        f"goodput {b.goodput:.2f} req/s, TTFT p99 {_ms(b.summary.ttft.p99)} ms, TPOT p50 {_ms(b.summary.tpot.p50)} ms "
+        f"({runs})",
         soft_wrap=True,
     )
     console.print(f"    {recommended_serve(rec, revision)}", soft_wrap=True)

@@ -108,9 +108,14 @@ class Saturation(_Strict):
                           "the KV pool binds or --max-num-seqs caps it")
     lower_bound: bool = Field(description="always false (kept for compatibility: the rate is not a lower bound)")
     concurrency: int = Field(ge=0, description="requests in flight of the closed-loop run that reached the rate")
-    requests: int = Field(ge=1, description="requests per open-loop (latency against load) run")
+    note: str = Field(description="what the points are: open loops measured over their steady state")
+    requests: int = Field(ge=1, description="requests of the longest open-loop (latency against load) run: each sends "
+                          "max(the requests asked, 100, 4 x its fraction x concurrency)")
     points: list[SaturationPoint] = Field(description="open-loop runs at fractions of the rate: latency against load "
-                                          "(stable = below the saturation rate)")
+                                          "over each run's steady state (the requests sent in the middle half of "
+                                          "its sending window); stable = the run kept up with its arrivals "
+                                          "(as many finished as arrived, within 10%); request_throughput = "
+                                          "requests/s served in that window")
 
 
 class Check(_Strict):
@@ -139,7 +144,11 @@ class Candidate(_Strict):
 
 
 class Recommendation(_Strict):
-    requests_per_run: int = Field(ge=1)
+    requests_per_run: int = Field(ge=1, description="requests of each grid run")
+    confirmed_requests: int = Field(ge=0, description="requests of the runs that confirmed best against the flags "
+                                    "as given (the headline's length; 0: best is from the grid runs)")
+    keeps_given_flags: bool = Field(description="the best pair is the flags as given: nothing is recommended "
+                                    "(serve_command null)")
     best: Optional[Candidate]
     serve_command: Optional[str]
     candidates: list[Candidate]

@@ -7,6 +7,9 @@ show_all, explain, revision). Units: tokens, requests, USD per hour; bytes never
 
 from __future__ import annotations
 
+from kvplan.capacity.search_option import count_text
+from kvplan.render.fit import print_table
+
 
 def _choice(flags):
     """The version choice of the run (flags.version_choice; the flag's version when a caller
@@ -171,7 +174,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
     from rich.text import Text
 
     t = result.target
-    head = f"{flags.model}: {t.concurrency:g} concurrent requests at --max-model-len {t.max_model_len}"
+    head = f"{flags.model}: {count_text(t.concurrency)} concurrent requests at --max-model-len {t.max_model_len}"
     if wl is not None:
         head += f", workload {wl.workload.description}"
     from kvplan.render.table import title_line
@@ -217,7 +220,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
                 *(() if result.exact else ("no" if not o.plan.exact else "yes",)),
                 *(() if by is None else _perf_cells(o, by.get(id(o)))),
             )
-        console.print(table)
+        print_table(console, table)
         console.print(_hang(Text("ranking: ", style="dim"), ranking_line(perf)))
         for line in result.layout_notes:
             console.print(_hang(Text("layout: ", style="dim"), line))
@@ -279,7 +282,7 @@ def print_result(result, console, flags, capacity=None, wl=None, perf=None) -> N
         ex = Table("GPU", "TP", "PP", "kv", "quant", "skipped", "why", box=None, header_style="bold")
         for s in result.skipped:
             ex.add_row(s.gpu, str(s.tensor_parallel_size), str(s.pipeline_parallel_size), s.kv_cache_dtype, s.quantization or "none", s.category, s.reason)
-        console.print(ex)
+        print_table(console, ex)
 
 
 def print_capacity(cap, wl, console) -> None:
@@ -306,7 +309,7 @@ def print_capacity(cap, wl, console) -> None:
     t.add_row("blocks per sequence", f"{cap.blocks.per_sequence:.2f} (at completion {cap.blocks_at_completion.per_sequence:.2f})", str(cap.static_blocks_per_sequence))
     t.add_row("concurrent sequences (KV)", f"{cap.kv_sequences:.1f} (at completion {cap.kv_sequences_at_completion:.1f})", str(cap.static_sequences))
     t.add_row("KV memory holding tokens", f"{cap.paged_utilization:.1%}", f"{cap.static_utilization:.1%}")
-    console.print(t)
+    print_table(console, t)
     s = cap.sharing
     if s.shared_prefix_tokens or s.n > 1:
         console.print(hanging(

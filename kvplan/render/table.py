@@ -5,6 +5,8 @@ GiB appear only in rendering and in messages.
 
 from __future__ import annotations
 
+from kvplan.render.fit import print_table as print_whole
+
 import math
 
 from kvplan.capacity.estimate import Plan
@@ -178,7 +180,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
     for name, n in rows:
         gib_cell = f"{n / GiB:.2f}" if n >= 0 else f"{n / GiB:.2f} (none left)"
         t.add_row(name, f"{n:,}", gib_cell)
-    console.print(t)
+    print_whole(console, t)
 
     kv = doc["kv_cache"]
     k = Table(show_header=False, box=None, pad_edge=False)
@@ -199,7 +201,7 @@ def print_table(plan: Plan, console, revision: str | None = None, verbose: bool 
         for kind, gs in by_kind.items()
     )
     k.add_row("KV-cache groups", groups)
-    console.print(k)
+    print_whole(console, k)
 
     _print_addons(plan, console)
     if plan.fits:

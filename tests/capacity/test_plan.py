@@ -46,7 +46,7 @@ def test_unmet_target_exits_1_and_names_the_closest():
     )
     assert code == 1
     assert "no option meets the target" in out
-    assert "closest: 8x NVIDIA H200" in out and "of 2000 requests" in out
+    assert "closest: 8x NVIDIA H200" in out and "of 2,000 requests" in out  # thousands separated (never 1e+08)
     assert "--tensor-parallel-size 8" in out
     assert "Traceback" not in out + err
 

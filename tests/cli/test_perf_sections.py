@@ -69,8 +69,10 @@ def test_plan_slo_keeps_the_cheapest_option_that_meets_it(gpu_speed_step):
     assert code == 0, err
     doc = json.loads(out)
     assert {o["gpu"] for o in doc["options"]} == {"h200"}
-    costs = [o["hourly_cost_usd"] for o in doc["options"]]
-    assert costs == sorted(costs) and costs[0] == 4.0  # ranked by price among those meeting it
+    # ranked by cost per served request among those meeting it (more H200 replicas, the --slo
+    # latency layouts, serve more per hour but not 2x more for 2x the GPUs): one H200 first
+    per_request = [o["perf"]["cost_per_request_usd"] for o in doc["options"]]
+    assert per_request == sorted(per_request) and doc["options"][0]["hourly_cost_usd"] == 4.0
     assert doc["options"][0]["perf"]["meets_slo"] is True
     assert doc["options"][0]["perf"]["metrics"]["tpot_s"]["p50"] < 0.005
     assert doc["slo"]["targets"] == {"tpot_p50": 0.005} and doc["slo"]["options_missing_slo"] >= 1

@@ -47,3 +47,38 @@ def test_no_pair_meets_an_impossible_slo():
     rec = recommend(p, constant_step_time(0.010), Lengths.fixed(128, 8), Load("closed", 1),
                     parse_slo("ttft_p50=5ms"), num_requests=4)
     assert rec.best is None and all(c.goodput == 0.0 for c in rec.candidates)
+
+
+def test_the_winner_is_run_again_at_the_headline_length():
+    # the same case with confirm_requests=12 (the headline's length): the winner (16, 2048) and the
+    # flags as given (16, 1024) run again on 12 requests; TTFT one step (10 ms) against two (20 ms)
+    p = _plan(max_num_seqs=16, max_num_batched_tokens=1024)
+    rec = recommend(p, constant_step_time(0.010), Lengths.fixed(1536, 8), Load("closed", 1),
+                    parse_slo("ttft_p50=15ms"), num_requests=6, confirm_requests=12)
+    assert rec.confirmed_requests == 12 and not rec.keeps_given_flags
+    assert (rec.best.max_num_seqs, rec.best.max_num_batched_tokens) == (16, 2048)
+    assert rec.best.summary.completed == 12 and rec.default.summary.completed == 12
+    assert abs(rec.default.summary.ttft.p50 - 0.020) < 1e-9
+
+
+def test_the_flags_as_given_are_not_recommended():
+    # 128-token prompts prefill in one step with every budget >= 256 of the grid around 1024, so
+    # every pair gives the same run: the tie goes to the fewest changed flags, the flags as given.
+    # That is no recommendation: keeps_given_flags, no serve line, and the table says so.
+    import io
+
+    from rich.console import Console
+
+    from kvplan.render.perf import print_recommendation, recommendation_dict
+
+    p = _plan(max_num_seqs=16, max_num_batched_tokens=1024)
+    rec = recommend(p, constant_step_time(0.010), Lengths.fixed(128, 8), Load("closed", 1),
+                    parse_slo("ttft_p50=15ms"), num_requests=6, confirm_requests=12)
+    assert rec.keeps_given_flags
+    assert (rec.best.max_num_seqs, rec.best.max_num_batched_tokens) == (16, 1024)
+    d = recommendation_dict(rec)
+    assert d["keeps_given_flags"] is True and d["serve_command"] is None
+    buf = io.StringIO()
+    print_recommendation(rec, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "no change recommended" in text and "vllm serve" not in text

@@ -72,9 +72,16 @@ def test_saturation_rate_is_the_arithmetic_capacity_of_one_seat():
     assert sat.rate == pytest.approx(1.0)
     assert sat.concurrency == 1 and sat.bounded and not sat.lower_bound
     # latency against load at fixed fractions of the rate, all below it (above it a finite run's
-    # latency only says how long the run was)
+    # latency only says how long the run was); each open loop sends at least 100 requests
+    # (serving._OPEN_LOOP_MIN: 8 leave 4 arrivals to judge by), and one seat of 1 s keeps up with
+    # Poisson arrivals at 0.9 req/s over them
     assert [round(r, 6) for r, _, _ in sat.points] == [0.25, 0.5, 0.75, 0.9]
+    assert sat.requests == 100
     assert all(st for _, st, _ in sat.points)
+    # what each point served in its steady window: about what was offered, never the 1 req/s seat's
+    # capacity exceeded by more than the window's noise
+    for r, _, s in sat.points:
+        assert 0.7 * r < s.request_throughput < 1.1
 
 
 def test_saturation_rate_of_four_seats_by_hand():

@@ -34,6 +34,7 @@ from kvplan.engines.vllm.args import ENGINE_ARGS, EngineArgs
 from kvplan.errors import KvplanError
 from kvplan.gpus import bundled_profiles, find_gpu
 from kvplan.perf.emulator import EngineConfig, SimulationResult, simulate
+from kvplan.perf.metrics import kept_up as _kept_up
 from kvplan.perf.metrics import summarize
 from kvplan.perf.serving import engine_config, with_request_path
 from kvplan.perf.step_time import StepModel, step_model
@@ -211,33 +212,9 @@ def replay(rec: BenchRecord, record_name: str = "", efficiency=None, engine: Eng
 
 
 # --- stable versus overloaded -------------------------------------------------------------------
-def kept_up(sends: list[float], finishes: list[float], tolerance: float = 0.1) -> bool:
-    """Whether a short open-loop run kept up with its arrivals (seconds; one send and one
-    finish per request, same order).
-
-    Over the middle half of the sending window [lo, hi) (25th to 75th percentile send time) A
-    requests arrived; a server that keeps up finishes about as many in the same window shifted
-    by its unloaded latency D (the median send-to-finish time of the requests sent first, the
-    first quarter: no queue had built yet). An overloaded server finishes at most its capacity
-    per second, below the arrival rate, and its latency grows, so fewer finish there. Stable
-    when finished >= (1 - tolerance) x A. It does not need the run to be long against the latency: the records send for ~8 s
-    and a 2048/256 request takes 1-5 s.
-
-    Raises:
-        KvplanError: fewer than 8 requests or lengths differ.
-    """
-    if len(sends) != len(finishes) or len(sends) < 8:
-        raise KvplanError("stability: needs at least 8 requests with a send and a finish time each")
-    pairs = sorted(zip(sends, finishes))
-    n = len(pairs)
-    lo, hi = pairs[n // 4][0], pairs[(3 * n) // 4][0]
-    if hi <= lo:
-        return False
-    first = sorted(f - s for s, f in pairs[: max(1, n // 4)])
-    d = first[len(first) // 2]
-    arrived = sum(1 for s, _ in pairs if lo <= s < hi)
-    finished = sum(1 for _, f in pairs if lo + d <= f < hi + d)
-    return finished >= (1.0 - tolerance) * arrived
+# kept_up: the rule lives with the perf metrics (kvplan/perf/metrics.py), which judge emulated
+# open-loop runs by it too; imported here for the records' points.
+kept_up = _kept_up
 
 
 def measured_stable(point: PointRecord, tolerance: float = 0.1) -> bool:
