@@ -22,7 +22,6 @@ out with the catalogue's arities.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
@@ -124,6 +123,8 @@ def read(tokens: list[str], model: str, version: str, declared: set[str]) -> Ser
                               hint="quote a value with spaces; flags take their value as --flag VALUE")
         m = cat.resolve(tok)
         if m.status == "unknown":
+            import difflib
+
             own = difflib.get_close_matches(tok.split("=", 1)[0], sorted(declared), n=3, cutoff=0.6)
             raise _error(tok, version, list(dict.fromkeys([*own, *m.suggestions]))[:3])
         if m.status == "removed":

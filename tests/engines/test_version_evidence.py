@@ -252,3 +252,16 @@ def test_a_log_from_the_starts_gpu_is_calibrated():
     text = unwrapped(out)
     assert "predicted with: vLLM 0.34.0 (named by the log): calibrated on 8 real vLLM 0.34.0 starts" in text
     assert "not this GPU" not in text and "not yet checked" not in text
+
+
+def test_fully_modelled_is_no_hardware_claim_and_exact_is_its_deprecated_twin():
+    # B200: kvplan has every rule for a Llama (fully modelled), yet no real start ran on a B200
+    doc = _doc("--vllm-version", "0.34.0", "--gpu", "B200")
+    assert doc["fully_modelled"] is True and doc["exact"] is True
+    assert doc["evidence"]["checked"] is False
+    assert any(u.startswith("the NVIDIA B200 180GB (") for u in doc["evidence"]["unchecked"])
+    from kvplan.render.schema import estimate_json_schema
+
+    props = estimate_json_schema()["properties"]
+    assert props["exact"]["deprecated"] is True and "never meant 'checked on hardware'" in props["exact"]["description"]
+    assert "no claim that real starts checked" in props["fully_modelled"]["description"]
