@@ -126,8 +126,9 @@ def estimate(
     params = dict(locals())  # first: locals() is the parameters only
     del params["ctx"]
     # `vllm serve` flags estimate has no option for (--port, --no-enable-chunked-prefill ...): read in prepare_estimate
-    params["serve_tokens"] = tuple(ctx.args)
-    params["declared"] = frozenset(o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+    from kvplan.cli.serve_extras import of_context
+
+    params["serve_tokens"], params["declared"] = of_context(ctx)
     flags = estimate_flags(params)
     from kvplan.cli import fail
 

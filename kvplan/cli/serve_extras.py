@@ -81,6 +81,17 @@ def _error(token: str, version: str, suggestions: list[str], why: str = "", comm
                        hint=hint)
 
 
+def _stray(word: str) -> KvplanError:
+    """A word after MODEL that no flag takes: click's own words for it (docs/errors.md
+    workload-unquoted), with the quoting hint when --workload was given (the shell split it)."""
+    import sys
+
+    workload = any(a == "--workload" or a.startswith("--workload=") for a in sys.argv[1:])
+    return KvplanError(f"Got unexpected extra argument(s) ({word})",
+                       hint="--workload takes one argument: quote it, e.g. --workload 'prompt=100,50 output=10'"
+                       if workload else None)
+
+
 def _why(flag: str) -> str:
     """Why ``flag`` (a catalogue flag kvplan does not model) may change memory: `kvplan check`'s
     reason where it has one (check/engine_flags.py), else ours, else "it may"."""
@@ -89,7 +100,14 @@ def _why(flag: str) -> str:
     return _NOT_MODELLED.get(flag) or _WHY.get(flag, "it may change vLLM's memory")
 
 
-def read(tokens: list[str], model: str, version: str, declared: set[str]) -> ServeExtras:
+def of_context(ctx) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(the tokens typer left in ``ctx.args``, the command's own option strings) of a command
+    registered with CONTEXT_SETTINGS, for ``read``."""
+    declared = frozenset(o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+    return tuple(ctx.args), declared
+
+
+def read(tokens: list[str], model: str, version: str, declared: set[str], command: str = "estimate") -> ServeExtras:
     """Sort the tokens typer did not parse (``tokens``; ``model`` what it took for MODEL) into a
     ServeExtras, against vLLM ``version``'s flag catalogue. ``declared``: the command's own
     option strings ("--gpu", "-tp" ...), for suggestions and to refuse another spelling of them.
@@ -119,16 +137,15 @@ def read(tokens: list[str], model: str, version: str, declared: set[str]) -> Ser
             if found_model is None:
                 found_model, i = tok, i + 1
                 continue
-            raise KvplanError(f"{tok}: unexpected argument (one MODEL is taken, {found_model!r})",
-                              hint="quote a value with spaces; flags take their value as --flag VALUE")
+            raise _stray(tok)
         m = cat.resolve(tok)
         if m.status == "unknown":
             import difflib
 
             own = difflib.get_close_matches(tok.split("=", 1)[0], sorted(declared), n=3, cutoff=0.6)
-            raise _error(tok, version, list(dict.fromkeys([*own, *m.suggestions]))[:3])
+            raise _error(tok, version, list(dict.fromkeys([*own, *m.suggestions]))[:3], command=command)
         if m.status == "removed":
-            raise _error(tok, version, list(m.suggestions)[:3], f" ({m.note})")
+            raise _error(tok, version, list(m.suggestions)[:3], f" ({m.note})", command=command)
         if m.status == "ambiguous":
             raise KvplanError(f"{tok}: ambiguous `vllm serve` flag of vLLM {version}", hint="one of " + ", ".join(m.suggestions))
         canonical = "--" + ("no-" if m.negated else "") + m.flag

@@ -98,3 +98,15 @@ def test_the_catalogue_is_the_chosen_versions():
                              "--max-num-partial-prefills", "2", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["exact"] is False
+
+
+def test_perf_takes_the_serve_line_too():
+    base = ("perf", MODEL, "--gpu", "H200", "--vllm-version", "0.34.0", "--max-model-len", "8192", "--input-len", "512",
+            "--output-len", "64", "--concurrency", "4", "--num-requests", "12", "--no-saturation")
+    code, out, err = run_cli(*base, "--port", "8000", "--num-gpu-blocks-override", "1000", "--format", "json")
+    assert code == 0, err
+    assert ("kvplan does not model --num-gpu-blocks-override (vLLM allocates exactly this many blocks); the figures "
+            "assume it is unset") in json.loads(out)["approximate"]
+    assert "kvplan: ignored (no effect on memory or sizing): --port 8000" in err.splitlines()
+    code, out, err = run_cli(*base, "--prot", "8000")
+    assert code == 2 and "--prot: neither an option of `kvplan perf` nor a `vllm serve` flag of vLLM 0.34.0" in err
