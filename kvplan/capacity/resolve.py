@@ -188,8 +188,8 @@ def _resolve_batch(gpu: GPUProfile, args: EngineArgs, rules: VllmRules, max_mode
     mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)
     max_num_seqs = args.max_num_seqs or seqs_default
     # --no-enable-chunked-prefill raises a defaulted token budget to max_model_len, and vLLM refuses a
-    # given one below it (0.26.0 / 0.33.0 / 0.34.0 engine/arg_utils.py
-    # _set_default_max_num_seqs_and_batched_tokens_args, config/scheduler.py verify_max_model_len)
+    # given one below it (vLLM engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args,
+    # config/scheduler.py verify_max_model_len: the same in every version kvplan has rules for)
     chunked = args.enable_chunked_prefill is not False
     mbt = defaults.resolve_max_num_batched_tokens(
         user_value=args.max_num_batched_tokens,

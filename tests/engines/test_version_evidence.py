@@ -15,7 +15,7 @@ from tests.helpers import run_cli, unwrapped
 
 DATA = Path(__file__).parents[1] / "data"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # bundled
-H200_ONLY = "the {} (every real start ran on the NVIDIA H200 SXM 141GB, not this GPU)"
+H200_ONLY = "the {} (every real start ran on the H200, not this GPU)"
 
 
 def _starts_in(dirs: list[Path]) -> set[str]:
@@ -155,12 +155,11 @@ def test_the_json_schema_describes_the_labels():
 PARALLEL = "tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start ran on one GPU)"
 PARTIAL = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; for exact figures "
            "give the model's own config.json)")
-BOTH = "the {} (the real starts ran on the NVIDIA H100 SXM5 80GB and NVIDIA H200 SXM 141GB, not this GPU)"
+BOTH = "the {} (the real starts ran on the H100-SXM and H200, not this GPU)"
 OTHER_GPU = {"0.33.0": H200_ONLY, "0.26.0": BOTH}
 USER_MEMORY = {
-    "0.33.0": "a GPU of 80.00 GiB given by --gpu-memory (every real start ran on the NVIDIA H200 SXM 141GB, with its own memory)",
-    "0.26.0": ("a GPU of 80.00 GiB given by --gpu-memory (the real starts ran on the NVIDIA H100 SXM5 80GB and "
-               "NVIDIA H200 SXM 141GB, each with its own memory)"),
+    "0.33.0": "a GPU of 80.00 GiB given by --gpu-memory (every real start ran on the H200, with its own memory)",
+    "0.26.0": "a GPU of 80.00 GiB given by --gpu-memory (the real starts ran on the H100-SXM and H200, each with its own memory)",
 }
 
 
@@ -240,7 +239,7 @@ def test_every_alias_of_a_start_gpu_is_that_gpu(version, name):
 
 def test_another_h100_is_not_the_starts_h100():
     ev = _doc("--vllm-version", "0.34.0", "--enforce-eager", "--gpu", "h100-pcie")["evidence"]
-    assert ("the NVIDIA H100 PCIe 80GB (every real start ran on the NVIDIA H100 SXM5 80GB, not this GPU)"
+    assert ("the NVIDIA H100 PCIe 80GB (every real start ran on the H100-SXM, not this GPU)"
             in ev["unchecked"])
 
 

@@ -159,13 +159,9 @@ def start_gpus(starts: dict[str, str]) -> frozenset[str]:
 
 
 def _gpu_names(ids: frozenset[str]) -> str:
-    """The display names of the bundled GPU profiles ``ids`` ("NVIDIA H200 SXM 141GB and NVIDIA
-    H100 SXM5 80GB"), sorted; an id that is no bundled profile shows as itself."""
-    from kvplan.gpus import bundled_profiles
-
-    profiles = bundled_profiles()
-    names = sorted(profiles[i].display_name if i in profiles else i for i in ids)
-    return " and ".join(names)
+    """The GPU profile ids ``ids`` as the label names them ("H100-SXM and H200"), sorted: the id
+    upper-cased (kvplan/data/gpus.yaml; the rules do not import the profiles, which import them)."""
+    return " and ".join(sorted(i.upper() for i in ids))
 
 
 def gpu_unchecked(starts: dict[str, str], gpu: Any) -> str | None:
