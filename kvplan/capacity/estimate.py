@@ -128,6 +128,9 @@ class Plan:
     parallel: ranks.LayoutPlan | None = field(default=None, repr=False, compare=False)
     # speculative decoding, LoRA, weight and KV offload (capacity/addons.py AddonReport), None = none on
     addons: object = field(default=None, compare=False)
+    # `vllm serve` flags kvplan did not size, kept in the written serve line as the user gave them
+    # (tokens per flag; kvplan/cli/serve_extras.py)
+    serve_extras: tuple = ()
 
     @property
     def version_label(self) -> str:

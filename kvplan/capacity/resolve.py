@@ -187,12 +187,25 @@ def _resolve_batch(gpu: GPUProfile, args: EngineArgs, rules: VllmRules, max_mode
     defaults = rules.defaults
     mbt_default, seqs_default = defaults.batch_defaults(gpu.nvml_total_bytes, gpu.vllm_device_name, args.usage)
     max_num_seqs = args.max_num_seqs or seqs_default
+    # --no-enable-chunked-prefill raises a defaulted token budget to max_model_len, and vLLM refuses a
+    # given one below it (vLLM engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args,
+    # config/scheduler.py verify_max_model_len: the same in every version kvplan has rules for)
+    chunked = args.enable_chunked_prefill is not False
     mbt = defaults.resolve_max_num_batched_tokens(
         user_value=args.max_num_batched_tokens,
         default=mbt_default,
         max_num_seqs=max_num_seqs,
         max_model_len=max_model_len,
+        chunked_prefill=chunked,
     )
+    if not chunked and max_model_len > 0 and mbt < max_model_len:
+        raise EstimateRefusal(
+            RefusalKind.MAX_NUM_BATCHED_TOKENS,
+            f"--max-num-batched-tokens {mbt}: smaller than --max-model-len {max_model_len} with "
+            "--no-enable-chunked-prefill; vLLM refuses it",
+            hint=f"use --max-num-batched-tokens {max_model_len} or more, or drop --no-enable-chunked-prefill",
+            flag="--max-num-batched-tokens",
+        )
     if mbt < max_num_seqs:
         raise EstimateRefusal(
             RefusalKind.MAX_NUM_BATCHED_TOKENS,

@@ -203,7 +203,8 @@ class Option:
             "serve_command": self.serve_command(revision),
             "warnings": list(p.warnings) + ([self.link_warning] if self.link_warning else []),
             # issue 12: False when the model has no kvplan family (sized from the standard keys)
-            "exact": p.exact,
+            "fully_modelled": p.exact,
+            "exact": p.exact,  # deprecated name of fully_modelled (render/schema.py), kept one release
             "evidence": p.evidence.to_dict() if p.evidence is not None else None,
         }
         if not p.exact:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import typer
@@ -29,6 +29,7 @@ from kvplan.cli.options import (
     with_addon_options,
     with_parallel_options,
 )
+from kvplan.cli.serve_extras import IGNORED_WORDS
 from kvplan.engines.vllm.versions import DEFAULT_HELP
 from kvplan.errors import EXIT_FAIL, EXIT_OK, KvplanError
 
@@ -57,14 +58,21 @@ class EstimateFlags(EngineFlags):
     perf: bool = False
     parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
     addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
+    # the `vllm serve` flags typer did not parse (ctx.args) and the command's own option strings,
+    # read against the version's catalogue once it is chosen (kvplan/cli/serve_extras.py)
+    serve_tokens: tuple = ()
+    declared: frozenset = frozenset()
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
-    app.command("estimate")(with_addon_options(with_parallel_options(estimate)))
+    from kvplan.cli.serve_extras import CONTEXT_SETTINGS
+
+    app.command("estimate", context_settings=CONTEXT_SETTINGS)(with_addon_options(with_parallel_options(estimate)))
 
 
 def estimate(
+    ctx: typer.Context,
     model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
     gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory: bytes or 80GiB / 81920MiB."),
@@ -115,7 +123,13 @@ def estimate(
     addons: Optional[dict] = None,
 ) -> None:
     """Predict vLLM's KV-cache blocks, tokens and max concurrency for MODEL on a GPU."""
-    flags = estimate_flags(dict(locals()))  # first: locals() is the parameters only
+    params = dict(locals())  # first: locals() is the parameters only
+    del params["ctx"]
+    # `vllm serve` flags estimate has no option for (--port, --no-enable-chunked-prefill ...): read in prepare_estimate
+    from kvplan.cli.serve_extras import of_context
+
+    params["serve_tokens"], params["declared"] = of_context(ctx)
+    flags = estimate_flags(params)
     from kvplan.cli import fail
 
     try:
@@ -181,6 +195,9 @@ def run_estimate(f: EstimateFlags) -> int:
         print("kvplan: " + render.evidence_line(plan), file=sys.stderr)
         if not plan.exact:
             print(render.approximate_warning(plan), file=sys.stderr)
+        ignored = [w for w in plan.warnings if w.startswith(IGNORED_WORDS)]
+        if ignored:  # the table and JSON carry it among the warnings
+            print("kvplan: " + ignored[0], file=sys.stderr)
         if not plan.fits:
             print(render.no_start_warning(plan), file=sys.stderr)
         sys.stdout.write(text)
@@ -233,6 +250,9 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
     if f.perf and f.fmt not in ("table", "json"):
         raise KvplanError(f"--perf: not written in --format {f.fmt}", hint="use --format table or json")
     choice = resolve(f.vllm_version)
+    extras_of_line = _serve_extras(f, choice.version)
+    if extras_of_line.model is not None:
+        f = replace(f, model=extras_of_line.model)
     kv_cache_memory_bytes = parse_kv_cache_memory(f.kv_cache_memory)
     max_model_len = parse_max_model_len(f.max_model_len)
     hf_overrides = parse_hf_overrides(f.hf_overrides)
@@ -256,8 +276,13 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
         kv_cache_memory_bytes=kv_cache_memory_bytes, limit_mm_per_prompt=f.limit_mm_per_prompt,
         **(f.parallel or {}),
         **(f.addons or {}),
+        **(extras_of_line.engine or {}),
     )
     plan = with_version_choice(plan, choice)
+    if f.serve_tokens:
+        from kvplan.cli.serve_extras import apply
+
+        plan = apply(plan, extras_of_line)
     _warn_multi_node(plan)
     if estimate_extras:  # a workload this plan cannot take fails here, before any output
         extras = prepare_extras(plan, **extras)
@@ -269,6 +294,16 @@ def prepare_estimate(f: EstimateFlags) -> PreparedEstimate:
         with progress.on_terminal(progress.wanted(f.fmt)):  # stderr, a terminal only; never in JSON or CI
             perf, perf_note = estimate_perf(plan, extras["prepared"][0], extras["prepared"][1])
     return PreparedEstimate(f, plan, source, extras, estimate_extras, perf, perf_note)
+
+
+def _serve_extras(f: EstimateFlags, version: str):
+    """The `vllm serve` flags of ``f`` estimate has no option for, read against vLLM ``version``'s
+    catalogue (kvplan/cli/serve_extras.py). Raises KvplanError for one that is no flag of it."""
+    from kvplan.cli.serve_extras import ServeExtras, read
+
+    if not f.serve_tokens and not f.model.startswith("-"):
+        return ServeExtras()
+    return read(list(f.serve_tokens), f.model, version, set(f.declared))
 
 
 def estimate_document(p: PreparedEstimate) -> dict:

@@ -55,16 +55,21 @@ class PerfFlags(EngineFlags):
     parallel: Optional[dict] = None  # the multi-GPU flags given (options.parallel_values)
     spec_acceptance: Optional[float] = None  # mean tokens a speculative step emits per request
     addons: Optional[dict] = None  # the add-on flags given (cli/options.py ADDON_FIELDS)
+    # (the `vllm serve` tokens typer left, the command's option strings): kvplan/cli/serve_extras.py
+    serve_tokens: tuple = ((), frozenset())
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``perf`` command to ``app``."""
     from kvplan.cli.options import with_addon_options, with_parallel_options
 
-    app.command("perf")(with_addon_options(with_parallel_options(perf)))
+    from kvplan.cli.serve_extras import CONTEXT_SETTINGS
+
+    app.command("perf", context_settings=CONTEXT_SETTINGS)(with_addon_options(with_parallel_options(perf)))
 
 
 def perf(
+    ctx: typer.Context,
     model: str = typer.Argument(..., metavar="MODEL", help="Hub repo id, local directory with config.json, or bundled spec id."),
     gpu: str = typer.Option("H200", "--gpu", metavar="GPU", help="GPU profile id or alias (see `kvplan gpus`)."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Override CUDA-visible memory."),
@@ -114,6 +119,7 @@ def perf(
 ) -> None:
     """Predict vLLM's throughput, TTFT/TPOT/ITL/E2E and saturation rate for MODEL on a GPU."""
     from kvplan.cli import fail
+    from kvplan.cli.serve_extras import of_context
 
     flags = PerfFlags(
         model=model, gpu=gpu, gpu_memory=gpu_memory, gpu_profiles=gpu_profiles,
@@ -125,7 +131,7 @@ def perf(
         input_len=input_len, output_len=output_len, workload=workload, concurrency=concurrency,
         request_rate=request_rate, num_requests=num_requests, shared_prefix=shared_prefix, seed=seed, slo=slo,
         fmt=fmt, plot=plot, saturation=saturation, spec_acceptance=spec_acceptance, addons=addons,
-        parallel=parallel,
+        parallel=parallel, serve_tokens=of_context(ctx),
     )
     try:
         code = run_perf(flags)
@@ -223,6 +229,11 @@ def run_perf(f: PerfFlags) -> int:
 
     if f.fmt not in FORMATS:
         raise KvplanError(f"--format: unknown value {f.fmt!r}", hint="use table or json")
+    from kvplan.cli.serve_extras import ServeExtras, apply, ignored_line, read
+
+    tokens, declared = f.serve_tokens  # the pasted `vllm serve` flags, read first: a stray word is named as such
+    extras = (read(list(tokens), f.model, resolve(f.vllm_version).version, set(declared), "perf")
+              if tokens or f.model.startswith("-") else ServeExtras())
     positive_engine_args({
         "tensor_parallel_size": f.tensor_parallel_size, "pipeline_parallel_size": f.pipeline_parallel_size,
         "max_num_seqs": f.max_num_seqs, "max_num_batched_tokens": f.max_num_batched_tokens, "block_size": f.block_size,
@@ -248,16 +259,18 @@ def run_perf(f: PerfFlags) -> int:
     check_shared_prefix(prefix, lengths)
     choice = resolve(f.vllm_version)  # as estimate chooses it: flag > installed vllm > newest supported
     plan, _ = plan_from_options(
-        model=f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
+        model=extras.model or f.model, gpu=f.gpu, gpu_memory=f.gpu_memory, gpu_profiles=f.gpu_profiles, revision=f.revision,
         tensor_parallel_size=f.tensor_parallel_size, pipeline_parallel_size=f.pipeline_parallel_size,
         max_model_len=parse_max_model_len(f.max_model_len), gpu_memory_utilization=f.gpu_memory_utilization,
         kv_cache_dtype=f.kv_cache_dtype, block_size=f.block_size, dtype=f.dtype, quantization=f.quantization,
         max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens, enforce_eager=f.enforce_eager,
         vllm_version=choice.version, enable_prefix_caching=f.enable_prefix_caching,
         kv_cache_memory_bytes=parse_kv_cache_memory(f.kv_cache_memory),
-        **(f.parallel or {}), **(f.addons or {}),
+        **(f.parallel or {}), **(f.addons or {}), **(extras.engine or {}),
     )
-    plan = with_version_choice(plan, choice)
+    plan = apply(with_version_choice(plan, choice), extras)  # unmodelled flags: approximate (perf's approximate list)
+    if ignored_line(extras):  # perf's documents have no warnings list: stderr, in every format
+        print("kvplan: " + ignored_line(extras), file=sys.stderr)
     engines = refuse_multi_gpu_layout(plan, dense_dp_ok=True)
     load = per_engine_load(load, engines)
     num_requests = max(1, f.num_requests // engines)

@@ -51,6 +51,9 @@ class ApproximationKind(str, Enum):
     UNMODELLED_MEMORY = "unmodelled_memory"
     # a bundled config snapshot that is not complete: keys it lacks take transformers' defaults
     PARTIAL_SNAPSHOT = "partial_snapshot"
+    # a `vllm serve` flag the estimate was given that may change memory but that kvplan does not
+    # model (kvplan/cli/serve_extras.py); the figures assume it is unset
+    UNMODELLED_FLAG = "unmodelled_flag"
 
 
 class Approximation(_Frozen):

@@ -2,12 +2,14 @@
 kvplan.render.schema).
 
 The JSON shape (bytes as ints, per GPU of the stage with the fewest blocks):
-{"kvplan_version", "exact", ["approximate"], "vllm", "evidence", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
+{"kvplan_version", "fully_modelled", "exact", ["approximate"], "vllm", "evidence", "model", "gpu", "engine", "memory", "kv_cache", "binding_limit",
  "recommendations", "serve_command", "warnings", "fits", "failure", "largest_max_model_len",
  "stages"}.
 
-``exact`` is false when kvplan has no family for the architecture and sized it from the standard
-keys (issue 12); ``approximate`` (only then) lists the reasons, one line each. ``vllm`` says
+``fully_modelled`` is false when kvplan assumed something (no family for the architecture, sized
+from the standard keys; a partial snapshot; a term or flag it does not model); ``approximate``
+(only then) lists the reasons, one line each. ``exact`` is its deprecated old name (same value,
+removed in the next release): it never meant "checked on hardware", which ``evidence`` says. ``vllm`` says
 which vLLM version's rules were used and why ({"version", "reason", ["requested"]}: see
 engines/vllm/versions.VersionChoice); ``evidence`` what they stand on ({"checked",
 "real_starts", "unchecked", "label"}: engines/vllm/rules.Evidence).
@@ -96,7 +98,8 @@ def to_dict(plan: Plan, source_provenance: dict | None = None, revision: str | N
     recs = {
         r.flag: {"value": r.value, "reason": r.reason, "kind": r.kind} for r in recommendations(plan)
     }
-    head: dict = {"kvplan_version": __version__, "exact": plan.exact}
+    # "exact" is the deprecated name of "fully_modelled" (kept one release: render/schema.py)
+    head: dict = {"kvplan_version": __version__, "fully_modelled": plan.exact, "exact": plan.exact}
     if not plan.exact:
         head["approximate"] = [a.reason for a in plan.approximations]
     head["vllm"] = version_dict(plan)

@@ -75,7 +75,8 @@ def to_dict(result, flags, capacity=None, wl=None, perf=None) -> dict:
     out = {
         "kvplan_version": __version__,
         "model": flags.model,
-        "exact": result.exact,
+        "fully_modelled": result.exact,
+        "exact": result.exact,  # deprecated name of fully_modelled (render/schema.py), kept one release
         **({} if result.exact else {"approximate": [a.reason for a in result.approximations]}),
         "vllm": _choice(flags).to_dict(),
         "target": {"max_model_len": result.target.max_model_len, "concurrency": result.target.concurrency},

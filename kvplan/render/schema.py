@@ -352,33 +352,42 @@ class ParallelDoc(_Strict):
 class EstimateDocument(_Strict):
     """The whole ``kvplan estimate --format json`` document (kvplan.render.to_dict)."""
 
-    # ``approximate`` is there exactly when ``exact`` is false (the JSON Schema says it with
-    # if/then/else; the validator below says it to pydantic).
+    # ``approximate`` is there exactly when ``fully_modelled`` (and its deprecated twin ``exact``)
+    # is false (the JSON Schema says it with if/then/else; the validator below says it to pydantic).
     model_config = ConfigDict(
         extra="forbid", strict=True, frozen=True,
         json_schema_extra={
-            "if": {"properties": {"exact": {"const": False}}},
-            "then": {"required": ["approximate"]},
-            "else": {"not": {"required": ["approximate"]}},
+            "if": {"properties": {"fully_modelled": {"const": False}}},
+            "then": {"required": ["approximate"], "properties": {"exact": {"const": False}}},
+            "else": {"not": {"required": ["approximate"]}, "properties": {"exact": {"const": True}}},
         },
     )
 
     @model_validator(mode="after")
-    def _approximate_iff_not_exact(self) -> "EstimateDocument":
-        if self.exact == bool(self.approximate):
-            raise ValueError("'approximate' must list the reasons exactly when 'exact' is false")
+    def _approximate_iff_not_fully_modelled(self) -> "EstimateDocument":
+        if self.fully_modelled == bool(self.approximate):
+            raise ValueError("'approximate' must list the reasons exactly when 'fully_modelled' is false")
+        if self.__dict__["exact"] != self.fully_modelled:  # read without the deprecation warning
+            raise ValueError("'exact' (deprecated) must equal 'fully_modelled'")
         return self
 
     kvplan_version: str
+    fully_modelled: bool = Field(
+        description="true when kvplan has a rule for every part of this estimate; false when it assumed "
+        "something (an architecture without a kvplan family sized from the standard keys, a partial bundled "
+        "snapshot, a memory term or a `vllm serve` flag it does not model: the reasons are in approximate). "
+        "It is no claim that real starts checked the numbers: that is evidence"
+    )
     exact: bool = Field(
-        description="false when kvplan has no family for the architecture and sized it as a generic decoder "
-        "from the standard keys (issue 12); true for every architecture kvplan has rules for"
+        deprecated=True,
+        description="DEPRECATED (kvplan 0.1.x; removed in the next release): the same value as fully_modelled, "
+        "under its old name. It never meant 'checked on hardware' (see evidence)",
     )
     approximate: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
         min_length=1,
         description="why the estimate is approximate, one line per reason (kvplan.model.spec.Approximation); "
-        "present exactly when exact is false",
+        "present exactly when fully_modelled is false",
     )
     vllm: VllmChoice
     evidence: Optional[EvidenceDoc] = Field(description="what the numbers stand on; null only from the Python API without rules")

@@ -77,6 +77,10 @@ def serve_settings(plan: Plan, revision: str | None = None) -> list[dict]:
         {"flag": toks[0], "value": toks[1] if len(toks) > 1 else True, "origin": origin[f], "tokens": toks, "field": f}
         for f, toks in flags.serve_tokens(values, catalogue)
     ]
+    for toks in plan.serve_extras:  # the user's flags kvplan did not size, as given (cli/serve_extras.py)
+        flag, _, explicit = toks[0].partition("=")
+        value = explicit if explicit else (" ".join(toks[1:]) if len(toks) > 1 else True)
+        out.append({"flag": flag, "value": value, "origin": "user", "tokens": list(toks), "field": None})
     if plan.spec.hf_overrides:
         # the config kvplan sized is the overridden one: vLLM must get the same overrides
         text = plan.spec.hf_overrides
@@ -111,10 +115,13 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
     import yaml
 
     args = {}
+    extra: dict = {}
     overrides = None
     for st in serve_settings(plan, revision):
         if st["field"] == "hf_overrides":
             overrides = json.loads(st["value"])  # vLLM's --config turns a mapping back into JSON
+        elif st["field"] is None:  # a flag kvplan did not size: kept under its own name
+            extra[st["flag"].lstrip("-")] = _extra_value(st)
         elif st["flag"].startswith("--no-"):
             args[st["field"]] = False
         else:
@@ -122,12 +129,24 @@ def config_yaml(plan: Plan, revision: str | None = None) -> str:
     doc = flags.config_yaml_dict(_served_model(plan.spec.name), args, None, plan.rules.serve_flags)
     if overrides is not None:
         doc[HF_OVERRIDES_FLAG[2:]] = overrides
+    doc.update(extra)
     text = yaml.safe_dump(doc, sort_keys=False)
     env = serve_env(plan, revision)
     if env:
         # vLLM reads these from its environment, not from --config: say so where the YAML is copied.
         text = "".join(f"# start vLLM with {k}={v} in its environment\n" for k, v in env.items()) + text
     return text
+
+
+def _extra_value(st: dict):
+    """A kept flag's --config value (vLLM load_config_file: ``key: true`` is the bare switch, a
+    list is nargs="+" values; ``--no-X`` is written as ``no-X: true``)."""
+    toks = st["tokens"]
+    if "=" in toks[0]:
+        return _typed(toks[0].split("=", 1)[1])
+    if len(toks) == 1:
+        return True
+    return _typed(toks[1]) if len(toks) == 2 else [_typed(t) for t in toks[1:]]
 
 
 def _typed(raw: str):

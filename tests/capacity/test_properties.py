@@ -901,6 +901,10 @@ def test_schema_rejects_documents_that_break_the_contract():
         broken(lambda d: d.pop("exact")),
         broken(lambda d: d.__setitem__("exact", False)),
         broken(lambda d: d.__setitem__("approximate", ["sized as a standard decoder"])),
+        # fully_modelled is the new name of exact; both are there (exact deprecated) and agree
+        broken(lambda d: d.pop("fully_modelled")),
+        broken(lambda d: d.__setitem__("fully_modelled", False)),
+        broken(lambda d: (d.__setitem__("fully_modelled", False), d.__setitem__("approximate", ["x"]))),
     ]
     for doc in bad_docs:
         with pytest.raises(Exception) as info:
@@ -920,6 +924,7 @@ def test_schema_is_json_schema_of_the_pydantic_model():
     assert json.loads(json.dumps(schema)) == schema
     assert set(schema["properties"]) == {
         "kvplan_version",
+        "fully_modelled",
         "exact",
         "approximate",
         "vllm",

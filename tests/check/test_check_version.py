@@ -96,9 +96,8 @@ def test_the_image_tag_picks_the_version(tmp_path, name, make, line, key):
     assert code == 0, doc["diagnostics"]
     (dep,) = _deployments(doc)
     assert dep["vllm"] == {"version": "0.26.0", "reason": f"image tag vllm/vllm-openai:v0.26.0-cu130 in {path}"}
-    # the fixtures run on an H100; every real start ran on an H200
-    label = ("derived from the source, not yet checked on hardware: the NVIDIA H100 SXM5 80GB (every real start "
-             f"ran on the H200) (the rest calibrated on {N26} real vLLM 0.26.0 starts)")
+    # the fixtures run on an H100 SXM, a GPU one real 0.26.0 start ran on (vllm-0.26.0-h100/gptoss20b_graphs)
+    label = f"calibrated on {N26} real vLLM 0.26.0 starts"
     assert dep["evidence"]["label"] == label
     (info,) = _version_diags(doc)
     assert (info["line"], info["key"]) == (line, key)

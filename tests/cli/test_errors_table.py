@@ -753,6 +753,11 @@ ROWS: list[Row] = [
     ),
     Row("format-unknown", E(LLAMA3_8B, "--format", "xml"), 2, ("--format: unknown value 'xml'", "hint: use table, json, yaml, serve, k8s, lws, kserve, llm-d, compose")),
     Row("vllm-version-unknown", E(LLAMA3_8B, "--vllm-version", "0.5.0"), 2, ("--vllm-version: kvplan has no rules for vLLM '0.5.0'",)),
+    # a pasted `vllm serve` line (kvplan/cli/serve_extras.py): a word that is no flag of the version
+    Row("flag-not-vllm", E(LLAMA3_8B, "--vllm-version", "0.34.0", "--prot", "8000"), 2,
+        ("--prot: neither an option of `kvplan estimate` nor a `vllm serve` flag of vLLM 0.34.0", "hint: did you mean --plot, --perf, --port?")),
+    Row("no-chunked-prefill-budget", E(LLAMA3_8B, "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"), 2,
+        ("--max-num-batched-tokens 4096: smaller than --max-model-len 8192 with --no-enable-chunked-prefill; vLLM refuses it",)),
     Row(
         "workload-100mb",
         lambda t: ["estimate", LLAMA3_8B, "--workload", _sparse(t, "w.csv", MB100, b"prompt_tokens,output_tokens\n")],

@@ -15,6 +15,7 @@ from tests.helpers import run_cli, unwrapped
 
 DATA = Path(__file__).parents[1] / "data"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"  # bundled
+H200_ONLY = "the {} (every real start ran on the H200, not this GPU)"
 
 
 def _starts_in(dirs: list[Path]) -> set[str]:
@@ -53,8 +54,10 @@ def test_the_034_table_names_the_034_starts_in_tests_data():
 def test_the_026_table_names_the_026_starts_in_tests_data():
     from kvplan.engines.vllm.v0_26 import real_starts
 
-    dirs = [DATA / "vllm-0.26.0-h200", DATA / "calibration" / "vllm-0.26.0-h200", *sorted((DATA / "logs").glob("device-h200-*"))]
-    assert set(real_starts.STARTS) == _starts_in(dirs)
+    dirs = [DATA / "vllm-0.26.0-h200", DATA / "vllm-0.26.0-h100", DATA / "calibration" / "vllm-0.26.0-h200",
+            *sorted((DATA / "logs").glob("device-h200-*"))]
+    assert set(real_starts.STARTS) | set(real_starts.NOT_USED) == _starts_in(dirs)
+    assert not set(real_starts.STARTS) & set(real_starts.NOT_USED)
     assert len(real_starts.STARTS) == len(set(real_starts.STARTS))
 
 
@@ -82,10 +85,10 @@ def test_026_is_calibrated_with_cuda_graphs_too():
         (("--gpu", "H200"), ["CUDA-graph memory estimate"]),
         # B200: NVML total >= 160 GiB, batch defaults left to vLLM -> the new tier; and no start ran on a B200
         (("--gpu", "B200", "--enforce-eager"), ["the >= 160 GiB batch-default tier (max_num_batched_tokens 16384, max_num_seqs 1024)",
-                                                "the NVIDIA B200 180GB (every real start ran on the H200)"]),
+                                                H200_ONLY.format("NVIDIA B200 180GB")]),
         # both batch sizes given: the tier decides nothing; the GPU is still unchecked
         (("--gpu", "B200", "--enforce-eager", "--max-num-seqs", "256", "--max-num-batched-tokens", "8192"),
-         ["the NVIDIA B200 180GB (every real start ran on the H200)"]),
+         [H200_ONLY.format("NVIDIA B200 180GB")]),
     ],
 )
 def test_an_033_estimate_names_the_unchecked_rules_it_uses(args, unchecked):
@@ -147,20 +150,38 @@ def test_the_json_schema_describes_the_labels():
     EstimateDocument.model_validate(doc)  # strict: vllm and evidence are part of the contract
 
 
-# Every real start of both versions ran on one H200 (tests/data: calibration, vllm-0.26.0-h200,
-# logs/device-h200-*, vllm-0.33.0-h200): the GPU set comes from the STARTS paths.
+# The GPU each real start ran on is the version's table (real_starts.STARTS: path -> profile id).
+# 0.33.0: every start on an H200; 0.26.0: H200s and one H100 SXM (vllm-0.26.0-h100/gptoss20b_graphs).
 PARALLEL = "tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start ran on one GPU)"
 PARTIAL = ("a partial bundled config snapshot (keys it lacks take transformers' defaults; for exact figures "
            "give the model's own config.json)")
+BOTH = "the {} (the real starts ran on the H100-SXM and H200, not this GPU)"
+OTHER_GPU = {"0.33.0": H200_ONLY, "0.26.0": BOTH}
+USER_MEMORY = {
+    "0.33.0": "a GPU of 80.00 GiB given by --gpu-memory (every real start ran on the H200, with its own memory)",
+    "0.26.0": "a GPU of 80.00 GiB given by --gpu-memory (the real starts ran on the H100-SXM and H200, each with its own memory)",
+}
 
 
-@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
-def test_the_starts_ran_on_the_h200_only(version):
+@pytest.mark.parametrize(("version", "gpus"), [("0.26.0", {"h200", "h100-sxm"}), ("0.33.0", {"h200"}), ("0.34.0", {"h100-sxm"})])
+def test_each_start_names_the_gpu_profile_it_ran_on(version, gpus):
     from kvplan.engines.vllm.rules import start_gpus
+    from kvplan.gpus import bundled_profiles, find_gpu
 
-    assert start_gpus(versions.SUPPORTED[version].real_starts.STARTS) == {"h200"}
-    assert start_gpus(("vllm-0.33.0-h100-sxm/x", "logs/device-a100-80gb-sxm-2026-01-02/y", "older/z")) == {
-        "h100-sxm", "a100-80gb-sxm"}
+    starts = versions.SUPPORTED[version].real_starts.STARTS
+    assert start_gpus(starts) == gpus
+    profiles = bundled_profiles()
+    for path, gpu_id in starts.items():
+        # the folder names the GPU by an alias ("vllm-0.34.0-h100", "device-h200-<date>"): the
+        # profile it resolves to is the table's
+        folder = next(part for part in path.split("/") if part.startswith(("vllm-", "device-")))
+        alias = folder.split("-", 2)[2] if folder.startswith("vllm-") else folder.split("-")[1]
+        assert find_gpu(alias, profiles).id == gpu_id, path
+        log = DATA / (path + ".log")
+        if log.exists():  # the device name kvplan's child logged, where it logged one
+            text = log.read_text(encoding="utf-8", errors="replace")
+            names = {p.reported_name for p in profiles.values() if p.reported_name and p.reported_name in text}
+            assert not names or profiles[gpu_id].reported_name in names, (path, names)
 
 
 @pytest.mark.parametrize(
@@ -169,14 +190,15 @@ def test_the_starts_ran_on_the_h200_only(version):
         (("--gpu", "H200"), []),
         (("--gpu", "H200", "-tp", "2"), [PARALLEL]),
         (("--gpu", "H200", "--pipeline-parallel-size", "2"), [PARALLEL]),
-        (("--gpu", "A100-80GB"), ["the NVIDIA A100 80GB SXM4 (every real start ran on the H200)"]),
-        (("--gpu", "L40S", "-tp", "2"), [PARALLEL, "the NVIDIA L40S (every real start ran on the H200)"]),
-        (("--gpu", "H200", "--gpu-memory", "80GiB"),
-         ["a GPU of 80.00 GiB given by --gpu-memory (every real start ran on the H200, with its own memory)"]),
+        (("--gpu", "A100-80GB"), ["OTHER:NVIDIA A100 80GB SXM4"]),
+        (("--gpu", "L40S", "-tp", "2"), [PARALLEL, "OTHER:NVIDIA L40S"]),
+        (("--gpu", "H200", "--gpu-memory", "80GiB"), ["USER"]),
     ],
 )
 @pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
 def test_parallel_and_other_gpus_are_labelled_unchecked(version, args, unchecked):
+    unchecked = [USER_MEMORY[version] if u == "USER" else OTHER_GPU[version].format(u[6:]) if u.startswith("OTHER:") else u
+                 for u in unchecked]
     ev = _doc("--vllm-version", version, "--enforce-eager", *args)["evidence"]
     assert ev["unchecked"] == unchecked
     assert ev["checked"] is (not unchecked)
@@ -204,3 +226,41 @@ def test_a_partial_bundled_spec_is_unchecked_and_not_exact(version):
     text = unwrapped(out)
     assert "approximate, not exact: bundled spec model_specs/ai21labs__Jamba-v0.1.json is partial" in text
     assert "not yet checked on hardware: a partial bundled config snapshot" in text
+
+
+# The 0.34.0 starts ran on an H100 SXM (tests/data/vllm-0.34.0-h100, the log's device name "NVIDIA
+# H100 80GB HBM3"); the 0.26.0 starts on H200s and one H100 SXM (vllm-0.26.0-h100/gptoss20b_graphs).
+@pytest.mark.parametrize("version", ["0.34.0", "0.26.0"])
+@pytest.mark.parametrize("name", ["H100", "NVIDIA H100 80GB HBM3", "h100-sxm"])
+def test_every_alias_of_a_start_gpu_is_that_gpu(version, name):
+    ev = _doc("--vllm-version", version, "--enforce-eager", "--gpu", name)["evidence"]
+    assert not [u for u in ev["unchecked"] if "H100" in u or "start ran" in u], ev
+
+
+def test_another_h100_is_not_the_starts_h100():
+    ev = _doc("--vllm-version", "0.34.0", "--enforce-eager", "--gpu", "h100-pcie")["evidence"]
+    assert ("the NVIDIA H100 PCIe 80GB (every real start ran on the H100-SXM, not this GPU)"
+            in ev["unchecked"])
+
+
+def test_a_log_from_the_starts_gpu_is_calibrated():
+    # the GPU a log measured is a one-profile file of its own (id "measured-gpu") whose reported
+    # name resolves to the h100-sxm profile: the starts' GPU, not "another GPU"
+    code, out, err = run_cli("verify", "--from-log", str(DATA / "vllm-0.34.0-h100" / "llama3-8b_serve_graphs.log"))
+    assert code == 0, err
+    text = unwrapped(out)
+    assert "predicted with: vLLM 0.34.0 (named by the log): calibrated on 8 real vLLM 0.34.0 starts" in text
+    assert "not this GPU" not in text and "not yet checked" not in text
+
+
+def test_fully_modelled_is_no_hardware_claim_and_exact_is_its_deprecated_twin():
+    # B200: kvplan has every rule for a Llama (fully modelled), yet no real start ran on a B200
+    doc = _doc("--vllm-version", "0.34.0", "--gpu", "B200")
+    assert doc["fully_modelled"] is True and doc["exact"] is True
+    assert doc["evidence"]["checked"] is False
+    assert any(u.startswith("the NVIDIA B200 180GB (") for u in doc["evidence"]["unchecked"])
+    from kvplan.render.schema import estimate_json_schema
+
+    props = estimate_json_schema()["properties"]
+    assert props["exact"]["deprecated"] is True and "never meant 'checked on hardware'" in props["exact"]["description"]
+    assert "no claim that real starts checked" in props["fully_modelled"]["description"]

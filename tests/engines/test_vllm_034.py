@@ -61,7 +61,7 @@ def test_acceptance_llama3_8b_h200_without_vllm_installed_uses_0_34_block_64(mon
     ev = doc["evidence"]
     # the 0.34.0 starts ran on an H100: the H200 itself is what no start checked
     assert ev["checked"] is False and ev["real_starts"] == 8
-    assert ev["unchecked"] == ["the NVIDIA H200 SXM 141GB (every real start ran on the H100)"]
+    assert ev["unchecked"] == ["the NVIDIA H200 SXM 141GB (every real start ran on the H100-SXM, not this GPU)"]
     assert ev["label"].endswith("(the rest calibrated on 8 real vLLM 0.34.0 starts)")
     # tokens = blocks x 64 (8,192 tokens = 128 blocks per request)
     kv = doc["kv_cache"]

@@ -11,7 +11,6 @@ or a hook replaced (``override``).
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
@@ -88,10 +87,6 @@ class Evidence:
                 "label": self.label()}
 
 
-# A start's GPU, from its path under tests/data: a folder "vllm-<version>-<gpu id>" (the version
-# packages' real_starts.STARTS) or "device-<gpu id>-<date>" (a device session's logs).
-_START_GPU = (re.compile(r"^vllm-\d+(?:\.\d+)+-(?P<gpu>[a-z0-9][a-z0-9-]*)$"),
-              re.compile(r"^device-(?P<gpu>[a-z0-9][a-z0-9-]*?)-\d{4}-\d{2}-\d{2}$"))
 # what an estimate uses that no real start of any version checked -> the label's words
 PARALLEL_UNCHECKED = ("tensor/pipeline parallel > 1 (NCCL and custom all-reduce memory; every real start "
                       "ran on one GPU)")
@@ -157,27 +152,44 @@ PARTIAL_SPEC_UNCHECKED = ("a partial bundled config snapshot (keys it lacks take
                           "for exact figures give the model's own config.json)")
 
 
-def start_gpus(starts: tuple[str, ...]) -> frozenset[str]:
-    """The GPU profile ids (kvplan.gpus, e.g. "h200") the real starts ``starts`` (paths as in a
-    version's real_starts.STARTS) ran on, read from each path's "vllm-<version>-<gpu>" or
-    "device-<gpu>-<date>" folder; a path naming no GPU adds nothing."""
-    out = set()
-    for path in starts:
-        for part in path.split("/"):
-            for pattern in _START_GPU:
-                m = pattern.match(part)
-                if m:
-                    out.add(m.group("gpu"))
-    return frozenset(out)
+def start_gpus(starts: dict[str, str]) -> frozenset[str]:
+    """The GPU profile ids (kvplan/data/gpus.yaml, e.g. "h200", "h100-sxm") the real starts
+    ``starts`` (a version's real_starts.STARTS: path -> profile id) ran on."""
+    return frozenset(starts.values())
 
 
-def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) -> tuple[str, ...]:
+def _gpu_names(ids: frozenset[str]) -> str:
+    """The GPU profile ids ``ids`` as the label names them ("H100-SXM and H200"), sorted: the id
+    upper-cased (kvplan/data/gpus.yaml; the rules do not import the profiles, which import them)."""
+    return " and ".join(sorted(i.upper() for i in ids))
+
+
+def gpu_unchecked(starts: dict[str, str], gpu: Any) -> str | None:
+    """The evidence words when ``gpu`` (GPUProfile) is not a GPU the real starts ``starts`` (path
+    -> profile id) ran on, or is one of them with a memory total the user gave (--gpu-memory);
+    None when a start ran on it. Profiles are compared by id, so every alias of one profile
+    ("H100", "NVIDIA H100 80GB HBM3", "h100-sxm") is one GPU, and a GPU a log measured counts as
+    the bundled profile its reported name matches (GPUProfile.base_id)."""
+    ran_on = start_gpus(starts)
+    if not ran_on:
+        return None
+    ran = ("every real start ran on the " if len(ran_on) == 1 else "the real starts ran on the ") + _gpu_names(ran_on)
+    if not ran_on & {gpu.id, getattr(gpu, "base_id", None)}:
+        return f"the {gpu.display_name} ({ran}, not this GPU)"
+    if getattr(gpu, "memory_quality", None) == "user":
+        # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on
+        return (f"a GPU of {gpu.memory_bytes / 2**30:.2f} GiB given by {gpu.memory_source} "
+                f"({ran}, {'with its' if len(ran_on) == 1 else 'each with its'} own memory)")
+    return None
+
+
+def common_unchecked(starts: dict[str, str], spec: Any, gpu: Any, args: Any) -> tuple[str, ...]:
     """What an estimate of ``spec`` (ModelSpec) on ``gpu`` (GPUProfile) with ``args``
     (EngineArgs) uses that no start of ``starts`` checked, whatever the version: tensor or
     pipeline parallel > 1 (every start ran on one GPU: NCCL buffers and the custom all-reduce's
     memory, vLLM distributed/ and gpu_worker.py's non-torch figure, were never measured) and,
     first, a multi-GPU layout (data / expert / context parallel, nodes: multi_gpu_layout), a GPU
-    none of them ran on (start_gpus) or one whose memory the user gave, a partial bundled snapshot (spec.snapshot_notes). In that
+    none of them ran on or one whose memory the user gave (gpu_unchecked), a partial bundled snapshot (spec.snapshot_notes). In that
     order; empty when none applies."""
     out = []
     layout = multi_gpu_layout(args, spec)
@@ -188,16 +200,9 @@ def common_unchecked(starts: tuple[str, ...], spec: Any, gpu: Any, args: Any) ->
     collective = collective_unchecked(args, spec)
     if collective:
         out.append(collective)
-    ran_on = start_gpus(starts)
-    names = ", ".join(sorted(g.upper() for g in ran_on))
-    # a start folder may name the GPU by a profile alias ("vllm-0.34.0-h100" for h100-sxm)
-    known = {gpu.id, getattr(gpu, "base_id", None), *(a.lower() for a in getattr(gpu, "aliases", ()) or ())}
-    if ran_on and not ran_on & known:
-        out.append(f"the {gpu.display_name} (every real start ran on the {names})")
-    elif ran_on and getattr(gpu, "memory_quality", None) == "user":
-        # a user-given total (--gpu-memory) on the starts' profile: not the GPU they ran on
-        out.append(f"a GPU of {gpu.memory_bytes / 2**30:.2f} GiB given by {gpu.memory_source} "
-                   f"(every real start ran on the {names}, with its own memory)")
+    on_gpu = gpu_unchecked(starts, gpu)
+    if on_gpu:
+        out.append(on_gpu)
     if getattr(spec, "snapshot_notes", ()):
         out.append(PARTIAL_SPEC_UNCHECKED)
     return tuple(out)

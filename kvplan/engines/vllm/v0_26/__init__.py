@@ -24,7 +24,7 @@ from kvplan.engines.vllm.v0_26 import (
 
 RULES = VllmRules(
     version="0.26.0",
-    evidence=f"calibrated on {len(real_starts.STARTS)} real vLLM 0.26.0 starts (H200; real_starts.py)",
+    evidence=f"calibrated on {len(real_starts.STARTS)} real vLLM 0.26.0 starts (H200, one on an H100 SXM; real_starts.py)",
     flag_table=flag_catalogue.TABLE,
     serve_flags=flag_catalogue.SERVE_FLAGS,
     defaults=defaults,

@@ -146,6 +146,31 @@ IGNORED = {
     ),
 }
 
+# Flags that change nothing vLLM 0.26.0 sizes on the GPU (weights, activation peak, CUDA graphs,
+# KV-cache blocks, batch limits): the API server, its network, TLS, auth and CORS settings
+# (entrypoints/openai/cli_args.py FrontendArgs), the tokenizer and chat template (a CPU-side
+# renderer), tool / reasoning parsers, logging and tracing, the sampling seed and generation
+# defaults, names and download paths. `kvplan estimate` accepts them, lists them as ignored and
+# keeps them in the serve line it writes. A catalogue flag not listed here and not an EngineArgs
+# field makes an estimate approximate (it may change memory). Later releases reuse this reading;
+# a flag new in them is not listed, so it is approximate until someone reads it.
+NO_SIZING_EFFECT = frozenset("""
+    host port uds root-path api-key allowed-origins allowed-methods allowed-headers allow-credentials
+    ssl-keyfile ssl-certfile ssl-ca-certs ssl-cert-reqs ssl-ciphers enable-ssl-refresh middleware
+    h11-max-header-count h11-max-incomplete-event-size uvicorn-log-level disable-uvicorn-access-log
+    disable-access-log-for-endpoints disable-fastapi-docs enable-offline-docs enable-request-id-headers
+    enable-server-load-tracking enable-tokenizer-info-endpoint enable-force-include-usage
+    enable-prompt-tokens-details return-tokens-as-token-ids response-role served-model-name
+    chat-template chat-template-content-format default-chat-template-kwargs trust-request-chat-template
+    tokenizer tokenizer-mode tokenizer-revision skip-tokenizer-init trust-remote-code hf-token
+    enable-auto-tool-choice tool-call-parser tool-parser-plugin tool-server exclude-tools-when-tool-choice-none
+    reasoning-parser reasoning-parser-plugin
+    seed generation-config override-generation-config
+    disable-log-stats aggregate-engine-logging enable-log-requests enable-log-outputs enable-log-deltas
+    max-log-len log-config-file log-error-stack otlp-traces-endpoint show-hidden-metrics-for-version
+    use-tqdm-on-load download-dir allowed-local-media-path allowed-media-domains shutdown-timeout
+""".split())
+
 # Flags of older vLLM releases that 0.26.0 no longer defines, so `vllm serve` exits with
 # "unrecognized arguments". Most were V0-engine settings the V1 engine had already ignored.
 # (Absence checked against the 0.26.0 sources above; the "use instead" notes name 0.26.0 flags.)
@@ -231,6 +256,7 @@ SERVE_FLAGS = {
     "enforce_eager": ("--enforce-eager", False),
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", None),
     "enable_prefix_caching": ("--enable-prefix-caching", None),  # False -> --no-enable-prefix-caching
+    "enable_chunked_prefill": ("--enable-chunked-prefill", None),  # False -> --no-enable-chunked-prefill
     "revision": ("--revision", None),
     "limit_mm_per_prompt": ("--limit-mm-per-prompt", None),  # JSON (config/multimodal.py)
     # the multi-GPU layout (config/parallel.py ParallelConfig defaults; engine/arg_utils.py spellings)

@@ -13,23 +13,25 @@ and a Mamba-2 hybrid's ``align`` pages (granite4h-small_eager: block 528, +0.24 
 
 from __future__ import annotations
 
-STARTS: tuple[str, ...] = (
-    "vllm-0.33.0-h200/dsv2-lite_eager",
-    "vllm-0.33.0-h200/gemma2-9b_eager",
-    "vllm-0.33.0-h200/granite4h-small_eager",
-    "vllm-0.33.0-h200/llama3-70b_fp8_eager",
-    "vllm-0.33.0-h200/llama3-8b_eager",
-    "vllm-0.33.0-h200/llama3-8b_eager_bs32",
-    "vllm-0.33.0-h200/llama3-8b_eager_fp8kv",
-    "vllm-0.33.0-h200/llama3-8b_eager_mbt16k",
-    "vllm-0.33.0-h200/llama3-8b_eager_u05",
-    "vllm-0.33.0-h200/mistral-7b_eager",
-    "vllm-0.33.0-h200/mixtral-8x7b_eager",
-    "vllm-0.33.0-h200/qwen2.5-7b_eager",
-    "vllm-0.33.0-h200/qwen3-30b-a3b_eager",
-    "vllm-0.33.0-h200/qwen3-30b-a3b_eager_serve",
-    "vllm-0.33.0-h200/qwen3-next-80b_fp8_eager",
-)
+# start (path under tests/data) -> the GPU it ran on (a bundled profile id, kvplan/data/gpus.yaml:
+# the one a log's reported device name resolves to). The evidence label's GPU coverage is these values.
+STARTS: dict[str, str] = {
+    "vllm-0.33.0-h200/dsv2-lite_eager": "h200",
+    "vllm-0.33.0-h200/gemma2-9b_eager": "h200",
+    "vllm-0.33.0-h200/granite4h-small_eager": "h200",
+    "vllm-0.33.0-h200/llama3-70b_fp8_eager": "h200",
+    "vllm-0.33.0-h200/llama3-8b_eager": "h200",
+    "vllm-0.33.0-h200/llama3-8b_eager_bs32": "h200",
+    "vllm-0.33.0-h200/llama3-8b_eager_fp8kv": "h200",
+    "vllm-0.33.0-h200/llama3-8b_eager_mbt16k": "h200",
+    "vllm-0.33.0-h200/llama3-8b_eager_u05": "h200",
+    "vllm-0.33.0-h200/mistral-7b_eager": "h200",
+    "vllm-0.33.0-h200/mixtral-8x7b_eager": "h200",
+    "vllm-0.33.0-h200/qwen2.5-7b_eager": "h200",
+    "vllm-0.33.0-h200/qwen3-30b-a3b_eager": "h200",
+    "vllm-0.33.0-h200/qwen3-30b-a3b_eager_serve": "h200",
+    "vllm-0.33.0-h200/qwen3-next-80b_fp8_eager": "h200",
+}
 
 # what an estimate uses that no start above checked -> the label's words for it
 CUDA_GRAPHS = "CUDA-graph memory estimate"

@@ -19,16 +19,18 @@ sizing steps give (qwen3-30b-a3b_eager, one granule step: +0.53 % blocks).
 
 from __future__ import annotations
 
-STARTS: tuple[str, ...] = (
-    "vllm-0.34.0-h100/gemma2-9b_eager",
-    "vllm-0.34.0-h100/llama3-8b_eager",
-    "vllm-0.34.0-h100/llama3-8b_eager_kvbytes",
-    "vllm-0.34.0-h100/llama3-8b_eager_u092",
-    "vllm-0.34.0-h100/llama3-8b_fp8_eager",
-    "vllm-0.34.0-h100/llama3-8b_serve_graphs",
-    "vllm-0.34.0-h100/llama31-8b_kvoffload16",
-    "vllm-0.34.0-h100/qwen3-30b-a3b_eager",
-)
+# start (path under tests/data) -> the GPU it ran on (a bundled profile id, kvplan/data/gpus.yaml:
+# the one a log's reported device name resolves to). The evidence label's GPU coverage is these values.
+STARTS: dict[str, str] = {
+    "vllm-0.34.0-h100/gemma2-9b_eager": "h100-sxm",
+    "vllm-0.34.0-h100/llama3-8b_eager": "h100-sxm",
+    "vllm-0.34.0-h100/llama3-8b_eager_kvbytes": "h100-sxm",
+    "vllm-0.34.0-h100/llama3-8b_eager_u092": "h100-sxm",
+    "vllm-0.34.0-h100/llama3-8b_fp8_eager": "h100-sxm",
+    "vllm-0.34.0-h100/llama3-8b_serve_graphs": "h100-sxm",
+    "vllm-0.34.0-h100/llama31-8b_kvoffload16": "h100-sxm",
+    "vllm-0.34.0-h100/qwen3-30b-a3b_eager": "h100-sxm",
+}
 _EXTENSIBLE = tuple(s for s in STARTS if not s.endswith("_kvbytes"))
 # the other 0.34.0 logs of tests/data/vllm-0.34.0-h100, and why no rule was checked on them
 NOT_USED: dict[str, str] = {
@@ -60,7 +62,7 @@ GRAPHS_OTHER_MODEL = ("the 0.34.0 CUDA-graph pool of a model other than an unqua
 CHECKED: dict[str, tuple[str, ...]] = {
     EXTENSIBLE: _EXTENSIBLE,
     CUDA_GRAPHS: ("vllm-0.34.0-h100/llama3-8b_serve_graphs",),
-    BLOCK_SIZE: STARTS,
+    BLOCK_SIZE: tuple(STARTS),
     ESTIMATE_PATH: ("vllm-0.34.0-h100/llama3-8b_eager_kvbytes",),
     CUDA_GRAPH_ESTIMATE: (),
     SM100_GRAPHS: (),
