@@ -251,7 +251,7 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
             approx.append(_approx("LoRA slots of " + ", ".join(unsized) + " layers are not sized"))
         activation += ad.lora_activation_bytes(f.lora, max_num_batched_tokens=resolved.max_num_batched_tokens)
         factor = ad.LORA_CAPTURE_CASES
-    if f.offload is not None:
+    if f.offload is not None and not offload_ignored(ad, addons.v2):
         parts, pinned = ad.offload_parts(spec, f.offload, rules.weights, tp=tp, dtype_bytes=db, quant=resolved.quant,
                                          layers=layers)
         weights.update(parts)
@@ -263,6 +263,13 @@ def stage_costs(spec, addons: AddonPlan | None, rules, resolved, *, tp: int, lay
     return StageCosts(weights=weights, persistent=persistent, activation=activation, graph_layers=graph_layers,
                       graph_factor=factor, host_bytes=host, approximations=tuple(approx), buffers=buffers,
                       sizing_peak=sizing_peak, reserve_growth=reserve_growth)
+
+
+def offload_ignored(ad, v2: bool) -> str | None:
+    """Why the version's runner ignores weight offload (``ad``: the version's addons rules; ``v2``:
+    the model runs on the V2 runner), or None when offload works (v0_26/addons.py
+    OFFLOAD_IGNORED_ON_V2_RUNNER)."""
+    return getattr(ad, "OFFLOAD_IGNORED_ON_V2_RUNNER", None) if v2 else None
 
 
 def with_sizing_costs(activation, costs: StageCosts | None):

@@ -697,6 +697,9 @@ def _closing_notes(
     V1 CUDA graphs), a multimodal encoder, replicated KV heads."""
     remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ranks.ineffective_flags(args, world))
     remarks.extend(Note(NoteKind.INEFFECTIVE_FLAG, m) for m in ignored_lora_flags(args))
+    offload_off = addon_steps.offload_ignored(rules.addons, r.v2) if rules.addons is not None else None
+    if offload_off and (args.cpu_offload_gb or args.offload_group_size):
+        remarks.append(Note(NoteKind.INEFFECTIVE_FLAG, offload_off))
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     extra = rules.memory.NON_TORCH_MULTI_GPU_EXTRA / 2**30
     if world.communicator_world > tp * pp:  # PCP ranks, or a MoE model's DP engines in one world

@@ -375,3 +375,22 @@ def test_the_draft_config_comes_from_the_hub_like_any_model(fake_hub):  # noqa: 
     # + 1 EAGLE-3 draft layer share the block table -> 33 x 65,536
     assert doc["kv_cache"]["bytes_per_block"] == 33 * 65_536
     assert fake_hub.requests_to("acme/eagle3-draft", "GET")
+
+
+def test_0_26_v2_runner_ignores_weight_offload():
+    # vLLM 0.26.0 installs the offloader only in the V1 runner; Llama runs on V2 there, so
+    # --cpu-offload-gb 70 moves nothing: 70,553,706,496 parameters x 2 B = 141,107,412,992 B of bf16
+    # weights (plus buffers) cannot fit one H100's 85,017,493,504 B, and
+    # vLLM ran out of memory while loading (tests/data/vllm-0.26.0-h100/README.md, session 6).
+    # Under 0.33.0 the V2 runner installs it: 70 GiB leave the GPU and it starts.
+    code, out, err = run_cli("estimate", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--vllm-version", "0.26.0",
+                             "--usage", "llm", "--max-model-len", "8192", "--enforce-eager", "--cpu-offload-gb", "70",
+                             "--format", "json")
+    doc = json.loads(out)
+    assert doc["memory"]["weights_bytes"] >= 70_553_706_496 * 2 > 85_017_493_504
+    assert code == 1 and any("never installs the weight offloader" in w for w in doc["warnings"])
+    code, out, err = run_cli("estimate", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--vllm-version", "0.33.0",
+                             "--usage", "llm", "--max-model-len", "8192", "--enforce-eager", "--cpu-offload-gb", "70",
+                             "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["memory"]["weights_bytes"] < 70_553_706_496 * 2 - 70 * 2**30 + 2**30

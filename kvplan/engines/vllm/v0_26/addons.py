@@ -90,6 +90,20 @@ DENSE_HISTORY_METHODS = frozenset({"ngram_gpu"})
 LORA_CAPTURE_CASES = 2
 VOCAB_PADDING = 64  # model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 # v1/kv_offload/cpu/spec.py CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT (0.26.0)
+# Weight offload on the V2 model runner: vLLM 0.26.0 installs the offloader (UVA for
+# --cpu-offload-gb, prefetch for --offload-group-size) only in the V1 runner
+# (v1/worker/gpu_model_runner.py load_model calls set_offloader(create_offloader(...)));
+# v1/worker/gpu/model_runner.py never does, and config/vllm.py
+# _get_v2_model_runner_unsupported_features does not move an offloading model to V1. So on the V2
+# runner get_offloader() is the no-op offloader and every weight stays on the GPU. A real start
+# confirmed it: Llama-3.1-70B with --cpu-offload-gb 70 on one H100 ran out of GPU memory while
+# loading (tests/data/vllm-0.26.0-h100/README.md, session 6). The words every output shows:
+OFFLOAD_IGNORED_ON_V2_RUNNER: str | None = (
+    "--cpu-offload-gb / --offload-group-size: vLLM 0.26.0's V2 model runner (this model's) never installs "
+    "the weight offloader (only the V1 runner's load_model calls set_offloader), so no weight leaves the GPU; "
+    "a later vLLM (0.33.0's V2 runner installs it) or a model on the V1 runner offloads"
+)
+
 KV_OFFLOAD_CHUNK_ALIGNMENT = 1
 # how the CPU KV pool is allocated: "pinned-tensors" (one pinned torch tensor per KV tensor per
 # worker, power-of-two rounded) or "shared-region" (one /dev/shm mapping, the size asked)

@@ -94,6 +94,10 @@ unchecked = override(
 
 # The vLLM functions these rules restate (file under vllm/, qualified name), fingerprinted per
 # release by benchmarks/vllm_fingerprints.py: 0.26.0's, plus the V2 runner's embedding sharing.
+# 0.33.0's V2 runner installs the weight offloader too (v1/worker/gpu/model_runner.py load_model
+# calls set_offloader(create_offloader(...))): offload works on either runner.
+OFFLOAD_IGNORED_ON_V2_RUNNER: str | None = None
+
 VLLM_SOURCES: tuple[tuple[str, str], ...] = (
     *_v026.VLLM_SOURCES,
     ('v1/worker/gpu/spec_decode/eagle/utils.py', 'maybe_share_target_embed'),
