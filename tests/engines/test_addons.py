@@ -394,3 +394,16 @@ def test_0_26_v2_runner_ignores_weight_offload():
                              "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["memory"]["weights_bytes"] < 70_553_706_496 * 2 - 70 * 2**30 + 2**30
+
+
+def test_0_26_ngram_carries_its_measured_miss_in_every_format():
+    # a real 0.26.0 start measured 27,496 blocks against kvplan's 28,510 (+3.69 %, v0_26/addons.py):
+    # the estimate must say approximate, in JSON too, and check --strict must fail on it
+    flags = ("--gpu", "H100", "--vllm-version", "0.26.0", "--usage", "llm", "--max-model-len", "131072",
+             "--enforce-eager", "--speculative-config",
+             json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}))
+    code, out, err = run_cli("estimate", "meta-llama/Llama-3.1-8B-Instruct", *flags, "--format", "json")
+    doc = json.loads(out)
+    assert doc["fully_modelled"] is False
+    assert any("3.69 %" in a for a in doc["approximate"])
+    assert round(100 * (28_510 - 27_496) / 27_496, 2) == 3.69

@@ -554,3 +554,24 @@ VLLM_SOURCES: tuple[tuple[str, str], ...] = (
     ('model_executor/offloader/prefetch.py', 'PrefetchOffloader.wrap_modules'),
     ('v1/kv_offload/cpu/spec.py', 'CPUOffloadingSpec.__init__'),
 )
+
+
+# A measured miss no rule explains yet: a real 0.26.0 start (Llama-3.1-8B-Instruct, ngram K=3,
+# prompt_lookup_max 4, max_model_len 131072, eager, one H100; session 6) allocated 27,496 blocks
+# where kvplan says 28,510 (+3.69 %). ngram runs on the V1 runner here, whose profile's dummy
+# sampler run adds the rejection sampler (v1/worker/gpu_model_runner.py _dummy_sampler_run: logits
+# for one draft token per request plus the bonus token, and the sampler's float32 copies) that
+# kvplan's profile peak leaves out; the start's log was lost with the machine, so the term is not
+# sized. The words every output shows:
+_NGRAM_V1_MISS = ("speculative decoding (ngram) under vLLM 0.26.0: a real start (Llama-3.1-8B, K=3, 131,072 "
+                  "tokens, H100) had 3.69 % fewer KV blocks than kvplan; the V1 runner's speculative dummy "
+                  "sampler run in the profile is not sized")
+
+
+def measured_misses(features) -> tuple[str, ...]:
+    """What real 0.26.0 starts measured kvplan off on for ``features`` (Features), in words; ()
+    when none (capacity/addons.py labels the estimate approximate with them)."""
+    sp = features.speculative
+    if sp is not None and sp.method in ("ngram", "ngram_gpu"):
+        return (_NGRAM_V1_MISS,)
+    return ()
