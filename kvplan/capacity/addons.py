@@ -145,7 +145,7 @@ def plan_addons(spec, args, rules, resolved, tp: int, pp: int) -> AddonPlan | No
                 approx.append(_approx("speculative decoding with --pipeline-parallel-size > 1: the draft's KV layers "
                                       "are placed on the last stage by vLLM; kvplan's per-stage projection leaves them out"))
     # what a real start of this version measured kvplan off on (engines/vllm/v0_34/addons.py)
-    approx += [_approx(m) for m in getattr(ad, "measured_misses", lambda f: ())(feats)]
+    approx += [_approx(m) for m in getattr(ad, "measured_misses", lambda f, s=None: ())(feats, spec)]
     if feats.lora is not None and spec.is_multimodal:
         approx.append(_approx("LoRA on a multimodal model: the vision tower's LoRA slots are not sized"))
     kvo = feats.kv_offload

@@ -426,6 +426,8 @@ def print_comparison(doc: dict, console) -> None:
     if pw:
         said = f"vLLM {pw['version']} ({pw['reason']})" + (f", for {pw['requested']}" if pw.get("requested") else "")
         console.print(hanging(Text("predicted with: ", style="dim"), said + (f": {ev['label']}" if ev else "")))
+    for reason in doc.get("approximate") or []:
+        console.print(hanging(Text("approximate: ", style="yellow"), reason))
     if doc.get("engine_args"):
         console.print(hanging("engine args: ", ", ".join(f"{k}={v!r}" for k, v in doc["engine_args"].items())))
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)

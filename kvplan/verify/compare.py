@@ -373,6 +373,8 @@ def comparison_document(
         # which version's rules predicted, why, and what they stand on (render.document)
         "predicted_with": (plan_doc or {}).get("vllm"),
         "evidence": (plan_doc or {}).get("evidence"),
+        # what the prediction itself says it does not stand behind (render.document "approximate")
+        "approximate": list((plan_doc or {}).get("approximate") or []),
         "gpu": gpu_source,
         "status": status,
         "tolerance_pct": tolerance_pct,

@@ -186,3 +186,38 @@ def test_every_0_34_drafter_estimate_says_its_growth_term_is_fitted_on_one_start
     from kvplan.engines.vllm.v0_34 import addons
 
     assert "eagle3" not in addons.CHECKED_FEATURES  # a coefficient fitted on the start is no check of it
+
+
+# --- session 6's 0.26.0 add-on starts (one H100): two measured misses, labelled, and the offload
+# flag the V2 runner ignores ----------------------------------------------------------------------
+
+def _verify_json(name: str, *flags: str) -> tuple[int, dict, str]:
+    path = DATA / f"{name}.log"
+    code, out, err = run_cli("verify", "--from-log", str(path), *flags, "--format", "json")
+    return code, json.loads(out), path.read_text()
+
+
+@pytest.mark.parametrize("name, blocks, miss", [
+    # vLLM's own block counts (RESULT lines); kvplan's misses as the version rules state them
+    ("v026-llama31-8b_ngram128k", 27_496, "3.69 %"),
+    ("v026-dsv3-4L_mtp", 413_468, "10.7 %"),
+])
+def test_measured_add_on_misses_are_labelled_not_hidden(name, blocks, miss):
+    code, doc, text = _verify_json(name)
+    assert int(re.search(r"RESULT num_gpu_blocks=(\d+)", text).group(1)) == blocks == doc["measured"]["num_gpu_blocks"]
+    assert code != 0  # outside the 1 % tolerance: verify says MISMATCH, never PASS
+    assert any(miss in reason for reason in doc["approximate"])  # the prediction says so itself
+
+
+def test_the_mtp_draft_weights_are_its_checkpoint_fp8():
+    # the MTP layer is cut from the block-FP8 checkpoint: weights within 0.1 % of vLLM's 28,893,173,248 B
+    _, doc, _ = _verify_json("v026-dsv3-4L_mtp")
+    assert abs(doc["predicted"]["weights_bytes"] - 28_893_173_248) / 28_893_173_248 < 0.001
+
+
+def test_offload_on_the_0_26_v2_runner_does_not_start_as_vllm_did_not():
+    # vLLM 0.26.0 ran out of GPU memory loading Llama-3.1-70B with --cpu-offload-gb 80 (the
+    # no-op offloader's wrap_modules is in its traceback): kvplan says it will not start
+    _, doc, text = _verify_json("v026-llama31-70b_offload80")
+    assert "OutOfMemoryError" in text and "offloader/base.py" in text
+    assert doc["predicted"]["num_gpu_blocks"] == 0

@@ -99,6 +99,11 @@ NOT_USED: dict[str, str] = {
     # an add-on start: replayed by tests/engines/test_addon_starts.py; the EAGLE-3 drafter's growth
     # factor was fitted on it (v0_26/addons.py), so it is not an independent check of the base rules
     "vllm-0.26.0-h100/v026-llama31-8b_eagle3": "EAGLE-3 add-on start (v0_26/addons.py fitted on it)",
+    # session 6's add-on starts, replayed by tests/engines/test_addon_starts.py
+    "vllm-0.26.0-h100/v026-llama31-8b_ngram128k": "ngram add-on start: kvplan +3.69 % (v0_26/addons.py measured_misses)",
+    "vllm-0.26.0-h100/v026-dsv3-4L_mtp": "DeepSeek MTP add-on start: kvplan +10.7 % (v0_26/addons.py measured_misses)",
+    "vllm-0.26.0-h100/v026-llama31-70b_offload80": "--cpu-offload-gb start: out of memory while loading, as the "
+                                                     "V2 runner installs no offloader (v0_26/addons.py)",
 }
 
 

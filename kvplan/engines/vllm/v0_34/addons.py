@@ -143,7 +143,7 @@ _DRAFTER_FIT = ("speculative decoding under vLLM 0.34.0: the drafter's share of 
                 "drafters, targets and GPUs are unchecked")
 
 
-def measured_misses(features) -> tuple[str, ...]:
+def measured_misses(features, spec=None) -> tuple[str, ...]:
     """Why an estimate with ``features`` is approximate beyond what its rules say: a drafter's
     0.34.0 sizing terms rest on a fit to one real start (module docstring)."""
     sp = features.speculative
