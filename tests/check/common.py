@@ -16,6 +16,32 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 GiB = 2**30
 
+# a container's /dev/shm mount of the volume named dshm (the shm-size / shm-queues tests)
+MOUNT_DSHM = """            volumeMounts:
+            - {name: dshm, mountPath: /dev/shm}
+"""
+
+
+def vllm_deployment(args: str, *, image: str = "v0.34.0", pod: str = "", mounts: str = "", gpus: str = "1",
+                    limits: str = "") -> str:
+    """A one-container Deployment running ``vllm/vllm-openai:<image>`` with ``args`` (the inside of
+    the YAML flow list), ``gpus`` GPUs plus ``limits`` (more `, key: value` limit entries), ``pod``
+    lines before `containers:` and ``mounts`` lines after the container's resources."""
+    return f"""
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: x}}
+    spec:
+      template:
+        spec:
+{pod}          containers:
+          - name: vllm
+            image: vllm/vllm-openai:{image}
+            args: [{args}]
+            resources:
+              limits: {{nvidia.com/gpu: "{gpus}"{limits}}}
+{mounts}"""
+
 
 def check(*args: str) -> tuple[int, dict, str]:
     """Run `kvplan check ... --format json`; return (exit code, document, stderr)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.check.common import check, write
+from tests.check.common import MOUNT_DSHM, check, vllm_deployment, write
 from tests.helpers import run_cli
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -32,25 +32,11 @@ def test_the_hand_arithmetic():
 
 
 def _k8s(image: str = "v0.34.0", pod: str = "", mounts: str = "", flags: str = "", limits: str = "") -> str:
-    return f"""
-    apiVersion: apps/v1
-    kind: Deployment
-    metadata: {{name: x}}
-    spec:
-      template:
-        spec:
-{pod}          containers:
-          - name: vllm
-            image: vllm/vllm-openai:{image}
-            args: ["{MODEL}", "--kv-offloading-size", "100"{flags}]
-            resources:
-              limits: {{nvidia.com/gpu: "1"{limits}}}
-{mounts}"""
+    return vllm_deployment(f'"{MODEL}", "--kv-offloading-size", "100"{flags}', image=image, pod=pod, mounts=mounts,
+                           limits=limits)
 
 
-MOUNT = """            volumeMounts:
-            - {name: dshm, mountPath: /dev/shm}
-"""
+MOUNT = MOUNT_DSHM
 
 
 def _volume(spec: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.check.common import check, write
+from tests.check.common import MOUNT_DSHM, check, vllm_deployment, write
 from tests.helpers import run_cli
 
 MIB = 2**20
@@ -43,25 +43,11 @@ def test_the_rule_gives_the_hand_sizes():
 
 
 def _k8s(image: str = "v0.34.0", pod: str = "", mounts: str = "", gpus: int = 4) -> str:
-    return f"""
-    apiVersion: apps/v1
-    kind: Deployment
-    metadata: {{name: x}}
-    spec:
-      template:
-        spec:
-{pod}          containers:
-          - name: vllm
-            image: vllm/vllm-openai:{image}
-            args: ["meta-llama/Llama-3.1-70B-Instruct", "-tp", "{gpus}"]
-            resources:
-              limits: {{nvidia.com/gpu: "{gpus}"}}
-{mounts}"""
+    return vllm_deployment(f'"meta-llama/Llama-3.1-70B-Instruct", "-tp", "{gpus}"', image=image, pod=pod,
+                           mounts=mounts, gpus=str(gpus))
 
 
-MOUNT = """            volumeMounts:
-            - {name: dshm, mountPath: /dev/shm}
-"""
+MOUNT = MOUNT_DSHM
 
 
 def _q(doc: dict) -> list[dict]:
