@@ -94,6 +94,13 @@ unchecked = override(
 
 # The vLLM functions these rules restate (file under vllm/, qualified name), fingerprinted per
 # release by benchmarks/vllm_fingerprints.py: 0.26.0's, plus the V2 runner's embedding sharing.
+def measured_misses(features, spec=None) -> tuple[str, ...]:
+    """What real starts measured kvplan off on for ``features`` of ``spec`` under this version's
+    rules: the MTP-on-MoE drafter profile miss (v0_26/addons.py MTP_MOE_MISS; 0.26.0's ngram miss
+    is its V1 runner's, not this version's)."""
+    return _v026.mtp_moe_miss(features, spec)
+
+
 # 0.33.0's V2 runner installs the weight offloader too (v1/worker/gpu/model_runner.py load_model
 # calls set_offloader(create_offloader(...))): offload works on either runner.
 OFFLOAD_IGNORED_ON_V2_RUNNER: str | None = None

@@ -148,7 +148,7 @@ def measured_misses(features, spec=None) -> tuple[str, ...]:
     0.34.0 sizing terms rest on a fit to one real start (module docstring)."""
     sp = features.speculative
     if sp is not None and (sp.method in ("eagle", "eagle3", "mtp", "draft_model") or sp.method in MTP_METHODS):
-        return (_DRAFTER_FIT,)
+        return (_DRAFTER_FIT, *_v026.mtp_moe_miss(features, spec))
     return ()
 
 
